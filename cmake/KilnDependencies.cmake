@@ -1,0 +1,42 @@
+# Finds every external dependency. A missing one stops configuration with one
+# line naming the Debian package that provides it, because that is the only
+# thing a user needs to know to fix it.
+
+function(kiln_require found what package)
+  if(NOT ${found})
+    message(FATAL_ERROR "Kiln needs ${what}: install the Debian package '${package}' (or run tools/dev.sh setup)")
+  endif()
+endfunction()
+
+set(KILN_LLVM_ROOT "/usr/lib/llvm-22" CACHE PATH "Root of the LLVM/MLIR 22 installation")
+find_package(MLIR CONFIG QUIET HINTS "${KILN_LLVM_ROOT}/lib/cmake/mlir")
+kiln_require(MLIR_FOUND "MLIR 22 (MLIRConfig.cmake)" "libmlir-22-dev")
+find_package(LLVM CONFIG QUIET HINTS "${KILN_LLVM_ROOT}/lib/cmake/llvm")
+kiln_require(LLVM_FOUND "LLVM 22 (LLVMConfig.cmake)" "llvm-22-dev")
+
+find_program(KILN_MLIR_TBLGEN mlir-tblgen HINTS "${KILN_LLVM_ROOT}/bin" NO_DEFAULT_PATH)
+kiln_require(KILN_MLIR_TBLGEN "mlir-tblgen" "libmlir-22-dev")
+find_program(KILN_LIT lit HINTS "${KILN_LLVM_ROOT}/bin" "${KILN_LLVM_ROOT}/build/utils/lit" NO_DEFAULT_PATH)
+find_program(KILN_FILECHECK FileCheck HINTS "${KILN_LLVM_ROOT}/bin" NO_DEFAULT_PATH)
+kiln_require(KILN_FILECHECK "FileCheck" "llvm-22-tools")
+
+find_package(Protobuf QUIET)
+kiln_require(Protobuf_FOUND "the protobuf C++ library" "libprotobuf-dev")
+kiln_require(Protobuf_PROTOC_EXECUTABLE "protoc" "protobuf-compiler")
+
+find_package(SQLite3 QUIET)
+kiln_require(SQLite3_FOUND "SQLite 3" "libsqlite3-dev")
+
+find_package(fmt CONFIG QUIET)
+kiln_require(fmt_FOUND "fmt" "libfmt-dev")
+
+find_package(GTest CONFIG QUIET)
+if(NOT GTest_FOUND)
+  find_package(GTest QUIET)
+endif()
+kiln_require(GTest_FOUND "GoogleTest" "libgtest-dev")
+
+find_package(PkgConfig QUIET)
+kiln_require(PKG_CONFIG_FOUND "pkg-config" "pkgconf")
+pkg_check_modules(LIBZIP QUIET IMPORTED_TARGET libzip)
+kiln_require(LIBZIP_FOUND "libzip" "libzip-dev")

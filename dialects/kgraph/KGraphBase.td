@@ -1,0 +1,79 @@
+//===- KGraphBase.td - kgraph dialect, types and attribute constraints ----===//
+//
+// The kgraph dialect is the tensor-level training graph: one func.func per
+// training step, forward + backward + optimizer update, on statically shaped
+// tensors. It mirrors the aten-level op set that PyTorch training graphs use,
+// so that a front end maps each aten op to one kgraph op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_KGRAPH_BASE_TD
+#define KILN_KGRAPH_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+def KGraph_Dialect : Dialect {
+  let name = "kgraph";
+  let cppNamespace = "::kiln::kgraph";
+  let summary = "Tensor-level training graphs (forward, backward, optimizer update)";
+  let description = [{
+    `kgraph` holds one training step as a `func.func` of ops on ranked,
+    statically shaped tensors of `f32`, `bf16`, `f16`, `i32`, `i64` or `i1`.
+
+    Function arguments and results carry their role in the step as the
+    attributes `kgraph.name` and `kgraph.role` (`parameter`, `optimizer_state`,
+    `batch_input`, `hyper_parameter`, `rng_seed`; `loss`, `metric`,
+    `updated_parameter`, `updated_state`); an updated parameter or state names
+    the argument it replaces with `kgraph.aliases`.
+
+    Binary elementwise ops broadcast their operands as NumPy does (trailing
+    dimensions aligned, size-1 dimensions stretched). Operands of one op share
+    one element type: the front end inserts `kgraph.cast` where PyTorch would
+    promote types. Randomness is explicit: `kgraph.dropout` takes a seed
+    operand, so a graph is a pure function of its inputs.
+  }];
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def KGraph_FloatElement : AnyTypeOf<[F32, BF16, F16]>;
+def KGraph_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64, I1]>;
+def KGraph_NumericTensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
+def KGraph_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
+def KGraph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def KGraph_BoolTensor : StaticShapeTensorOf<[I1]>;
+def KGraph_SeedTensor : 0DTensorOf<[I64]>;
+
+//===----------------------------------------------------------------------===//
+// Attribute constraints
+//===----------------------------------------------------------------------===//
+
+// A string attribute restricted to a fixed set of words. Strings rather than
+// integer enums keep the protobuf graph format readable and let the front end
+// write attributes without a table of enum values.
+class KGraph_StrEnum<list<string> cases> : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::llvm::is_contained(::llvm::ArrayRef<::llvm::StringRef>{"
+          # !interleave(!foreach(c, cases, "\"" # c # "\""), ", ")
+          # "}, ::llvm::cast<::mlir::StringAttr>($_self).getValue())">,
+    "one of: " # !interleave(cases, ", ")>]>;
+
+def KGraph_GeluApproximation : KGraph_StrEnum<["none", "tanh"]>;
+def KGraph_CompareDirection : KGraph_StrEnum<["eq", "ne", "lt", "le", "gt", "ge"]>;
+def KGraph_LossReduction : KGraph_StrEnum<["none", "mean", "sum"]>;
+def KGraph_AllReduceKind : KGraph_StrEnum<["sum", "mean"]>;
+
+def KGraph_Probability : ConfinedAttr<F64Attr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "
+          "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
+    "a probability in [0, 1)">]>;
+def KGraph_PositiveF64 : ConfinedAttr<F64Attr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() > 0.0">,
+    "a positive number">]>;
+
+#endif // KILN_KGRAPH_BASE_TD

@@ -1,0 +1,43 @@
+//===- KGraphShapes.h - shape rules shared by verifiers and evaluators ---===//
+//
+// The shape rules of kgraph ops live here once, so that type inference, the
+// reference interpreter and later lowerings agree on them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECTS_KGRAPH_KGRAPHSHAPES_H
+#define KILN_DIALECTS_KGRAPH_KGRAPHSHAPES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include <cstdint>
+#include <optional>
+
+namespace kiln::kgraph {
+
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+/// NumPy broadcast of two shapes; nullopt when a pair of dimensions differs
+/// and neither is 1.
+std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                     llvm::ArrayRef<int64_t> b);
+
+/// True when `from` broadcasts to exactly `to`.
+bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+
+/// Number of elements of a shape (1 for rank 0).
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+/// Row-major strides of a shape.
+Shape rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+
+/// The result shape of reducing `dims` of `shape`.
+Shape reducedShape(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> dims,
+                   bool keepDim);
+
+/// Number of elements of a strided slice dimension [start, limit) by stride.
+int64_t sliceSize(int64_t start, int64_t limit, int64_t stride);
+
+} // namespace kiln::kgraph
+
+#endif // KILN_DIALECTS_KGRAPH_KGRAPHSHAPES_H
