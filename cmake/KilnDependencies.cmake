@@ -40,3 +40,6 @@ find_package(PkgConfig QUIET)
 kiln_require(PKG_CONFIG_FOUND "pkg-config" "pkgconf")
 pkg_check_modules(LIBZIP QUIET IMPORTED_TARGET libzip)
 kiln_require(LIBZIP_FOUND "libzip" "libzip-dev")
+
+find_package(ZLIB QUIET)
+kiln_require(ZLIB_FOUND "zlib" "zlib1g-dev")

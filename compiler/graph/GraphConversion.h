@@ -6,6 +6,7 @@
 #include "compiler/graph/kgraph.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
@@ -24,6 +25,12 @@ llvm::Expected<proto::Graph> exportGraph(mlir::func::FuncOp function);
 
 /// The training-step function of a module: its single func.func.
 llvm::Expected<mlir::func::FuncOp> getStepFunction(mlir::ModuleOp module);
+
+/// Creates the op `state` describes at the builder's insertion point and
+/// verifies it. On failure the op is erased and the verifier's first message
+/// is returned, so callers can report it as one line of their own.
+llvm::Expected<mlir::Operation *> createVerified(mlir::OpBuilder &builder,
+                                                 const mlir::OperationState &state);
 
 /// MLIR element type <-> graph dtype.
 mlir::Type elementTypeOf(proto::DType dtype, mlir::MLIRContext &context);

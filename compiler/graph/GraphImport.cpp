@@ -241,23 +241,12 @@ llvm::Error GraphImporter::importNode(int index) {
   }
 
   // The op's own verifier (arity, attributes, inferred shapes) is the one
-  // place that knows what is valid; keep its first message.
-  std::string message;
-  Operation *op = nullptr;
-  {
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      if (message.empty()) {
-        message = diag.str();
-      }
-      return success();
-    });
-    op = builder.create(state);
-    if (failed(mlir::verify(op))) {
-      op->erase();
-      return nodeError(index, message.empty() ? "invalid op" : message);
-    }
+  // place that knows what is valid.
+  auto op = createVerified(builder, state);
+  if (!op) {
+    return nodeError(index, llvm::toString(op.takeError()));
   }
-  for (Value result : op->getResults()) {
+  for (Value result : (*op)->getResults()) {
     values.push_back(result);
   }
   return llvm::Error::success();
@@ -359,6 +348,24 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
 }
 
 } // namespace
+
+llvm::Expected<Operation *> createVerified(OpBuilder &builder,
+                                           const OperationState &state) {
+  std::string message;
+  ScopedDiagnosticHandler handler(builder.getContext(), [&](Diagnostic &diag) {
+    if (message.empty()) {
+      message = diag.str();
+    }
+    return success();
+  });
+  Operation *op = builder.create(state);
+  if (failed(mlir::verify(op))) {
+    op->erase();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   message.empty() ? "invalid op" : message);
+  }
+  return op;
+}
 
 llvm::Expected<OwningOpRef<ModuleOp>> importGraph(const proto::Graph &graph,
                                                   MLIRContext &context) {

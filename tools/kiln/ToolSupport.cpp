@@ -1,0 +1,55 @@
+//===- ToolSupport.cpp - shared pieces of the kiln subcommands -----------===//
+
+#include "tools/kiln/ToolSupport.h"
+
+#include "compiler/graph/GraphConversion.h"
+#include "compiler/graph/GraphFile.h"
+#include "dialects/KilnDialects.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::tool {
+
+int reportError(llvm::Error error) {
+  std::string message = llvm::toString(std::move(error));
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  llvm::errs() << "kiln: error: " << message << "\n";
+  return BadInput;
+}
+
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+loadGraphModule(llvm::StringRef path, mlir::MLIRContext &context) {
+  mlir::DialectRegistry registry;
+  registerKilnDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  if (path.ends_with(".mlir")) {
+    std::string message;
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+      if (message.empty()) {
+        std::string where;
+        llvm::raw_string_ostream os(where);
+        diag.getLocation().print(os);
+        message = where + ": " + diag.str();
+      }
+      return mlir::success();
+    });
+    auto module = mlir::parseSourceFile<mlir::ModuleOp>(path, &context);
+    if (!module) {
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          message.empty() ? "cannot read '" + path.str() + "'" : message);
+    }
+    return module;
+  }
+  auto graph = graph::readGraphFile(path);
+  if (!graph) {
+    return graph.takeError();
+  }
+  return graph::importGraph(*graph, context);
+}
+
+} // namespace kiln::tool

@@ -1,0 +1,43 @@
+//===- main.cpp - the kiln command-line tool ------------------------------===//
+//
+// One tool, one subcommand per task. Each subcommand lives in its own file
+// and registers itself through a llvm::cl::SubCommand.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/Commands.h"
+#include "tools/kiln/ToolSupport.h"
+
+#include "Version.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+static llvm::cl::SubCommand versionCommand("version", "Print Kiln's version");
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "kiln " << KILN_VERSION << " (" << KILN_GIT_HASH << ")\n";
+  });
+  std::string errors;
+  llvm::raw_string_ostream errorStream(errors);
+  if (!llvm::cl::ParseCommandLineOptions(argc, argv, "Kiln: ahead-of-time compiler for training graphs\n",
+                                         &errorStream)) {
+    std::string line = errors.substr(0, errors.find('\n'));
+    llvm::errs() << "kiln: error: " << line << " (see kiln --help)\n";
+    return kiln::tool::BadInput;
+  }
+  if (versionCommand) {
+    llvm::outs() << "kiln " << KILN_VERSION << " (" << KILN_GIT_HASH << ")\n";
+    return kiln::tool::Success;
+  }
+  for (const kiln::tool::Command &command : kiln::tool::commands()) {
+    if (*command.subcommand) {
+      return command.run();
+    }
+  }
+  llvm::errs() << "kiln: error: no subcommand given (see kiln --help)\n";
+  return kiln::tool::BadInput;
+}
