@@ -32,6 +32,10 @@ llvm::Expected<mlir::func::FuncOp> getStepFunction(mlir::ModuleOp module);
 llvm::Expected<mlir::Operation *> createVerified(mlir::OpBuilder &builder,
                                                  const mlir::OperationState &state);
 
+/// A location as people read it in a one-line error: "file:line:col",
+/// "'name' (file:line:col)" for named nodes, or "unknown location".
+std::string formatLocation(mlir::Location loc);
+
 /// MLIR element type <-> graph dtype.
 mlir::Type elementTypeOf(proto::DType dtype, mlir::MLIRContext &context);
 proto::DType dtypeOf(mlir::Type elementType);

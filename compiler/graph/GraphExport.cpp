@@ -37,13 +37,10 @@ proto::DType dtypeOf(Type type) {
 namespace {
 
 llvm::Error error(Operation *op, const llvm::Twine &what) {
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  op->getLoc().print(os);
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "cannot export '" +
                                      op->getName().getStringRef() + "' at " +
-                                     where + ": " + what);
+                                     formatLocation(op->getLoc()) + ": " + what);
 }
 
 llvm::Error exportType(Operation *op, Type type, proto::TensorType *out) {
@@ -136,6 +133,24 @@ T stringAttrOr(DictionaryAttr attrs, llvm::StringRef name, T fallback) {
 }
 
 } // namespace
+
+std::string formatLocation(Location loc) {
+  std::string name;
+  if (auto named = llvm::dyn_cast<NameLoc>(loc)) {
+    name = "'" + named.getName().str() + "'";
+    loc = named.getChildLoc();
+  }
+  std::string place;
+  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
+    place = (file.getFilename().strref() + ":" + llvm::Twine(file.getLine()) +
+             ":" + llvm::Twine(file.getColumn()))
+                .str();
+  }
+  if (name.empty()) {
+    return place.empty() ? "unknown location" : place;
+  }
+  return place.empty() ? name : name + " (" + place + ")";
+}
 
 llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
   proto::Graph graph;

@@ -18,12 +18,10 @@ HostTensor zerosOfType(mlir::Type type) {
 HostTensor emptyLike(mlir::Value value) { return zerosOfType(value.getType()); }
 
 llvm::Error kernelError(mlir::Operation *op, const llvm::Twine &message) {
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  op->getLoc().print(os);
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "'" + op->getName().getStringRef() + "' at " +
-                                     where + ": " + message);
+                                     graph::formatLocation(op->getLoc()) +
+                                     ": " + message);
 }
 
 Shape broadcastStrides(llvm::ArrayRef<int64_t> in,

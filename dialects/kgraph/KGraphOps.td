@@ -247,8 +247,11 @@ def KGraph_ScatterAddOp : KGraph_PureOp<"scatter_add", [InferTypeOpAdaptor]> {
   let arguments = (ins KGraph_NumericTensor:$input, KGraph_IndexTensor:$index,
                    KGraph_NumericTensor:$source, I64Attr:$dim);
   let results = (outs KGraph_NumericTensor:$output);
+  // The result type is printed: inference while parsing cannot see attributes
+  // from attr-dict yet.
   let assemblyFormat = "$input `,` $index `,` $source attr-dict `:` "
-                       "type($input) `,` type($index) `,` type($source)";
+                       "type($input) `,` type($index) `,` type($source) `->` "
+                       "type($output)";
 }
 
 def KGraph_IndexSelectOp : KGraph_PureOp<"index_select", [InferTypeOpAdaptor]> {

@@ -16,7 +16,10 @@ namespace kiln::tool {
 int reportError(llvm::Error error) {
   std::string message = llvm::toString(std::move(error));
   std::replace(message.begin(), message.end(), '\n', ' ');
-  llvm::errs() << "kiln: error: " << message << "\n";
+  // llvm::cl already prefixes its own messages with the tool name.
+  llvm::StringRef text(message);
+  text.consume_front("kiln: ");
+  llvm::errs() << "kiln: error: " << text << "\n";
   return BadInput;
 }
 
@@ -30,10 +33,7 @@ loadGraphModule(llvm::StringRef path, mlir::MLIRContext &context) {
     std::string message;
     mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
       if (message.empty()) {
-        std::string where;
-        llvm::raw_string_ostream os(where);
-        diag.getLocation().print(os);
-        message = where + ": " + diag.str();
+        message = graph::formatLocation(diag.getLocation()) + ": " + diag.str();
       }
       return mlir::success();
     });

@@ -25,8 +25,9 @@ int main(int argc, char **argv) {
   llvm::raw_string_ostream errorStream(errors);
   if (!llvm::cl::ParseCommandLineOptions(argc, argv, "Kiln: ahead-of-time compiler for training graphs\n",
                                          &errorStream)) {
-    std::string line = errors.substr(0, errors.find('\n'));
-    llvm::errs() << "kiln: error: " << line << " (see kiln --help)\n";
+    llvm::StringRef line = llvm::StringRef(errors).split('\n').first.trim();
+    line.consume_front("kiln: ");
+    llvm::errs() << "kiln: error: " << line << "\n";
     return kiln::tool::BadInput;
   }
   if (versionCommand) {

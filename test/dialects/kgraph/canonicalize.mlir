@@ -1,0 +1,136 @@
+// RUN: kiln-opt %s -canonicalize -split-input-file | FileCheck %s
+// kgraph folders and canonicalization patterns.
+
+// x * 1, x + 0, x - 0 and x / 1 fold to x when the result type is x's.
+// CHECK-LABEL: func.func @identities
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]]
+func.func @identities(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %one = kgraph.constant dense<1.0> : tensor<f32>
+  %zero = kgraph.constant dense<0.0> : tensor<8xf32>
+  %0 = kgraph.mul %x, %one : tensor<4x8xf32>, tensor<f32>
+  %1 = kgraph.mul %one, %x : tensor<f32>, tensor<4x8xf32>
+  %2 = kgraph.add %x, %zero : tensor<4x8xf32>, tensor<8xf32>
+  %3 = kgraph.sub %x, %zero : tensor<4x8xf32>, tensor<8xf32>
+  %4 = kgraph.div %x, %one : tensor<4x8xf32>, tensor<f32>
+  return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// An identity that would change the result type (x broadcast by the splat)
+// is kept.
+// CHECK-LABEL: func.func @broadcasting_identity_kept
+// CHECK: kgraph.mul
+func.func @broadcasting_identity_kept(%x: tensor<8xf32>) -> tensor<4x8xf32> {
+  %one = kgraph.constant dense<1.0> : tensor<4x8xf32>
+  %0 = kgraph.mul %x, %one : tensor<8xf32>, tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Multiplying by 2 is not an identity.
+// CHECK-LABEL: func.func @not_identity
+// CHECK: kgraph.mul
+func.func @not_identity(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %two = kgraph.constant dense<2.0> : tensor<f32>
+  %0 = kgraph.mul %x, %two : tensor<4xf32>, tensor<f32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Integer identities fold too.
+// CHECK-LABEL: func.func @integer_identity
+// CHECK-NEXT: return %arg0
+func.func @integer_identity(%x: tensor<4xi64>) -> tensor<4xi64> {
+  %one = kgraph.constant dense<1> : tensor<i64>
+  %0 = kgraph.mul %x, %one : tensor<4xi64>, tensor<i64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+// neg(neg(x)) is x.
+// CHECK-LABEL: func.func @double_negation
+// CHECK-NEXT: return %arg0
+func.func @double_negation(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = kgraph.neg %x : tensor<4xf32>
+  %1 = kgraph.neg %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// A transpose of a transpose composes; the identity permutation vanishes.
+// CHECK-LABEL: func.func @transposes
+// CHECK-NEXT: %[[T:.*]] = kgraph.transpose %arg0, [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+// CHECK-NEXT: return %arg0, %[[T]]
+func.func @transposes(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3xf32>) {
+  %0 = kgraph.transpose %x, [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %1 = kgraph.transpose %0, [1, 0, 2] : tensor<3x2x4xf32> -> tensor<2x3x4xf32>
+  %2 = kgraph.transpose %0, [2, 1, 0] : tensor<3x2x4xf32> -> tensor<4x2x3xf32>
+  return %1, %2 : tensor<2x3x4xf32>, tensor<4x2x3xf32>
+}
+
+// -----
+
+// Reshape chains collapse to one reshape; a reshape to the same type vanishes.
+// CHECK-LABEL: func.func @reshapes
+// CHECK-NEXT: %[[R:.*]] = kgraph.reshape %arg0 : tensor<4x6xf32> -> tensor<24xf32>
+// CHECK-NEXT: return %[[R]], %arg0
+func.func @reshapes(%x: tensor<4x6xf32>) -> (tensor<24xf32>, tensor<4x6xf32>) {
+  %0 = kgraph.reshape %x : tensor<4x6xf32> -> tensor<2x12xf32>
+  %1 = kgraph.reshape %0 : tensor<2x12xf32> -> tensor<24xf32>
+  %2 = kgraph.reshape %x : tensor<4x6xf32> -> tensor<4x6xf32>
+  return %1, %2 : tensor<24xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+// Shape ops and casts of splat constants become constants.
+// CHECK-LABEL: func.func @constant_shapes
+// CHECK-DAG: kgraph.constant dense<3.000000e+00> : tensor<4x8xf32>
+// CHECK-DAG: kgraph.constant dense<3.000000e+00> : tensor<32xf32>
+// CHECK-DAG: kgraph.constant dense<3.000000e+00> : tensor<bf16>
+// CHECK-NOT: kgraph.broadcast
+// CHECK-NOT: kgraph.cast
+func.func @constant_shapes() -> (tensor<4x8xf32>, tensor<32xf32>, tensor<bf16>) {
+  %c = kgraph.constant dense<3.0> : tensor<f32>
+  %0 = kgraph.broadcast %c : tensor<f32> -> tensor<4x8xf32>
+  %1 = kgraph.reshape %0 : tensor<4x8xf32> -> tensor<32xf32>
+  %2 = kgraph.cast %c : tensor<f32> -> tensor<bf16>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<32xf32>, tensor<bf16>
+}
+
+// -----
+
+// Broadcast and cast to their own type vanish.
+// CHECK-LABEL: func.func @no_op_shapes
+// CHECK-NEXT: return %arg0, %arg0
+func.func @no_op_shapes(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = kgraph.broadcast %x : tensor<4xf32> -> tensor<4xf32>
+  %1 = kgraph.cast %x : tensor<4xf32> -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// The collective is never removed, even when its result is unused.
+// CHECK-LABEL: func.func @all_reduce_kept
+// CHECK: kgraph.all_reduce
+func.func @all_reduce_kept(%x: tensor<4xf32>) {
+  %0 = kgraph.all_reduce %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Pure ops with unused results are removed.
+// CHECK-LABEL: func.func @dead_code
+// CHECK-NEXT: return
+func.func @dead_code(%x: tensor<4xf32>) {
+  %0 = kgraph.exp %x : tensor<4xf32>
+  return
+}
