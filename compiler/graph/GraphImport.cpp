@@ -39,6 +39,10 @@ Type elementTypeOf(proto::DType dtype, MLIRContext &context) {
 
 namespace {
 
+llvm::Error plainError(const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+}
+
 class GraphImporter {
 public:
   GraphImporter(const proto::Graph &graph, MLIRContext &context)
@@ -75,11 +79,11 @@ llvm::Expected<RankedTensorType>
 GraphImporter::tensorType(const proto::TensorType &type) const {
   Type element = elementTypeOf(type.dtype(), context);
   if (!element) {
-    return error("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
+    return plainError("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
   }
   for (int64_t d : type.shape()) {
     if (d < 0) {
-      return error("negative dimension " + llvm::Twine(d) + " in a shape");
+      return plainError("negative dimension " + llvm::Twine(d) + " in a shape");
     }
   }
   llvm::SmallVector<int64_t> shape(type.shape().begin(), type.shape().end());
@@ -93,7 +97,7 @@ GraphImporter::tensorData(const proto::TensorData &data) const {
     return type.takeError();
   }
   if (data.has_external()) {
-    return error("tensor refers to external weights that were not inlined "
+    return plainError("tensor refers to external weights that were not inlined "
                  "(read the graph with readGraphFile)");
   }
   const std::string &raw = data.raw();
@@ -101,7 +105,7 @@ GraphImporter::tensorData(const proto::TensorData &data) const {
   int64_t count = type->getNumElements();
   bool splat = raw.size() == elementSize && count != 1;
   if (!splat && raw.size() != elementSize * static_cast<size_t>(count)) {
-    return error("tensor data has " + llvm::Twine(raw.size()) +
+    return plainError("tensor data has " + llvm::Twine(raw.size()) +
                  " bytes; a " + dtypeName(data.type().dtype()) + " tensor of " +
                  llvm::Twine(count) + " elements needs " +
                  llvm::Twine(elementSize * count) + " (or one element for a splat)");
@@ -150,7 +154,7 @@ GraphImporter::attribute(const proto::Attribute &attr) const {
     return Attribute(*data);
   }
   default:
-    return error("attribute has no value");
+    return plainError("attribute has no value");
   }
 }
 

@@ -1,0 +1,187 @@
+//===- GraphFileTest.cpp - canonical form, hashing and file reading ------===//
+
+#include "compiler/graph/GraphFile.h"
+#include "examples/cpp/MlpStep.h"
+#include "test/support/TestSupport.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace kiln;
+
+namespace {
+
+proto::Graph smallMlp(int64_t hidden = 16) {
+  auto context = test::makeContext();
+  examples::MlpConfig config;
+  config.batch = 4;
+  config.features = 8;
+  config.hidden = hidden;
+  config.classes = 3;
+  auto graph = examples::buildMlpTrainStep(*context, config);
+  EXPECT_TRUE(static_cast<bool>(graph));
+  return graph ? *graph : proto::Graph();
+}
+
+std::string hashOf(const proto::Graph &graph) {
+  auto hash = graph::graphHash(graph);
+  EXPECT_TRUE(static_cast<bool>(hash));
+  return hash ? *hash : "";
+}
+
+proto::NamedAttribute *findAttribute(proto::Graph &graph, llvm::StringRef op,
+                                     llvm::StringRef name) {
+  for (proto::Node &node : *graph.mutable_nodes()) {
+    if (node.op() != op) {
+      continue;
+    }
+    for (proto::NamedAttribute &attr : *node.mutable_attributes()) {
+      if (attr.name() == name) {
+        return &attr;
+      }
+    }
+  }
+  return nullptr;
+}
+
+TEST(GraphHash, SameGraphBuiltTwiceHashesTheSame) {
+  EXPECT_EQ(hashOf(smallMlp()), hashOf(smallMlp()));
+  EXPECT_EQ(hashOf(smallMlp()).size(), 64u);
+}
+
+TEST(GraphHash, DebugInformationDoesNotChangeTheHash) {
+  proto::Graph graph = smallMlp();
+  std::string before = hashOf(graph);
+  graph.set_name("renamed_step");
+  graph.mutable_nodes(3)->set_debug_name("layer1.linear");
+  graph.mutable_nodes(3)->mutable_location()->set_file("train.py");
+  graph.mutable_nodes(3)->mutable_location()->set_line(42);
+  // Attribute order is not part of the meaning either.
+  for (proto::Node &node : *graph.mutable_nodes()) {
+    std::reverse(node.mutable_attributes()->begin(),
+                 node.mutable_attributes()->end());
+  }
+  EXPECT_EQ(before, hashOf(graph));
+}
+
+TEST(GraphHash, EveryMeaningfulChangeChangesTheHash) {
+  proto::Graph base = smallMlp();
+  std::string baseHash = hashOf(base);
+
+  proto::Graph op = base;
+  for (proto::Node &node : *op.mutable_nodes()) {
+    if (node.op() == "relu") {
+      node.set_op("sigmoid");
+      break;
+    }
+  }
+  EXPECT_NE(baseHash, hashOf(op));
+
+  EXPECT_NE(baseHash, hashOf(smallMlp(/*hidden=*/17))) << "shape";
+
+  proto::Graph dtype = base;
+  dtype.mutable_inputs(0)->mutable_type()->set_dtype(proto::BF16);
+  EXPECT_NE(baseHash, hashOf(dtype));
+
+  proto::Graph attr = base;
+  proto::NamedAttribute *dim = findAttribute(attr, "log_softmax", "dim");
+  ASSERT_NE(dim, nullptr);
+  dim->mutable_value()->set_i(0);
+  EXPECT_NE(baseHash, hashOf(attr));
+
+  proto::Graph constant = base;
+  proto::NamedAttribute *value = findAttribute(constant, "constant", "value");
+  ASSERT_NE(value, nullptr);
+  std::string raw = value->value().tensor().raw();
+  raw[0] ^= 1;
+  value->mutable_value()->mutable_tensor()->set_raw(raw);
+  EXPECT_NE(baseHash, hashOf(constant));
+
+  proto::Graph role = base;
+  role.mutable_outputs(1)->set_role(proto::LOSS);
+  EXPECT_NE(baseHash, hashOf(role));
+}
+
+class GraphFileTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-graph-test", dir));
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
+  std::string path(llvm::StringRef name) {
+    llvm::SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return p.str().str();
+  }
+  void writeBytes(llvm::StringRef name, llvm::StringRef bytes) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(path(name), ec);
+    ASSERT_FALSE(ec);
+    out << bytes;
+  }
+  llvm::SmallString<128> dir;
+};
+
+TEST_F(GraphFileTest, WriteThenReadGivesTheSameGraph) {
+  proto::Graph graph = smallMlp();
+  ASSERT_FALSE(static_cast<bool>(graph::writeGraphFile(graph, path("g.kgraph.pb"))));
+  auto read = graph::readGraphFile(path("g.kgraph.pb"));
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(hashOf(graph), hashOf(*read));
+  EXPECT_EQ(graph.SerializeAsString(), read->SerializeAsString());
+}
+
+TEST_F(GraphFileTest, ExternalWeightsAreInlinedAndHashLikeInlineOnes) {
+  proto::Graph graph = smallMlp();
+  proto::Graph external = graph;
+  std::string weights;
+  for (proto::Node &node : *external.mutable_nodes()) {
+    for (proto::NamedAttribute &attr : *node.mutable_attributes()) {
+      if (!attr.value().has_tensor()) {
+        continue;
+      }
+      proto::TensorData *tensor = attr.mutable_value()->mutable_tensor();
+      std::string raw = tensor->raw();
+      tensor->mutable_external()->set_offset(weights.size());
+      tensor->mutable_external()->set_length(raw.size());
+      weights += raw;
+    }
+  }
+  external.set_weights_file("g.weights");
+  writeBytes("g.weights", weights);
+  ASSERT_FALSE(static_cast<bool>(graph::writeGraphFile(external, path("g.kgraph.pb"))));
+  auto read = graph::readGraphFile(path("g.kgraph.pb"));
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(hashOf(graph), hashOf(*read));
+
+  // Hashing the unresolved graph is refused rather than hashing a path.
+  EXPECT_NE(test::errorOf(graph::graphHash(external)).find("external weights file"),
+            std::string::npos);
+
+  // A range past the end of the weights file names the node.
+  writeBytes("g.weights", weights.substr(0, weights.size() / 2));
+  std::string message = test::errorOf(graph::readGraphFile(path("g.kgraph.pb")));
+  EXPECT_NE(message.find("lies outside weights file"), std::string::npos) << message;
+  EXPECT_NE(message.find("('constant')"), std::string::npos) << message;
+}
+
+TEST_F(GraphFileTest, TruncatedAndNewerFilesAreRefused) {
+  std::string bytes = smallMlp().SerializeAsString();
+  writeBytes("cut.kgraph.pb", bytes.substr(0, bytes.size() / 2));
+  EXPECT_NE(test::errorOf(graph::readGraphFile(path("cut.kgraph.pb")))
+                .find("truncated or corrupt"),
+            std::string::npos);
+
+  proto::Graph newer = smallMlp();
+  newer.set_format_version(graph::kGraphFormatVersion + 1);
+  writeBytes("new.kgraph.pb", newer.SerializeAsString());
+  EXPECT_NE(test::errorOf(graph::readGraphFile(path("new.kgraph.pb")))
+                .find("upgrade Kiln"),
+            std::string::npos);
+
+  EXPECT_NE(test::errorOf(graph::readGraphFile(path("absent.kgraph.pb")))
+                .find("No such file"),
+            std::string::npos);
+}
+
+} // namespace

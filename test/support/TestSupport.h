@@ -1,0 +1,49 @@
+//===- TestSupport.h - helpers shared by Kiln's unit tests ------*- C++ -*-===//
+
+#ifndef KILN_TEST_SUPPORT_TESTSUPPORT_H
+#define KILN_TEST_SUPPORT_TESTSUPPORT_H
+
+#include "dialects/KilnDialects.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kiln::test {
+
+/// An MLIRContext with every Kiln dialect loaded.
+inline std::unique_ptr<mlir::MLIRContext> makeContext() {
+  mlir::DialectRegistry registry;
+  registerKilnDialects(registry);
+  auto context = std::make_unique<mlir::MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+/// Parses IR that a test writes inline; fails the test on a parse error.
+inline mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &context,
+                                               llvm::StringRef text) {
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  EXPECT_TRUE(module) << "could not parse:\n" << text.str();
+  return module;
+}
+
+/// The message of an Expected that must have failed.
+template <typename T>
+std::string errorOf(llvm::Expected<T> value) {
+  if (value) {
+    ADD_FAILURE() << "expected an error, got a value";
+    return "";
+  }
+  return llvm::toString(value.takeError());
+}
+
+} // namespace kiln::test
+
+#endif // KILN_TEST_SUPPORT_TESTSUPPORT_H
