@@ -81,10 +81,18 @@ GraphImporter::tensorType(const proto::TensorType &type) const {
   if (!element) {
     return plainError("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
   }
+  // Element counts must stay exact in a double and far from int64 overflow,
+  // which every consumer of the shape relies on.
+  constexpr int64_t kMaxElements = int64_t(1) << 48;
+  int64_t count = 1;
   for (int64_t d : type.shape()) {
     if (d < 0) {
       return plainError("negative dimension " + llvm::Twine(d) + " in a shape");
     }
+    if (d != 0 && count > kMaxElements / d) {
+      return plainError("a shape of more than 2^48 elements is not supported");
+    }
+    count *= d;
   }
   llvm::SmallVector<int64_t> shape(type.shape().begin(), type.shape().end());
   return RankedTensorType::get(shape, element);
@@ -355,6 +363,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
 llvm::Expected<Operation *> createVerified(OpBuilder &builder,
                                            const OperationState &state) {
+  auto fail = [](Operation *op, const llvm::Twine &message) {
+    op->erase();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
   std::string message;
   ScopedDiagnosticHandler handler(builder.getContext(), [&](Diagnostic &diag) {
     if (message.empty()) {
@@ -363,10 +375,28 @@ llvm::Expected<Operation *> createVerified(OpBuilder &builder,
     return success();
   });
   Operation *op = builder.create(state);
+  // MLIR stores inherent attributes as properties and silently drops one of
+  // the wrong kind, and it keeps unknown names as discardable attributes. A
+  // graph's attributes must all be declared by the op and kept as given, or a
+  // typo would change the meaning without a word.
+  llvm::ArrayRef<StringAttr> declared = op->getName().getAttributeNames();
+  for (const NamedAttribute &attr : state.attributes) {
+    if (!llvm::is_contained(declared, attr.getName())) {
+      std::string known;
+      for (StringAttr name : declared) {
+        known += (known.empty() ? "" : ", ") + name.str();
+      }
+      return fail(op, "unknown attribute '" + attr.getName().strref() +
+                          "' (the op has: " + (known.empty() ? "none" : known) +
+                          ")");
+    }
+    if (op->getInherentAttr(attr.getName()) != attr.getValue()) {
+      return fail(op, "attribute '" + attr.getName().strref() +
+                          "' has the wrong kind of value");
+    }
+  }
   if (failed(mlir::verify(op))) {
-    op->erase();
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   message.empty() ? "invalid op" : message);
+    return fail(op, message.empty() ? "invalid op" : message);
   }
   return op;
 }

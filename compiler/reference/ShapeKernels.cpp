@@ -149,7 +149,7 @@ llvm::Expected<Results> embeddingBackward(EmbeddingBackwardOp op, Operands in) {
       return std::move(err);
     }
     int64_t row = static_cast<int64_t>(indices.data[n]);
-    if (row == op.getPaddingIdx()) {
+    if (row == static_cast<int64_t>(op.getPaddingIdx())) {
       continue;
     }
     for (int64_t j = 0; j < width; ++j) {

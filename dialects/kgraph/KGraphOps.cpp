@@ -376,12 +376,13 @@ EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     return fail(loc, "embedding_backward grad_output must be indices' shape "
                      "plus the embedding dim");
   }
-  if (adaptor.getNumWeights() < 1) {
+  // I64Attr getters return uint64_t; the attribute holds a signed value.
+  auto numWeights = static_cast<int64_t>(adaptor.getNumWeights());
+  if (numWeights < 1) {
     return fail(loc, "embedding_backward num_weights must be positive");
   }
   inferred.push_back(RankedTensorType::get(
-      {adaptor.getNumWeights(), grad.getShape().back()},
-      grad.getElementType()));
+      {numWeights, grad.getShape().back()}, grad.getElementType()));
   return success();
 }
 

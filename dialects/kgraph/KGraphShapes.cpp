@@ -69,7 +69,8 @@ int64_t sliceSize(int64_t start, int64_t limit, int64_t stride) {
   if (limit <= start) {
     return 0;
   }
-  return (limit - start + stride - 1) / stride;
+  // Written so that no intermediate can overflow, whatever the stride.
+  return (limit - start - 1) / stride + 1;
 }
 
 } // namespace kiln::kgraph

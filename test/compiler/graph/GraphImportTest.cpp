@@ -135,6 +135,33 @@ TEST(GraphImport, MissingAndMistypedAttributesAreNamed) {
   EXPECT_NE(message.find("requires attribute 'dims'"), std::string::npos) << message;
 }
 
+TEST(GraphImport, UnknownOrMistypedAttributesAreRefused) {
+  proto::Graph g = validGraph();
+  proto::Node *sum = g.add_nodes();
+  sum->set_op("reduce_sum");
+  sum->add_operands(2);
+  sum->add_results()->set_dtype(proto::F32);
+  proto::NamedAttribute *dims = sum->add_attributes();
+  dims->set_name("dims");
+  dims->mutable_value()->mutable_ints()->add_values(0);
+  dims->mutable_value()->mutable_ints()->add_values(1);
+
+  proto::Graph typo = g;
+  proto::NamedAttribute *keep = typo.mutable_nodes(2)->add_attributes();
+  keep->set_name("keep_dim");
+  keep->mutable_value()->set_b(true);
+  EXPECT_EQ(importError(typo),
+            "graph 'g': node 2 ('reduce_sum'): unknown attribute 'keep_dim' "
+            "(the op has: dims, keepdim)");
+
+  proto::Graph kind = g;
+  keep = kind.mutable_nodes(2)->add_attributes();
+  keep->set_name("keepdim");
+  keep->mutable_value()->set_i(1);
+  EXPECT_EQ(importError(kind), "graph 'g': node 2 ('reduce_sum'): attribute "
+                               "'keepdim' has the wrong kind of value");
+}
+
 TEST(GraphImport, BadTensorDataIsNamed) {
   proto::Graph g = validGraph();
   proto::Node *c = g.add_nodes();

@@ -299,6 +299,15 @@ func.func @embedding_backward_shape(%g: tensor<2x16xf32>, %i: tensor<3xi64>) {
 
 // -----
 
+func.func @embedding_backward_negative_rows(%g: tensor<2x16xf32>, %i: tensor<2xi64>) {
+  // expected-error @+2 {{embedding_backward num_weights must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kgraph.embedding_backward %g, %i {num_weights = -3} : tensor<2x16xf32>, tensor<2xi64> -> tensor<3x16xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_backward_rows(%g: tensor<2x16xf32>, %i: tensor<2xi64>) {
   // expected-error @+2 {{embedding_backward num_weights must be positive}}
   // expected-error @+1 {{failed to infer returned types}}
