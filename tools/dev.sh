@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Kiln's developer entry point: one command sets up, builds and runs.
+#
+#   tools/dev.sh main    install what is missing, build, run the main job
+#   tools/dev.sh test    install what is missing, build, run every test
+#   tools/dev.sh setup   only install the missing Debian packages
+#   tools/dev.sh build   setup, then build (build/ by default, $KILN_BUILD_DIR)
+#
+# Idempotent: quiet when every package is present and the build is current.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
+FUZZ_BUILD="${KILN_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
+JOBS="${KILN_JOBS:-$(nproc)}"
+
+# Everything Kiln builds and tests with, from Debian's archive.
+PACKAGES=(
+  cmake ninja-build ccache g++ pkgconf
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  clang-22 libclang-rt-22-dev
+  libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
+  libzip-dev zlib1g-dev
+  python3-torch python3-numpy python3-protobuf
+  dataset-fashion-mnist
+)
+
+log() { printf 'kiln-dev: %s\n' "$*" >&2; }
+
+setup() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+configure() {
+  local dir="$1"; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -G Ninja -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  fi
+}
+
+build() {
+  setup
+  configure "$BUILD" -DKILN_FUZZER="$FUZZ_BUILD/bin/kiln-fuzz-graph-import"
+  cmake --build "$BUILD" -j "$JOBS"
+}
+
+build_fuzzer() {
+  # libFuzzer needs clang; only the fuzz target is built in this tree.
+  CC=clang-22 CXX=clang++-22 configure "$FUZZ_BUILD" -DKILN_ENABLE_FUZZERS=ON
+  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import
+}
+
+main_job() {
+  build
+  log "main job: build an MLP training step in C++, write it as .kgraph.pb, and train it on Fashion-MNIST with the reference interpreter"
+  "$BUILD/bin/kiln-example-mlp" --out "$BUILD/examples/mlp"
+}
+
+run_tests() {
+  build
+  build_fuzzer
+  cd "$BUILD"
+  ctest --output-on-failure -j "$JOBS"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  build) build ;;
+  main) main_job ;;
+  test) run_tests ;;
+  *) echo "usage: tools/dev.sh main|test|setup|build" >&2; exit 2 ;;
+esac
