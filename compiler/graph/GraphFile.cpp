@@ -135,12 +135,16 @@ llvm::Expected<proto::Graph> canonicalGraph(const proto::Graph &graph) {
   for (proto::Node &node : *canonical.mutable_nodes()) {
     node.clear_debug_name();
     node.clear_location();
+    // A total order (name, then value bytes), so that even a malformed node
+    // with a repeated name has one canonical form.
     auto *attrs = node.mutable_attributes();
-    std::stable_sort(attrs->begin(), attrs->end(),
-                     [](const proto::NamedAttribute &a,
-                        const proto::NamedAttribute &b) {
-                       return a.name() < b.name();
-                     });
+    std::sort(attrs->begin(), attrs->end(),
+              [](const proto::NamedAttribute &a, const proto::NamedAttribute &b) {
+                if (a.name() != b.name()) {
+                  return a.name() < b.name();
+                }
+                return a.value().SerializeAsString() < b.value().SerializeAsString();
+              });
   }
   return canonical;
 }

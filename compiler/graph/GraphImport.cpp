@@ -243,7 +243,11 @@ llvm::Error GraphImporter::importNode(int index) {
     }
     state.addTypes(*type);
   }
+  llvm::StringSet<> attributeNames;
   for (const proto::NamedAttribute &named : node.attributes()) {
+    if (!attributeNames.insert(named.name()).second) {
+      return nodeError(index, "attribute '" + named.name() + "' is given twice");
+    }
     auto attr = attribute(named.value());
     if (!attr) {
       return nodeError(index, "attribute '" + named.name() +
