@@ -16,30 +16,6 @@ struct Parameter {
   Tensor value, grad;
 };
 
-/// One AdamW update of `p` (torch.optim.AdamW, single-tensor path).
-void adamW(GraphBuilder &b, const MlpConfig &c, Parameter &p, Tensor lr,
-           Tensor step) {
-  llvm::ArrayRef<int64_t> shape = GraphBuilder::shapeOf(p.value);
-  Tensor m = b.input("m_" + p.name, proto::F32, shape, proto::OPTIMIZER_STATE);
-  Tensor v = b.input("v_" + p.name, proto::F32, shape, proto::OPTIMIZER_STATE);
-  Tensor one = b.scalar(1.0);
-  Tensor decayed =
-      b.mul(p.value, b.sub(one, b.mul(lr, b.scalar(c.weightDecay))));
-  Tensor m2 = b.add(b.mul(m, b.scalar(c.beta1)),
-                    b.mul(p.grad, b.scalar(1.0 - c.beta1)));
-  Tensor v2 = b.add(b.mul(v, b.scalar(c.beta2)),
-                    b.mul(b.mul(p.grad, p.grad), b.scalar(1.0 - c.beta2)));
-  Tensor correction1 = b.sub(one, b.pow(b.scalar(c.beta1), step));
-  Tensor correction2 = b.sub(one, b.pow(b.scalar(c.beta2), step));
-  Tensor stepSize = b.div(lr, correction1);
-  Tensor denom = b.add(b.div(b.sqrt(v2), b.sqrt(correction2)),
-                       b.scalar(c.epsilon));
-  Tensor updated = b.sub(decayed, b.mul(stepSize, b.div(m2, denom)));
-  b.output(p.name, updated, proto::UPDATED_PARAMETER, p.value);
-  b.output("m_" + p.name, m2, proto::UPDATED_STATE, m);
-  b.output("v_" + p.name, v2, proto::UPDATED_STATE, v);
-}
-
 } // namespace
 
 llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
@@ -79,7 +55,7 @@ llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
   Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
   Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
   for (Parameter &p : params) {
-    adamW(b, c, p, lr, step);
+    addOptimizerUpdate(b, c.optimizer, p.name, p.value, p.grad, lr, step);
   }
   return b.finishGraph();
 }

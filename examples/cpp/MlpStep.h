@@ -10,6 +10,7 @@
 #ifndef KILN_EXAMPLES_CPP_MLPSTEP_H
 #define KILN_EXAMPLES_CPP_MLPSTEP_H
 
+#include "compiler/builder/Optimizers.h"
 #include "compiler/graph/kgraph.pb.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -22,17 +23,18 @@ struct MlpConfig {
   int64_t features = 784;
   int64_t hidden = 128;
   int64_t classes = 10;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-8;
-  double weightDecay = 0.01;
+  OptimizerSpec optimizer = [] {
+    OptimizerSpec spec;
+    spec.weightDecay = 0.01;
+    return spec;
+  }();
 };
 
 /// Inputs, in order: x [B, F], y [B] (i64), w1 [H, F], b1 [H], w2 [C, H],
 /// b2 [C], the hyper-parameters lr and step (f32 scalars; step counts from
-/// 1), then the AdamW moments m_<p> and v_<p> of each parameter.
+/// 1), then the optimizer state of each parameter (<state>_<p>).
 /// Outputs: loss, correct (count of right predictions), the updated
-/// parameters and moments.
+/// parameters and optimizer state.
 llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
                                                const MlpConfig &config);
 

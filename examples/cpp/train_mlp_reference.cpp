@@ -45,6 +45,13 @@ static cl::opt<double> learningRate("lr", cl::desc("AdamW learning rate"),
                                     cl::init(1e-3));
 static cl::opt<std::string> outDir("out", cl::desc("Where to write the graphs"),
                                    cl::init("build/examples/mlp"));
+static cl::opt<std::string> optimizer("optimizer", cl::desc("sgd, adam or adamw"),
+                                      cl::init("adamw"));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"), cl::init(0.0));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD with Nesterov momentum"));
+static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"),
+                                   cl::init(0.01));
 static cl::opt<std::string> emitGraph(
     "emit-graph", cl::desc("Only write the training-step graph to this file"));
 
@@ -113,6 +120,17 @@ int main(int argc, char **argv) {
   examples::MlpConfig config;
   config.batch = batch;
   config.hidden = hidden;
+  std::optional<OptimizerSpec::Kind> kind = OptimizerSpec::parseKind(optimizer);
+  if (!kind) {
+    return fail(llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                        "unknown optimizer '" + optimizer +
+                                            "' (sgd, adam or adamw)"));
+  }
+  config.optimizer.kind = *kind;
+  config.optimizer.momentum = momentum;
+  config.optimizer.dampening = dampening;
+  config.optimizer.nesterov = nesterov;
+  config.optimizer.weightDecay = weightDecay;
   if (!emitGraph.empty()) {
     config.features = features;
     config.classes = classes;

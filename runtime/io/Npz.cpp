@@ -282,6 +282,9 @@ llvm::Error writeArrays(llvm::StringRef path, const std::vector<NpyArray> &array
         return cleanup(why);
       }
       zip_set_file_compression(archive, index, ZIP_CM_STORE, 0);
+      // A fixed timestamp (1980-01-01, the DOS epoch) makes the same arrays
+      // give the same bytes, run after run.
+      zip_file_set_dostime(archive, index, 0, (0 << 9) | (1 << 5) | 1, 0);
     }
     if (zip_close(archive) != 0) {
       std::string why = zip_strerror(archive);

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The MLP training step built in C++ matches PyTorch, step for step.
 
-Builds the 2-layer MLP + cross-entropy + AdamW step with kiln-example-mlp,
+Builds the 2-layer MLP + cross-entropy + optimizer step with kiln-example-mlp,
 runs it with `kiln interpret` for several steps (feeding each step's updated
-parameters and moments back in), and runs the same model with torch.nn and
-torch.optim.AdamW on the CPU. Loss, updated parameters and AdamW moments must
+parameters and optimizer state back in), and runs the same model with
+torch.nn and torch.optim on the CPU, for SGD with momentum (plain, damped,
+Nesterov), Adam and AdamW. Loss, updated parameters and optimizer state must
 agree within 1e-5 relative (max abs difference over the tensor's max abs).
 """
 import argparse
@@ -20,6 +21,27 @@ TOLERANCE = 1e-5
 BATCH, FEATURES, HIDDEN, CLASSES = 8, 20, 16, 5
 LR, STEPS = 1e-2, 4
 
+# (name, kiln-example-mlp flags, torch optimizer factory, state names)
+OPTIMIZERS = [
+    ("sgd-momentum", ["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay", "0.01"],
+     lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9, weight_decay=0.01),
+     {"momentum": "momentum_buffer"}),
+    ("sgd-dampened", ["--optimizer", "sgd", "--momentum", "0.8", "--dampening", "0.3",
+                      "--weight-decay", "0"],
+     lambda p: torch.optim.SGD(p, lr=LR, momentum=0.8, dampening=0.3),
+     {"momentum": "momentum_buffer"}),
+    ("sgd-nesterov", ["--optimizer", "sgd", "--momentum", "0.9", "--nesterov",
+                      "--weight-decay", "0"],
+     lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9, nesterov=True),
+     {"momentum": "momentum_buffer"}),
+    ("adam", ["--optimizer", "adam", "--weight-decay", "0.01"],
+     lambda p: torch.optim.Adam(p, lr=LR, weight_decay=0.01),
+     {"m": "exp_avg", "v": "exp_avg_sq"}),
+    ("adamw", ["--optimizer", "adamw", "--weight-decay", "0.01"],
+     lambda p: torch.optim.AdamW(p, lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
+     {"m": "exp_avg", "v": "exp_avg_sq"}),
+]
+
 
 def relative_error(got, want):
     want = np.asarray(want, dtype=np.float64)
@@ -28,19 +50,12 @@ def relative_error(got, want):
     return float(np.max(np.abs(got - want)) / scale)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True, help="Kiln's build/bin directory")
-    args = parser.parse_args()
-    kiln = os.path.join(args.bin, "kiln")
-    example = os.path.join(args.bin, "kiln-example-mlp")
-
+def check(kiln, example, label, flags, make_optimizer, states):
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, CLASSES)
     )
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
-                                  eps=1e-8, weight_decay=0.01)
+    optimizer = make_optimizer(model.parameters())
     names = ["w1", "b1", "w2", "b2"]
     params = dict(zip(names, model.parameters()))
     rng = np.random.default_rng(0)
@@ -49,11 +64,11 @@ def main():
         graph = os.path.join(work, "mlp.kgraph.pb")
         subprocess.run([example, "--emit-graph", graph, "--batch", str(BATCH),
                         "--features", str(FEATURES), "--hidden", str(HIDDEN),
-                        "--classes", str(CLASSES)], check=True)
+                        "--classes", str(CLASSES)] + flags, check=True)
         state = {n: p.detach().numpy().copy() for n, p in params.items()}
         for n in names:
-            state["m_" + n] = np.zeros_like(state[n])
-            state["v_" + n] = np.zeros_like(state[n])
+            for s in states:
+                state[s + "_" + n] = np.zeros_like(state[n])
 
         worst = 0.0
         for step in range(1, STEPS + 1):
@@ -77,21 +92,33 @@ def main():
             checks = {"loss": loss.item()}
             for n in names:
                 checks[n] = params[n].detach().numpy()
-                checks["m_" + n] = optimizer.state[params[n]]["exp_avg"].numpy()
-                checks["v_" + n] = optimizer.state[params[n]]["exp_avg_sq"].numpy()
+                for s, torch_name in states.items():
+                    checks[s + "_" + n] = optimizer.state[params[n]][torch_name].numpy()
             for name, want in checks.items():
                 err = relative_error(got[name], want)
                 worst = max(worst, err)
                 if err > TOLERANCE:
-                    print(f"step {step}: '{name}' differs from PyTorch by {err:.2e} "
+                    print(f"{label} step {step}: '{name}' differs from PyTorch by {err:.2e} "
                           f"relative (tolerance {TOLERANCE:.0e})")
                     return 1
             if int(got["correct"]) != correct:
-                print(f"step {step}: correct count {int(got['correct'])} != PyTorch's {correct}")
+                print(f"{label} step {step}: correct count {int(got['correct'])} != PyTorch's {correct}")
                 return 1
             state = {k: got[k] for k in state}
-            print(f"step {step}: loss {float(got['loss']):.6f} (PyTorch {loss.item():.6f})")
-        print(f"{STEPS} steps match PyTorch; worst relative error {worst:.2e}")
+        print(f"{label}: {STEPS} steps match PyTorch; last loss {float(got['loss']):.6f} "
+              f"(PyTorch {loss.item():.6f}); worst relative error {worst:.2e}")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True, help="Kiln's build/bin directory")
+    args = parser.parse_args()
+    kiln = os.path.join(args.bin, "kiln")
+    example = os.path.join(args.bin, "kiln-example-mlp")
+    for label, flags, make_optimizer, states in OPTIMIZERS:
+        if check(kiln, example, label, flags, make_optimizer, states):
+            return 1
     return 0
 
 

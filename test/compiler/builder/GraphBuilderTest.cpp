@@ -1,6 +1,7 @@
 //===- GraphBuilderTest.cpp - the C++ graph-builder API ------------------===//
 
 #include "compiler/builder/GraphBuilder.h"
+#include "compiler/builder/Optimizers.h"
 #include "compiler/graph/GraphConversion.h"
 #include "compiler/reference/Interpreter.h"
 #include "test/support/TestSupport.h"
@@ -81,6 +82,42 @@ TEST(GraphBuilder, CompositeLossRunsOnTheInterpreter) {
   // Row 0: log 2; row 1: log(1 + e^-10).
   EXPECT_NEAR(out->front().data[0], (std::log(2.0) + std::log1p(std::exp(-10.0))) / 2,
               1e-6);
+}
+
+} // namespace
+
+namespace {
+
+TEST(Optimizers, StateInputsFollowTheSpec) {
+  auto countStates = [](OptimizerSpec spec) {
+    auto context = test::makeContext();
+    GraphBuilder b(*context, "opt");
+    Tensor w = b.input("w", proto::F32, {3}, proto::PARAMETER);
+    Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
+    Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
+    addOptimizerUpdate(b, spec, "w", w, b.neg(w), lr, step);
+    auto graph = b.finishGraph();
+    EXPECT_TRUE(static_cast<bool>(graph));
+    int states = 0;
+    for (const proto::Input &input : graph->inputs()) {
+      states += input.role() == proto::OPTIMIZER_STATE;
+    }
+    // Every state input is replaced by an output of the same name.
+    for (const proto::Output &output : graph->outputs()) {
+      EXPECT_EQ(graph->inputs(output.aliases_input()).name(), output.name());
+    }
+    return states;
+  };
+  OptimizerSpec sgd;
+  sgd.kind = OptimizerSpec::Kind::SGD;
+  EXPECT_EQ(countStates(sgd), 0);
+  sgd.momentum = 0.9;
+  EXPECT_EQ(countStates(sgd), 1);
+  OptimizerSpec adam;
+  adam.kind = OptimizerSpec::Kind::Adam;
+  EXPECT_EQ(countStates(adam), 2);
+  EXPECT_EQ(OptimizerSpec::parseKind("adamw"), OptimizerSpec::Kind::AdamW);
+  EXPECT_EQ(OptimizerSpec::parseKind("lamb"), std::nullopt);
 }
 
 } // namespace

@@ -4,7 +4,10 @@
 #include "test/support/TestSupport.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -50,6 +53,17 @@ TEST_F(NpzTest, ArchiveRoundTripKeepsNamesShapesAndBytes) {
     EXPECT_EQ((*read)[i].shape, arrays[i].shape);
     EXPECT_EQ((*read)[i].data, arrays[i].data);
   }
+}
+
+TEST_F(NpzTest, SameArraysGiveTheSameBytes) {
+  std::vector<io::NpyArray> arrays = {array("a", proto::F32, {2}, std::string(8, 'x'))};
+  ASSERT_FALSE(static_cast<bool>(io::writeArrays(path("1.npz"), arrays)));
+  sleep(2); // zip timestamps have 2-second resolution
+  ASSERT_FALSE(static_cast<bool>(io::writeArrays(path("2.npz"), arrays)));
+  auto one = llvm::MemoryBuffer::getFile(path("1.npz"));
+  auto two = llvm::MemoryBuffer::getFile(path("2.npz"));
+  ASSERT_TRUE(one && two);
+  EXPECT_EQ((*one)->getBuffer(), (*two)->getBuffer());
 }
 
 TEST_F(NpzTest, SingleNpyFileIsNamedAfterItsStem) {
