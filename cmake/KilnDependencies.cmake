@@ -4,7 +4,9 @@
 
 function(kiln_require found what package)
   if(NOT ${found})
-    message(FATAL_ERROR "Kiln needs ${what}: install the Debian package '${package}' (or run tools/dev.sh setup)")
+    # NOTICE prints the line as it is; FATAL_ERROR would wrap it.
+    message(NOTICE "kiln: Kiln needs ${what}: install the Debian package '${package}' (or run tools/dev.sh setup)")
+    message(FATAL_ERROR "missing dependency: ${package}")
   endif()
 endfunction()
 

@@ -34,7 +34,7 @@ using reference::HostTensor;
 
 static cl::opt<std::string> dataDir("data", cl::desc("Fashion-MNIST directory"),
                                     cl::init("/usr/share/datasets/fashion-mnist"));
-static cl::opt<int> steps("steps", cl::desc("Training steps"), cl::init(1200));
+static cl::opt<int> steps("steps", cl::desc("Training steps"), cl::init(1800));
 static cl::opt<int> batch("batch", cl::desc("Batch size"), cl::init(100));
 static cl::opt<int> hidden("hidden", cl::desc("Hidden units"), cl::init(128));
 static cl::opt<int> features("features", cl::desc("Input features (with --emit-graph)"),
