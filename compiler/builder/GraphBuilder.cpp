@@ -456,13 +456,11 @@ Tensor GraphBuilder::allReduce(Tensor x, llvm::StringRef reduction) {
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphBuilder::finish() {
   if (finished) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph builder already finished");
+    return llvm::createStringError("graph builder already finished");
   }
   finished = true;
   if (!firstError.empty()) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph '" + function.getSymName() +
+    return llvm::createStringError("graph '" + function.getSymName() +
                                        "': " + firstError);
   }
   func::ReturnOp::create(builder, builder.getUnknownLoc(), outputs);
@@ -473,8 +471,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphBuilder::finish() {
     function.setResultAttrs(i, attrs);
   }
   if (failed(mlir::verify(*module))) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph '" + function.getSymName() +
+    return llvm::createStringError("graph '" + function.getSymName() +
                                        "' does not verify");
   }
   return std::move(module);

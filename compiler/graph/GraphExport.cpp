@@ -37,8 +37,7 @@ proto::DType dtypeOf(Type type) {
 namespace {
 
 llvm::Error error(Operation *op, const llvm::Twine &what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "cannot export '" +
+  return llvm::createStringError("cannot export '" +
                                      op->getName().getStringRef() + "' at " +
                                      formatLocation(op->getLoc()) + ": " + what);
 }
@@ -248,15 +247,12 @@ llvm::Expected<func::FuncOp> getStepFunction(ModuleOp module) {
   func::FuncOp step;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (step) {
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "the module holds more than one function; a graph is one func.func");
+      return llvm::createStringError("the module holds more than one function; a graph is one func.func");
     }
     step = function;
   }
   if (!step) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the module holds no func.func to run");
+    return llvm::createStringError("the module holds no func.func to run");
   }
   return step;
 }

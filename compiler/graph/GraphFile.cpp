@@ -18,10 +18,6 @@ namespace kiln::graph {
 
 namespace {
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 /// Replaces every external tensor of `graph` by inline bytes from `weights`.
 llvm::Error inlineWeights(proto::Graph &graph, llvm::StringRef weights,
                           llvm::StringRef weightsPath) {
@@ -35,7 +31,7 @@ llvm::Error inlineWeights(proto::Graph &graph, llvm::StringRef weights,
       uint64_t offset = tensor->external().offset();
       uint64_t length = tensor->external().length();
       if (offset > weights.size() || length > weights.size() - offset) {
-        return error("node " + llvm::Twine(n) + " ('" + node->op() +
+        return llvm::createStringError("node " + llvm::Twine(n) + " ('" + node->op() +
                      "'): external data [" + llvm::Twine(offset) + ", +" +
                      llvm::Twine(length) + ") lies outside weights file '" +
                      weightsPath + "' of " + llvm::Twine(weights.size()) +
@@ -57,12 +53,12 @@ llvm::Expected<proto::Graph> parseGraph(llvm::StringRef bytes,
                                                 static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&stream);
   if (!graph.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-    return error("'" + origin +
+    return llvm::createStringError("'" + origin +
                  "' is not a valid .kgraph.pb graph (truncated or corrupt "
                  "protobuf)");
   }
   if (graph.format_version() > kGraphFormatVersion) {
-    return error("'" + origin + "' has graph format version " +
+    return llvm::createStringError("'" + origin + "' has graph format version " +
                  llvm::Twine(graph.format_version()) +
                  ", newer than this Kiln reads (" +
                  llvm::Twine(kGraphFormatVersion) + "); upgrade Kiln");
@@ -74,7 +70,7 @@ llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
-    return error("cannot read graph '" + path +
+    return llvm::createStringError("cannot read graph '" + path +
                  "': " + buffer.getError().message());
   }
   auto graph = parseGraph((*buffer)->getBuffer(), path);
@@ -85,7 +81,7 @@ llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
   llvm::sys::path::append(weightsPath, graph->weights_file());
   auto weights = llvm::MemoryBuffer::getFile(weightsPath, false, false);
   if (!weights) {
-    return error("cannot read weights file '" + weightsPath + "' of graph '" +
+    return llvm::createStringError("cannot read weights file '" + weightsPath + "' of graph '" +
                  path + "': " + weights.getError().message());
   }
   if (llvm::Error err =
@@ -98,14 +94,14 @@ llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
 llvm::Error writeGraphFile(const proto::Graph &graph, llvm::StringRef path) {
   std::string bytes;
   if (!graph.SerializeToString(&bytes)) {
-    return error("cannot serialize graph for '" + path + "'");
+    return llvm::createStringError("cannot serialize graph for '" + path + "'");
   }
   std::string tmp = (path + ".tmp." + llvm::Twine(::getpid())).str();
   std::error_code ec;
   {
     llvm::raw_fd_ostream out(tmp, ec);
     if (ec) {
-      return error("cannot write '" + tmp + "': " + ec.message());
+      return llvm::createStringError("cannot write '" + tmp + "': " + ec.message());
     }
     out << bytes;
     out.close();
@@ -113,19 +109,19 @@ llvm::Error writeGraphFile(const proto::Graph &graph, llvm::StringRef path) {
       ec = out.error();
       out.clear_error();
       llvm::sys::fs::remove(tmp);
-      return error("cannot write '" + tmp + "': " + ec.message());
+      return llvm::createStringError("cannot write '" + tmp + "': " + ec.message());
     }
   }
   if ((ec = llvm::sys::fs::rename(tmp, path))) {
     llvm::sys::fs::remove(tmp);
-    return error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+    return llvm::createStringError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
   }
   return llvm::Error::success();
 }
 
 llvm::Expected<proto::Graph> canonicalGraph(const proto::Graph &graph) {
   if (!graph.weights_file().empty()) {
-    return error("graph '" + graph.name() +
+    return llvm::createStringError("graph '" + graph.name() +
                  "' refers to an external weights file; read it with "
                  "readGraphFile to inline the weights before hashing");
   }
@@ -160,7 +156,7 @@ llvm::Expected<std::string> canonicalBytes(const proto::Graph &graph) {
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
     if (!canonical->SerializeToCodedStream(&coded)) {
-      return error("cannot serialize the canonical form of graph '" +
+      return llvm::createStringError("cannot serialize the canonical form of graph '" +
                    graph.name() + "'");
     }
   }

@@ -39,10 +39,6 @@ Type elementTypeOf(proto::DType dtype, MLIRContext &context) {
 
 namespace {
 
-llvm::Error plainError(const llvm::Twine &what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
-}
-
 class GraphImporter {
 public:
   GraphImporter(const proto::Graph &graph, MLIRContext &context)
@@ -52,8 +48,7 @@ public:
 
 private:
   llvm::Error error(const llvm::Twine &what) const {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph '" + graph.name() + "': " + what);
+    return llvm::createStringError("graph '" + graph.name() + "': " + what);
   }
   llvm::Error nodeError(int index, const llvm::Twine &what) const {
     return error("node " + llvm::Twine(index) + " ('" +
@@ -79,7 +74,7 @@ llvm::Expected<RankedTensorType>
 GraphImporter::tensorType(const proto::TensorType &type) const {
   Type element = elementTypeOf(type.dtype(), context);
   if (!element) {
-    return plainError("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
+    return llvm::createStringError("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
   }
   // Element counts must stay exact in a double and far from int64 overflow,
   // which every consumer of the shape relies on.
@@ -87,10 +82,10 @@ GraphImporter::tensorType(const proto::TensorType &type) const {
   int64_t count = 1;
   for (int64_t d : type.shape()) {
     if (d < 0) {
-      return plainError("negative dimension " + llvm::Twine(d) + " in a shape");
+      return llvm::createStringError("negative dimension " + llvm::Twine(d) + " in a shape");
     }
     if (d != 0 && count > kMaxElements / d) {
-      return plainError("a shape of more than 2^48 elements is not supported");
+      return llvm::createStringError("a shape of more than 2^48 elements is not supported");
     }
     count *= d;
   }
@@ -105,7 +100,7 @@ GraphImporter::tensorData(const proto::TensorData &data) const {
     return type.takeError();
   }
   if (data.has_external()) {
-    return plainError("tensor refers to external weights that were not inlined "
+    return llvm::createStringError("tensor refers to external weights that were not inlined "
                  "(read the graph with readGraphFile)");
   }
   const std::string &raw = data.raw();
@@ -113,7 +108,7 @@ GraphImporter::tensorData(const proto::TensorData &data) const {
   int64_t count = type->getNumElements();
   bool splat = raw.size() == elementSize && count != 1;
   if (!splat && raw.size() != elementSize * static_cast<size_t>(count)) {
-    return plainError("tensor data has " + llvm::Twine(raw.size()) +
+    return llvm::createStringError("tensor data has " + llvm::Twine(raw.size()) +
                  " bytes; a " + dtypeName(data.type().dtype()) + " tensor of " +
                  llvm::Twine(count) + " elements needs " +
                  llvm::Twine(elementSize * count) + " (or one element for a splat)");
@@ -162,7 +157,7 @@ GraphImporter::attribute(const proto::Attribute &attr) const {
     return Attribute(*data);
   }
   default:
-    return plainError("attribute has no value");
+    return llvm::createStringError("attribute has no value");
   }
 }
 
@@ -369,7 +364,7 @@ llvm::Expected<Operation *> createVerified(OpBuilder &builder,
                                            const OperationState &state) {
   auto fail = [](Operation *op, const llvm::Twine &message) {
     op->erase();
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+    return llvm::createStringError(message);
   };
   std::string message;
   ScopedDiagnosticHandler handler(builder.getContext(), [&](Diagnostic &diag) {

@@ -20,21 +20,17 @@ std::string argumentName(func::FuncOp function, unsigned index) {
   return "#" + std::to_string(index);
 }
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 } // namespace
 
 llvm::Expected<std::vector<HostTensor>>
 interpret(func::FuncOp function, llvm::ArrayRef<HostTensor> inputs) {
   if (!function.getBody().hasOneBlock()) {
-    return error("function '" + function.getSymName() +
+    return llvm::createStringError("function '" + function.getSymName() +
                  "' must have exactly one block");
   }
   Block &body = function.getBody().front();
   if (inputs.size() != body.getNumArguments()) {
-    return error("function '" + function.getSymName() + "' takes " +
+    return llvm::createStringError("function '" + function.getSymName() + "' takes " +
                  llvm::Twine(body.getNumArguments()) + " inputs, got " +
                  llvm::Twine(inputs.size()));
   }
@@ -51,7 +47,7 @@ interpret(func::FuncOp function, llvm::ArrayRef<HostTensor> inputs) {
     HostTensor expected = emptyLike(arg);
     const HostTensor &given = inputs[arg.getArgNumber()];
     if (given.dtype != expected.dtype || given.shape != expected.shape) {
-      return error("input " + argumentName(function, arg.getArgNumber()) +
+      return llvm::createStringError("input " + argumentName(function, arg.getArgNumber()) +
                    " of '" + function.getSymName() + "': expected " +
                    expected.typeString() + ", got " + given.typeString());
     }

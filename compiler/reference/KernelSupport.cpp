@@ -18,8 +18,7 @@ HostTensor zerosOfType(mlir::Type type) {
 HostTensor emptyLike(mlir::Value value) { return zerosOfType(value.getType()); }
 
 llvm::Error kernelError(mlir::Operation *op, const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "'" + op->getName().getStringRef() + "' at " +
+  return llvm::createStringError("'" + op->getName().getStringRef() + "' at " +
                                      graph::formatLocation(op->getLoc()) +
                                      ": " + message);
 }

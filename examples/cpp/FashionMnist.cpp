@@ -10,16 +10,12 @@ namespace kiln::examples {
 
 namespace {
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 /// The whole decompressed content of a .gz file.
 llvm::Expected<std::string> readGzip(const std::string &path) {
   std::unique_ptr<gzFile_s, decltype(&gzclose)> file(gzopen(path.c_str(), "rb"),
                                                      &gzclose);
   if (!file) {
-    return error("cannot open '" + path +
+    return llvm::createStringError("cannot open '" + path +
                  "' (install Debian's dataset-fashion-mnist)");
   }
   std::string data;
@@ -29,7 +25,7 @@ llvm::Expected<std::string> readGzip(const std::string &path) {
     data.append(chunk, n);
   }
   if (n < 0) {
-    return error("'" + path + "' is not a readable gzip file");
+    return llvm::createStringError("'" + path + "' is not a readable gzip file");
   }
   return data;
 }
@@ -55,7 +51,7 @@ llvm::Expected<Dataset> readFashionMnist(const std::string &dir,
   }
   if (images->size() < 16 || bigEndian32(*images, 0) != 0x803 ||
       labels->size() < 8 || bigEndian32(*labels, 0) != 0x801) {
-    return error("'" + imagesPath + "' or '" + labelsPath +
+    return llvm::createStringError("'" + imagesPath + "' or '" + labelsPath +
                  "' is not an IDX file of the expected kind");
   }
   Dataset set;
@@ -63,7 +59,7 @@ llvm::Expected<Dataset> readFashionMnist(const std::string &dir,
   uint32_t rows = bigEndian32(*images, 8), cols = bigEndian32(*images, 12);
   if (rows * cols != 784 || bigEndian32(*labels, 4) != set.count ||
       images->size() != 16 + set.count * 784 || labels->size() != 8 + set.count) {
-    return error("'" + imagesPath + "' and '" + labelsPath +
+    return llvm::createStringError("'" + imagesPath + "' and '" + labelsPath +
                  "' disagree on their sizes");
   }
   set.images.resize(set.count * 784);

@@ -122,8 +122,7 @@ int main(int argc, char **argv) {
   config.hidden = hidden;
   std::optional<OptimizerSpec::Kind> kind = OptimizerSpec::parseKind(optimizer);
   if (!kind) {
-    return fail(llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                        "unknown optimizer '" + optimizer +
+    return fail(llvm::createStringError(     "unknown optimizer '" + optimizer +
                                             "' (sgd, adam or adamw)"));
   }
   config.optimizer.kind = *kind;

@@ -20,10 +20,6 @@ namespace kiln::io {
 
 namespace {
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 constexpr llvm::StringLiteral kMagic("\x93NUMPY");
 
 /// NumPy's type string for a dtype, and back.
@@ -84,7 +80,7 @@ std::optional<llvm::StringRef> headerField(llvm::StringRef header,
 
 llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes, llvm::StringRef origin) {
   auto bad = [&](const llvm::Twine &what) {
-    return error("'" + origin + "' is not a valid .npy array: " + what);
+    return llvm::createStringError("'" + origin + "' is not a valid .npy array: " + what);
   };
   if (!bytes.starts_with(kMagic) || bytes.size() < 10) {
     return bad("missing NumPy magic");
@@ -180,7 +176,7 @@ std::string serializeNpy(const NpyArray &array) {
 llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, false, false);
   if (!buffer) {
-    return error("cannot read '" + path + "': " + buffer.getError().message());
+    return llvm::createStringError("cannot read '" + path + "': " + buffer.getError().message());
   }
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (bytes.starts_with(kMagic)) {
@@ -202,7 +198,7 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
       zip_source_free(source);
     }
     zip_error_fini(&zipError);
-    return error("'" + path + "' is neither a .npy array nor a readable .npz archive: " + why);
+    return llvm::createStringError("'" + path + "' is neither a .npy array nor a readable .npz archive: " + why);
   }
   zip_error_fini(&zipError);
   std::vector<NpyArray> arrays;
@@ -210,7 +206,7 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   for (zip_int64_t i = 0; i < entries; ++i) {
     zip_stat_t stat;
     if (zip_stat_index(archive.get(), i, 0, &stat) != 0) {
-      return error("'" + path + "': cannot read entry " + llvm::Twine(i));
+      return llvm::createStringError("'" + path + "': cannot read entry " + llvm::Twine(i));
     }
     std::string entryName = stat.name;
     std::string data(stat.size, '\0');
@@ -218,7 +214,7 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
         zip_fopen_index(archive.get(), i, 0), &zip_fclose);
     if (!file || zip_fread(file.get(), data.data(), stat.size) !=
                      static_cast<zip_int64_t>(stat.size)) {
-      return error("'" + path + "': cannot read entry '" + entryName + "'");
+      return llvm::createStringError("'" + path + "': cannot read entry '" + entryName + "'");
     }
     std::string origin = (path + ":" + entryName).str();
     auto array = parseNpy(data, origin);
@@ -237,11 +233,11 @@ llvm::Error writeArrays(llvm::StringRef path, const std::vector<NpyArray> &array
   std::string tmp = (path + ".tmp." + llvm::Twine(::getpid())).str();
   auto cleanup = [&](const llvm::Twine &why) {
     llvm::sys::fs::remove(tmp);
-    return error("cannot write '" + path + "': " + why);
+    return llvm::createStringError("cannot write '" + path + "': " + why);
   };
   if (path.ends_with(".npy")) {
     if (arrays.size() != 1) {
-      return error("cannot write " + llvm::Twine(arrays.size()) +
+      return llvm::createStringError("cannot write " + llvm::Twine(arrays.size()) +
                    " arrays to the single-array file '" + path + "'; use .npz");
     }
     std::error_code ec;

@@ -10,6 +10,9 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -43,6 +46,27 @@ std::string errorOf(llvm::Expected<T> value) {
   }
   return llvm::toString(value.takeError());
 }
+
+/// A fixture with a fresh temporary directory, removed afterwards.
+class TempDirTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-test", dir));
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
+  std::string path(llvm::StringRef name) const {
+    llvm::SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return p.str().str();
+  }
+  void writeBytes(llvm::StringRef name, llvm::StringRef bytes) const {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(path(name), ec);
+    ASSERT_FALSE(ec) << ec.message();
+    out << bytes;
+  }
+  llvm::SmallString<128> dir;
+};
 
 } // namespace kiln::test
 

@@ -35,10 +35,6 @@ cl::opt<std::string> outputPath("outputs",
                                 cl::desc("Where to write the outputs (.npz)"),
                                 cl::sub(interpretCommand));
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 /// The argument names of the step function, in order.
 std::vector<std::string> argumentNames(mlir::func::FuncOp function) {
   std::vector<std::string> names;
@@ -60,7 +56,7 @@ bindInputs(mlir::func::FuncOp function) {
     for (io::NpyArray &array : *arrays) {
       std::string name = array.name;
       if (!byName.try_emplace(name, std::move(array)).second) {
-        return error("input '" + name + "' is given twice (in '" + path + "')");
+        return llvm::createStringError("input '" + name + "' is given twice (in '" + path + "')");
       }
     }
   }
@@ -69,7 +65,7 @@ bindInputs(mlir::func::FuncOp function) {
   for (auto [i, name] : llvm::enumerate(names)) {
     auto it = byName.find(name);
     if (it == byName.end()) {
-      return error("graph input '" + name + "' is missing from the input files");
+      return llvm::createStringError("graph input '" + name + "' is missing from the input files");
     }
     reference::HostTensor expected = reference::zerosOfType(function.getArgument(i).getType());
     io::NpyArray &array = it->second;
@@ -81,7 +77,7 @@ bindInputs(mlir::func::FuncOp function) {
         fileDtype, reference::Shape(array.shape.begin(), array.shape.end()),
         array.data);
     if (!tensor) {
-      return error("input '" + name + "': " + llvm::toString(tensor.takeError()));
+      return llvm::createStringError("input '" + name + "': " + llvm::toString(tensor.takeError()));
     }
     if (expected.dtype == proto::BF16 && tensor->dtype == proto::F32) {
       tensor->dtype = proto::BF16;
@@ -93,7 +89,7 @@ bindInputs(mlir::func::FuncOp function) {
     byName.erase(it);
   }
   if (!byName.empty()) {
-    return error("input file array '" + byName.begin()->getKey() +
+    return llvm::createStringError("input file array '" + byName.begin()->getKey() +
                  "' matches no graph input");
   }
   return inputs;

@@ -39,9 +39,7 @@ loadGraphModule(llvm::StringRef path, mlir::MLIRContext &context) {
     });
     auto module = mlir::parseSourceFile<mlir::ModuleOp>(path, &context);
     if (!module) {
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          message.empty() ? "cannot read '" + path.str() + "'" : message);
+      return llvm::createStringError(message.empty() ? "cannot read '" + path.str() + "'" : message);
     }
     return module;
   }

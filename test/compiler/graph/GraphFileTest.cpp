@@ -102,25 +102,7 @@ TEST(GraphHash, EveryMeaningfulChangeChangesTheHash) {
   EXPECT_NE(baseHash, hashOf(role));
 }
 
-class GraphFileTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-graph-test", dir));
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
-  std::string path(llvm::StringRef name) {
-    llvm::SmallString<128> p(dir);
-    llvm::sys::path::append(p, name);
-    return p.str().str();
-  }
-  void writeBytes(llvm::StringRef name, llvm::StringRef bytes) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path(name), ec);
-    ASSERT_FALSE(ec);
-    out << bytes;
-  }
-  llvm::SmallString<128> dir;
-};
+using GraphFileTest = test::TempDirTest;
 
 TEST_F(GraphFileTest, WriteThenReadGivesTheSameGraph) {
   proto::Graph graph = smallMlp();

@@ -13,19 +13,7 @@ using namespace kiln;
 
 namespace {
 
-class NpzTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-npz-test", dir));
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
-  std::string path(llvm::StringRef name) {
-    llvm::SmallString<128> p(dir);
-    llvm::sys::path::append(p, name);
-    return p.str().str();
-  }
-  llvm::SmallString<128> dir;
-};
+using NpzTest = test::TempDirTest;
 
 io::NpyArray array(std::string name, proto::DType dtype,
                    std::vector<int64_t> shape, std::string data) {
@@ -100,11 +88,7 @@ TEST_F(NpzTest, BadFilesGetClearErrors) {
             std::string::npos);
   EXPECT_NE(test::errorOf(io::parseNpy("garbage", "a.npy")).find("missing NumPy magic"),
             std::string::npos);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path("junk.npz"), ec);
-    out << "PK this is not a zip";
-  }
+  writeBytes("junk.npz", "PK this is not a zip");
   EXPECT_NE(test::errorOf(io::readArrays(path("junk.npz")))
                 .find("neither a .npy array nor a readable .npz archive"),
             std::string::npos);
