@@ -92,13 +92,14 @@ Operation *GraphBuilder::make(llvm::ArrayRef<Tensor> operands,
       bool ok = succeeded(OpTy::setPropertiesFromAttr(props, dict, emit));
       if (ok) {
         OpTy::populateDefaultProperties(OperationName(opName, &context), props);
-        ok = succeeded(OpTy::inferReturnTypes(&context, loc, ValueRange(operands),
-                                              dict, OpaqueProperties(&props),
-                                              RegionRange(), types));
+        ok = succeeded(OpTy::inferReturnTypes(
+            &context, loc, ValueRange(operands), dict, OpaqueProperties(&props),
+            RegionRange(), types));
       }
       if (!ok) {
-        recordError("'" + opName + "': " +
-                    (message.empty() ? std::string("invalid operands") : message));
+        recordError(
+            "'" + opName + "': " +
+            (message.empty() ? std::string("invalid operands") : message));
         return nullptr;
       }
     }
@@ -116,13 +117,15 @@ Operation *GraphBuilder::make(llvm::ArrayRef<Tensor> operands,
 }
 
 Tensor GraphBuilder::input(llvm::StringRef name, proto::DType dtype,
-                           llvm::ArrayRef<int64_t> shape, proto::InputRole role) {
+                           llvm::ArrayRef<int64_t> shape,
+                           proto::InputRole role) {
   if (finished) {
     return {};
   }
   Block &body = function.getBody().front();
   unsigned index = body.getNumArguments();
-  Tensor arg = body.addArgument(tensorType(dtype, shape), builder.getUnknownLoc());
+  Tensor arg =
+      body.addArgument(tensorType(dtype, shape), builder.getUnknownLoc());
   llvm::SmallVector<Type> argTypes(body.getArgumentTypes());
   function.setType(builder.getFunctionType(argTypes, {}));
   function.setArgAttr(index, kg::kNameAttr, builder.getStringAttr(name));
@@ -161,12 +164,14 @@ Tensor GraphBuilder::scalar(double value, proto::DType dtype) {
 Tensor GraphBuilder::full(llvm::ArrayRef<int64_t> shape, double value,
                           proto::DType dtype) {
   RankedTensorType type = tensorType(dtype, shape);
-  auto dense = DenseElementsAttr::get(type, elementAttr(type.getElementType(), value));
+  auto dense =
+      DenseElementsAttr::get(type, elementAttr(type.getElementType(), value));
   return one(make<kg::ConstantOp>({}, {attr("value", dense)}));
 }
 
 Tensor GraphBuilder::constant(llvm::ArrayRef<int64_t> shape,
-                              llvm::ArrayRef<double> values, proto::DType dtype) {
+                              llvm::ArrayRef<double> values,
+                              proto::DType dtype) {
   RankedTensorType type = tensorType(dtype, shape);
   if (static_cast<int64_t>(values.size()) != type.getNumElements()) {
     recordError("constant of " + llvm::Twine(type.getNumElements()) +
@@ -278,7 +283,8 @@ Tensor GraphBuilder::slice(Tensor x, llvm::ArrayRef<int64_t> start,
 }
 
 Tensor GraphBuilder::concat(llvm::ArrayRef<Tensor> xs, int64_t dim) {
-  return one(make<kg::ConcatOp>(xs, {attr("dim", builder.getI64IntegerAttr(dim))}));
+  return one(
+      make<kg::ConcatOp>(xs, {attr("dim", builder.getI64IntegerAttr(dim))}));
 }
 
 Tensor GraphBuilder::gather(Tensor x, Tensor index, int64_t dim) {
@@ -326,9 +332,9 @@ Tensor GraphBuilder::linear(Tensor x, Tensor weight, Tensor bias) {
 #define KILN_REDUCE(METHOD, OP)                                                \
   Tensor GraphBuilder::METHOD(Tensor x, llvm::ArrayRef<int64_t> dims,          \
                               bool keepDim) {                                  \
-    return one(make<kg::OP>(                                                   \
-        {x}, {attr("dims", builder.getDenseI64ArrayAttr(dims)),                \
-              attr("keepdim", builder.getBoolAttr(keepDim))}));                \
+    return one(                                                                \
+        make<kg::OP>({x}, {attr("dims", builder.getDenseI64ArrayAttr(dims)),   \
+                           attr("keepdim", builder.getBoolAttr(keepDim))}));   \
   }
 KILN_REDUCE(reduceSum, ReduceSumOp)
 KILN_REDUCE(reduceMean, ReduceMeanOp)
@@ -337,19 +343,22 @@ KILN_REDUCE(reduceMin, ReduceMinOp)
 #undef KILN_REDUCE
 
 Tensor GraphBuilder::argmax(Tensor x, int64_t dim, bool keepDim) {
-  return one(make<kg::ArgmaxOp>({x}, {attr("dim", builder.getI64IntegerAttr(dim)),
-                                      attr("keepdim", builder.getBoolAttr(keepDim))}));
+  return one(
+      make<kg::ArgmaxOp>({x}, {attr("dim", builder.getI64IntegerAttr(dim)),
+                               attr("keepdim", builder.getBoolAttr(keepDim))}));
 }
 
 Tensor GraphBuilder::softmax(Tensor x, int64_t dim) {
   return x ? one(make<kg::SoftmaxOp>(
-                 {x}, {attr("dim", builder.getI64IntegerAttr(dim))}, {x.getType()}))
+                 {x}, {attr("dim", builder.getI64IntegerAttr(dim))},
+                 {x.getType()}))
            : Tensor();
 }
 
 Tensor GraphBuilder::logSoftmax(Tensor x, int64_t dim) {
   return x ? one(make<kg::LogSoftmaxOp>(
-                 {x}, {attr("dim", builder.getI64IntegerAttr(dim))}, {x.getType()}))
+                 {x}, {attr("dim", builder.getI64IntegerAttr(dim))},
+                 {x.getType()}))
            : Tensor();
 }
 
@@ -407,11 +416,13 @@ Tensor GraphBuilder::tanhBackward(Tensor gradOutput, Tensor y) {
 }
 
 Tensor GraphBuilder::sigmoidBackward(Tensor gradOutput, Tensor y) {
-  return y ? one(make<kg::SigmoidBackwardOp>({gradOutput, y}, {}, {y.getType()}))
+  return y ? one(make<kg::SigmoidBackwardOp>({gradOutput, y}, {},
+                                             {y.getType()}))
            : Tensor();
 }
 
-Tensor GraphBuilder::reluBackward(Tensor gradOutput, Tensor x, double threshold) {
+Tensor GraphBuilder::reluBackward(Tensor gradOutput, Tensor x,
+                                  double threshold) {
   return x ? one(make<kg::ReluBackwardOp>(
                  {gradOutput, x},
                  {attr("threshold", builder.getF64FloatAttr(threshold))},
@@ -461,18 +472,18 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphBuilder::finish() {
   finished = true;
   if (!firstError.empty()) {
     return llvm::createStringError("graph '" + function.getSymName() +
-                                       "': " + firstError);
+                                   "': " + firstError);
   }
   func::ReturnOp::create(builder, builder.getUnknownLoc(), outputs);
   llvm::SmallVector<Type> argTypes(function.getArgumentTypes());
-  function.setType(builder.getFunctionType(
-      argTypes, TypeRange(ValueRange(outputs))));
+  function.setType(
+      builder.getFunctionType(argTypes, TypeRange(ValueRange(outputs))));
   for (auto [i, attrs] : llvm::enumerate(outputAttrs)) {
     function.setResultAttrs(i, attrs);
   }
   if (failed(mlir::verify(*module))) {
     return llvm::createStringError("graph '" + function.getSymName() +
-                                       "' does not verify");
+                                   "' does not verify");
   }
   return std::move(module);
 }

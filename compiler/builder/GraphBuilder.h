@@ -98,17 +98,21 @@ public:
   Tensor scatterAdd(Tensor x, Tensor index, Tensor source, int64_t dim);
   Tensor indexSelect(Tensor x, Tensor index, int64_t dim);
   Tensor embedding(Tensor weight, Tensor indices);
-  Tensor embeddingBackward(Tensor gradOutput, Tensor indices, int64_t numWeights,
-                           int64_t paddingIdx = -1);
+  Tensor embeddingBackward(Tensor gradOutput, Tensor indices,
+                           int64_t numWeights, int64_t paddingIdx = -1);
 
   // Linear algebra and reductions.
   Tensor matmul(Tensor a, Tensor b, bool transposeA = false,
                 bool transposeB = false);
   Tensor linear(Tensor x, Tensor weight, Tensor bias = {});
-  Tensor reduceSum(Tensor x, llvm::ArrayRef<int64_t> dims, bool keepDim = false);
-  Tensor reduceMean(Tensor x, llvm::ArrayRef<int64_t> dims, bool keepDim = false);
-  Tensor reduceMax(Tensor x, llvm::ArrayRef<int64_t> dims, bool keepDim = false);
-  Tensor reduceMin(Tensor x, llvm::ArrayRef<int64_t> dims, bool keepDim = false);
+  Tensor reduceSum(Tensor x, llvm::ArrayRef<int64_t> dims,
+                   bool keepDim = false);
+  Tensor reduceMean(Tensor x, llvm::ArrayRef<int64_t> dims,
+                    bool keepDim = false);
+  Tensor reduceMax(Tensor x, llvm::ArrayRef<int64_t> dims,
+                   bool keepDim = false);
+  Tensor reduceMin(Tensor x, llvm::ArrayRef<int64_t> dims,
+                   bool keepDim = false);
   Tensor argmax(Tensor x, int64_t dim, bool keepDim = false);
 
   // Neural-network ops.
@@ -136,7 +140,8 @@ public:
     Tensor loss, totalWeight;
   };
   NllLoss nllLoss(Tensor logProbs, Tensor target,
-                  llvm::StringRef reduction = "mean", int64_t ignoreIndex = -100);
+                  llvm::StringRef reduction = "mean",
+                  int64_t ignoreIndex = -100);
   Tensor nllLossBackward(Tensor gradOutput, Tensor logProbs, Tensor target,
                          Tensor totalWeight, llvm::StringRef reduction = "mean",
                          int64_t ignoreIndex = -100);

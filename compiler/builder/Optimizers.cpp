@@ -64,13 +64,15 @@ void adam(GraphBuilder &b, const OptimizerSpec &s, llvm::StringRef name,
   } else if (s.weightDecay != 0.0) {
     grad = b.add(grad, b.mul(param, b.scalar(s.weightDecay)));
   }
-  Tensor m2 = b.add(b.mul(m, b.scalar(s.beta1)), b.mul(grad, b.scalar(1.0 - s.beta1)));
+  Tensor m2 =
+      b.add(b.mul(m, b.scalar(s.beta1)), b.mul(grad, b.scalar(1.0 - s.beta1)));
   Tensor v2 = b.add(b.mul(v, b.scalar(s.beta2)),
                     b.mul(b.mul(grad, grad), b.scalar(1.0 - s.beta2)));
   Tensor correction1 = b.sub(one, b.pow(b.scalar(s.beta1), step));
   Tensor correction2 = b.sub(one, b.pow(b.scalar(s.beta2), step));
   Tensor stepSize = b.div(lr, correction1);
-  Tensor denom = b.add(b.div(b.sqrt(v2), b.sqrt(correction2)), b.scalar(s.epsilon));
+  Tensor denom =
+      b.add(b.div(b.sqrt(v2), b.sqrt(correction2)), b.scalar(s.epsilon));
   Tensor updated = b.sub(param, b.mul(stepSize, b.div(m2, denom)));
   b.output(name, updated, proto::UPDATED_PARAMETER, original);
   b.output(mName, m2, proto::UPDATED_STATE, m);

@@ -29,8 +29,8 @@ llvm::Expected<mlir::func::FuncOp> getStepFunction(mlir::ModuleOp module);
 /// Creates the op `state` describes at the builder's insertion point and
 /// verifies it. On failure the op is erased and the verifier's first message
 /// is returned, so callers can report it as one line of their own.
-llvm::Expected<mlir::Operation *> createVerified(mlir::OpBuilder &builder,
-                                                 const mlir::OperationState &state);
+llvm::Expected<mlir::Operation *>
+createVerified(mlir::OpBuilder &builder, const mlir::OperationState &state);
 
 /// A location as people read it in a one-line error: "file:line:col",
 /// "'name' (file:line:col)" for named nodes, or "unknown location".

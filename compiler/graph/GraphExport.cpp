@@ -38,8 +38,8 @@ namespace {
 
 llvm::Error error(Operation *op, const llvm::Twine &what) {
   return llvm::createStringError("cannot export '" +
-                                     op->getName().getStringRef() + "' at " +
-                                     formatLocation(op->getLoc()) + ": " + what);
+                                 op->getName().getStringRef() + "' at " +
+                                 formatLocation(op->getLoc()) + ": " + what);
 }
 
 llvm::Error exportType(Operation *op, Type type, proto::TensorType *out) {
@@ -51,7 +51,8 @@ llvm::Error exportType(Operation *op, Type type, proto::TensorType *out) {
     std::string text;
     llvm::raw_string_ostream os(text);
     type.print(os);
-    return error(op, "type " + text + " is not a static tensor of a kgraph dtype");
+    return error(op,
+                 "type " + text + " is not a static tensor of a kgraph dtype");
   }
   out->set_dtype(dtype);
   for (int64_t d : tensor.getShape()) {
@@ -165,8 +166,7 @@ llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
     proto::Input *input = graph.add_inputs();
     DictionaryAttr attrs = function.getArgAttrDict(i);
     input->set_name(
-        stringAttrOr<llvm::StringRef>(attrs, kgraph::kNameAttr, "")
-            .str());
+        stringAttrOr<llvm::StringRef>(attrs, kgraph::kNameAttr, "").str());
     if (input->name().empty()) {
       input->set_name("arg" + std::to_string(i));
     }
@@ -174,11 +174,12 @@ llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
         stringAttrOr<llvm::StringRef>(attrs, kgraph::kRoleAttr, "unspecified");
     std::optional<proto::InputRole> parsed = parseInputRole(role);
     if (!parsed) {
-      return error(function, "argument " + llvm::Twine(i) + " has unknown role '" +
-                                 role + "'");
+      return error(function, "argument " + llvm::Twine(i) +
+                                 " has unknown role '" + role + "'");
     }
     input->set_role(*parsed);
-    if (llvm::Error err = exportType(function, arg.getType(), input->mutable_type())) {
+    if (llvm::Error err =
+            exportType(function, arg.getType(), input->mutable_type())) {
       return std::move(err);
     }
     ids[arg] = i;
@@ -221,7 +222,8 @@ llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     proto::Output *output = graph.add_outputs();
     DictionaryAttr attrs = function.getResultAttrDict(i);
-    output->set_name(stringAttrOr<llvm::StringRef>(attrs, kgraph::kNameAttr, "").str());
+    output->set_name(
+        stringAttrOr<llvm::StringRef>(attrs, kgraph::kNameAttr, "").str());
     if (output->name().empty()) {
       output->set_name("result" + std::to_string(i));
     }
@@ -229,8 +231,8 @@ llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
         stringAttrOr<llvm::StringRef>(attrs, kgraph::kRoleAttr, "unspecified");
     std::optional<proto::OutputRole> parsed = parseOutputRole(role);
     if (!parsed) {
-      return error(function, "result " + llvm::Twine(i) + " has unknown role '" +
-                                 role + "'");
+      return error(function, "result " + llvm::Twine(i) +
+                                 " has unknown role '" + role + "'");
     }
     output->set_role(*parsed);
     if (attrs) {
@@ -247,7 +249,8 @@ llvm::Expected<func::FuncOp> getStepFunction(ModuleOp module) {
   func::FuncOp step;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (step) {
-      return llvm::createStringError("the module holds more than one function; a graph is one func.func");
+      return llvm::createStringError(
+          "the module holds more than one function; a graph is one func.func");
     }
     step = function;
   }

@@ -31,11 +31,11 @@ llvm::Error inlineWeights(proto::Graph &graph, llvm::StringRef weights,
       uint64_t offset = tensor->external().offset();
       uint64_t length = tensor->external().length();
       if (offset > weights.size() || length > weights.size() - offset) {
-        return llvm::createStringError("node " + llvm::Twine(n) + " ('" + node->op() +
-                     "'): external data [" + llvm::Twine(offset) + ", +" +
-                     llvm::Twine(length) + ") lies outside weights file '" +
-                     weightsPath + "' of " + llvm::Twine(weights.size()) +
-                     " bytes");
+        return llvm::createStringError(
+            "node " + llvm::Twine(n) + " ('" + node->op() +
+            "'): external data [" + llvm::Twine(offset) + ", +" +
+            llvm::Twine(length) + ") lies outside weights file '" +
+            weightsPath + "' of " + llvm::Twine(weights.size()) + " bytes");
       }
       tensor->set_raw(weights.substr(offset, length).str());
     }
@@ -53,15 +53,16 @@ llvm::Expected<proto::Graph> parseGraph(llvm::StringRef bytes,
                                                 static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&stream);
   if (!graph.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-    return llvm::createStringError("'" + origin +
-                 "' is not a valid .kgraph.pb graph (truncated or corrupt "
-                 "protobuf)");
+    return llvm::createStringError(
+        "'" + origin +
+        "' is not a valid .kgraph.pb graph (truncated or corrupt "
+        "protobuf)");
   }
   if (graph.format_version() > kGraphFormatVersion) {
-    return llvm::createStringError("'" + origin + "' has graph format version " +
-                 llvm::Twine(graph.format_version()) +
-                 ", newer than this Kiln reads (" +
-                 llvm::Twine(kGraphFormatVersion) + "); upgrade Kiln");
+    return llvm::createStringError(
+        "'" + origin + "' has graph format version " +
+        llvm::Twine(graph.format_version()) + ", newer than this Kiln reads (" +
+        llvm::Twine(kGraphFormatVersion) + "); upgrade Kiln");
   }
   return graph;
 }
@@ -71,7 +72,7 @@ llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
     return llvm::createStringError("cannot read graph '" + path +
-                 "': " + buffer.getError().message());
+                                   "': " + buffer.getError().message());
   }
   auto graph = parseGraph((*buffer)->getBuffer(), path);
   if (!graph || graph->weights_file().empty()) {
@@ -81,8 +82,9 @@ llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
   llvm::sys::path::append(weightsPath, graph->weights_file());
   auto weights = llvm::MemoryBuffer::getFile(weightsPath, false, false);
   if (!weights) {
-    return llvm::createStringError("cannot read weights file '" + weightsPath + "' of graph '" +
-                 path + "': " + weights.getError().message());
+    return llvm::createStringError("cannot read weights file '" + weightsPath +
+                                   "' of graph '" + path +
+                                   "': " + weights.getError().message());
   }
   if (llvm::Error err =
           inlineWeights(*graph, (*weights)->getBuffer(), weightsPath)) {
@@ -101,7 +103,8 @@ llvm::Error writeGraphFile(const proto::Graph &graph, llvm::StringRef path) {
   {
     llvm::raw_fd_ostream out(tmp, ec);
     if (ec) {
-      return llvm::createStringError("cannot write '" + tmp + "': " + ec.message());
+      return llvm::createStringError("cannot write '" + tmp +
+                                     "': " + ec.message());
     }
     out << bytes;
     out.close();
@@ -109,21 +112,24 @@ llvm::Error writeGraphFile(const proto::Graph &graph, llvm::StringRef path) {
       ec = out.error();
       out.clear_error();
       llvm::sys::fs::remove(tmp);
-      return llvm::createStringError("cannot write '" + tmp + "': " + ec.message());
+      return llvm::createStringError("cannot write '" + tmp +
+                                     "': " + ec.message());
     }
   }
   if ((ec = llvm::sys::fs::rename(tmp, path))) {
     llvm::sys::fs::remove(tmp);
-    return llvm::createStringError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+    return llvm::createStringError("cannot rename '" + tmp + "' to '" + path +
+                                   "': " + ec.message());
   }
   return llvm::Error::success();
 }
 
 llvm::Expected<proto::Graph> canonicalGraph(const proto::Graph &graph) {
   if (!graph.weights_file().empty()) {
-    return llvm::createStringError("graph '" + graph.name() +
-                 "' refers to an external weights file; read it with "
-                 "readGraphFile to inline the weights before hashing");
+    return llvm::createStringError(
+        "graph '" + graph.name() +
+        "' refers to an external weights file; read it with "
+        "readGraphFile to inline the weights before hashing");
   }
   proto::Graph canonical = graph;
   canonical.clear_name();
@@ -134,13 +140,14 @@ llvm::Expected<proto::Graph> canonicalGraph(const proto::Graph &graph) {
     // A total order (name, then value bytes), so that even a malformed node
     // with a repeated name has one canonical form.
     auto *attrs = node.mutable_attributes();
-    std::sort(attrs->begin(), attrs->end(),
-              [](const proto::NamedAttribute &a, const proto::NamedAttribute &b) {
-                if (a.name() != b.name()) {
-                  return a.name() < b.name();
-                }
-                return a.value().SerializeAsString() < b.value().SerializeAsString();
-              });
+    std::sort(
+        attrs->begin(), attrs->end(),
+        [](const proto::NamedAttribute &a, const proto::NamedAttribute &b) {
+          if (a.name() != b.name()) {
+            return a.name() < b.name();
+          }
+          return a.value().SerializeAsString() < b.value().SerializeAsString();
+        });
   }
   return canonical;
 }
@@ -156,8 +163,9 @@ llvm::Expected<std::string> canonicalBytes(const proto::Graph &graph) {
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
     if (!canonical->SerializeToCodedStream(&coded)) {
-      return llvm::createStringError("cannot serialize the canonical form of graph '" +
-                   graph.name() + "'");
+      return llvm::createStringError(
+          "cannot serialize the canonical form of graph '" + graph.name() +
+          "'");
     }
   }
   return bytes;

@@ -1,4 +1,5 @@
-//===- GraphFile.h - reading, writing and hashing .kgraph.pb graphs -*- C++ -*-===//
+//===- GraphFile.h - reading, writing and hashing .kgraph.pb graphs -*- C++
+//-*-===//
 //
 // The protobuf side of the graph format, independent of MLIR so that the
 // cache and tools that only key graphs do not need the compiler.

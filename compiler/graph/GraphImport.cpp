@@ -55,9 +55,11 @@ private:
                  graph.nodes(index).op() + "'): " + what);
   }
 
-  llvm::Expected<RankedTensorType> tensorType(const proto::TensorType &type) const;
+  llvm::Expected<RankedTensorType>
+  tensorType(const proto::TensorType &type) const;
   llvm::Expected<Attribute> attribute(const proto::Attribute &attr) const;
-  llvm::Expected<DenseElementsAttr> tensorData(const proto::TensorData &data) const;
+  llvm::Expected<DenseElementsAttr>
+  tensorData(const proto::TensorData &data) const;
   llvm::Error operandError(int node, int operand, uint32_t id) const;
   Location nodeLocation(const proto::Node &node);
   llvm::Error importNode(int index);
@@ -74,7 +76,8 @@ llvm::Expected<RankedTensorType>
 GraphImporter::tensorType(const proto::TensorType &type) const {
   Type element = elementTypeOf(type.dtype(), context);
   if (!element) {
-    return llvm::createStringError("unknown dtype " + llvm::Twine(static_cast<int>(type.dtype())));
+    return llvm::createStringError("unknown dtype " +
+                                   llvm::Twine(static_cast<int>(type.dtype())));
   }
   // Element counts must stay exact in a double and far from int64 overflow,
   // which every consumer of the shape relies on.
@@ -82,10 +85,12 @@ GraphImporter::tensorType(const proto::TensorType &type) const {
   int64_t count = 1;
   for (int64_t d : type.shape()) {
     if (d < 0) {
-      return llvm::createStringError("negative dimension " + llvm::Twine(d) + " in a shape");
+      return llvm::createStringError("negative dimension " + llvm::Twine(d) +
+                                     " in a shape");
     }
     if (d != 0 && count > kMaxElements / d) {
-      return llvm::createStringError("a shape of more than 2^48 elements is not supported");
+      return llvm::createStringError(
+          "a shape of more than 2^48 elements is not supported");
     }
     count *= d;
   }
@@ -100,18 +105,20 @@ GraphImporter::tensorData(const proto::TensorData &data) const {
     return type.takeError();
   }
   if (data.has_external()) {
-    return llvm::createStringError("tensor refers to external weights that were not inlined "
-                 "(read the graph with readGraphFile)");
+    return llvm::createStringError(
+        "tensor refers to external weights that were not inlined "
+        "(read the graph with readGraphFile)");
   }
   const std::string &raw = data.raw();
   size_t elementSize = dtypeSize(data.type().dtype());
   int64_t count = type->getNumElements();
   bool splat = raw.size() == elementSize && count != 1;
   if (!splat && raw.size() != elementSize * static_cast<size_t>(count)) {
-    return llvm::createStringError("tensor data has " + llvm::Twine(raw.size()) +
-                 " bytes; a " + dtypeName(data.type().dtype()) + " tensor of " +
-                 llvm::Twine(count) + " elements needs " +
-                 llvm::Twine(elementSize * count) + " (or one element for a splat)");
+    return llvm::createStringError(
+        "tensor data has " + llvm::Twine(raw.size()) + " bytes; a " +
+        dtypeName(data.type().dtype()) + " tensor of " + llvm::Twine(count) +
+        " elements needs " + llvm::Twine(elementSize * count) +
+        " (or one element for a splat)");
   }
   if (data.type().dtype() == proto::I1) {
     llvm::SmallVector<bool> bits;
@@ -171,8 +178,8 @@ llvm::Error GraphImporter::operandError(int node, int operand,
                                llvm::Twine(total) + " values)");
   }
   auto ownerOf = [&](uint32_t value) {
-    auto it = std::upper_bound(firstValueOfNode.begin(),
-                               firstValueOfNode.end(), value);
+    auto it = std::upper_bound(firstValueOfNode.begin(), firstValueOfNode.end(),
+                               value);
     return static_cast<int>(it - firstValueOfNode.begin()) - 1;
   };
   int owner = ownerOf(id);
@@ -241,7 +248,8 @@ llvm::Error GraphImporter::importNode(int index) {
   llvm::StringSet<> attributeNames;
   for (const proto::NamedAttribute &named : node.attributes()) {
     if (!attributeNames.insert(named.name()).second) {
-      return nodeError(index, "attribute '" + named.name() + "' is given twice");
+      return nodeError(index,
+                       "attribute '" + named.name() + "' is given twice");
     }
     auto attr = attribute(named.value());
     if (!attr) {
@@ -266,8 +274,7 @@ llvm::Error GraphImporter::importNode(int index) {
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   context.loadDialect<kgraph::KGraphDialect, func::FuncDialect>();
   if (graph.format_version() > kGraphFormatVersion) {
-    return error("graph format version " +
-                 llvm::Twine(graph.format_version()) +
+    return error("graph format version " + llvm::Twine(graph.format_version()) +
                  " is newer than this Kiln reads (" +
                  llvm::Twine(kGraphFormatVersion) + ")");
   }
@@ -312,7 +319,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   builder.setInsertionPointToEnd(body);
   for (auto [i, input] : llvm::enumerate(graph.inputs())) {
     values.push_back(body->getArgument(i));
-    function.setArgAttr(i, kgraph::kNameAttr, builder.getStringAttr(input.name()));
+    function.setArgAttr(i, kgraph::kNameAttr,
+                        builder.getStringAttr(input.name()));
     function.setArgAttr(i, kgraph::kRoleAttr,
                         builder.getStringAttr(inputRoleName(input.role())));
   }
@@ -343,12 +351,14 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     results.push_back(values[output.value()]);
   }
   func::ReturnOp::create(builder, UnknownLoc::get(&context), results);
-  function.setType(builder.getFunctionType(argTypes, TypeRange(ValueRange(results))));
+  function.setType(
+      builder.getFunctionType(argTypes, TypeRange(ValueRange(results))));
   for (auto [i, output] : llvm::enumerate(graph.outputs())) {
     function.setResultAttr(i, kgraph::kNameAttr,
                            builder.getStringAttr(output.name()));
-    function.setResultAttr(i, kgraph::kRoleAttr,
-                           builder.getStringAttr(outputRoleName(output.role())));
+    function.setResultAttr(
+        i, kgraph::kRoleAttr,
+        builder.getStringAttr(outputRoleName(output.role())));
     if (output.role() == proto::UPDATED_PARAMETER ||
         output.role() == proto::UPDATED_STATE) {
       function.setResultAttr(i, kgraph::kAliasesAttr,

@@ -42,8 +42,7 @@ Results unaryF32(Operation *op, const HostTensor &x, Fn fn) {
   });
 }
 
-template <typename Fn>
-Results broadcastN(Operation *op, Operands in, Fn fn) {
+template <typename Fn> Results broadcastN(Operation *op, Operands in, Fn fn) {
   HostTensor out = emptyLike(op->getResult(0));
   std::array<Shape, 3> strides;
   for (size_t n = 0; n < in.size(); ++n) {
@@ -56,15 +55,14 @@ Results broadcastN(Operation *op, Operands in, Fn fn) {
     return n < in.size() ? in[n]->data[offset] : 0.0;
   };
   forEachStrided<3>(out.shape, strides, [&](int64_t i, const auto &off) {
-    out.data[i] = roundTo(out.dtype, fn(value(0, off[0]), value(1, off[1]),
-                                        value(2, off[2])));
+    out.data[i] = roundTo(
+        out.dtype, fn(value(0, off[0]), value(1, off[1]), value(2, off[2])));
   });
   return {std::move(out)};
 }
 
 /// A binary op computed in f32 for floats and exactly for integers.
-template <typename Fn>
-Results binary(Operation *op, Operands in, Fn fn) {
+template <typename Fn> Results binary(Operation *op, Operands in, Fn fn) {
   bool floating = isFloat(in[0]->dtype);
   return broadcastN(op, in, [&](double a, double b, double) {
     if (floating) {
@@ -114,12 +112,10 @@ double compare(llvm::StringRef direction, double a, double b) {
   return a >= b;
 }
 
-template <typename T>
-T nanMax(T a, T b) {
+template <typename T> T nanMax(T a, T b) {
   return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
 }
-template <typename T>
-T nanMin(T a, T b) {
+template <typename T> T nanMin(T a, T b) {
   return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
 }
 
@@ -133,8 +129,9 @@ llvm::Expected<Results> dropout(DropoutOp op, Operands in) {
   for (int64_t i = 0; i < out.numElements(); ++i) {
     bool keep = stream.uniform(static_cast<uint64_t>(i)) >= p;
     mask.data[i] = keep;
-    out.data[i] = keep ? roundTo(out.dtype, static_cast<float>(in[0]->data[i]) * scale)
-                       : 0.0;
+    out.data[i] =
+        keep ? roundTo(out.dtype, static_cast<float>(in[0]->data[i]) * scale)
+             : 0.0;
   }
   Results results;
   results.push_back(std::move(out));
@@ -147,40 +144,77 @@ llvm::Expected<Results> dropout(DropoutOp op, Operands in) {
 KernelResult evaluateElementwise(Operation *op, Operands in) {
   using R = KernelResult;
   return llvm::TypeSwitch<Operation *, R>(op)
-      .Case([&](NegOp) { return unary(op, *in[0], [](double v) { return -v; }); })
-      .Case([&](AbsOp) { return unary(op, *in[0], [](double v) { return std::fabs(v); }); })
+      .Case(
+          [&](NegOp) { return unary(op, *in[0], [](double v) { return -v; }); })
+      .Case([&](AbsOp) {
+        return unary(op, *in[0], [](double v) { return std::fabs(v); });
+      })
       .Case([&](SignOp) {
         return unary(op, *in[0], [](double v) {
           return std::isnan(v) ? v : static_cast<double>((v > 0) - (v < 0));
         });
       })
-      .Case([&](ExpOp) { return unaryF32(op, *in[0], [](float v) { return std::exp(v); }); })
-      .Case([&](LogOp) { return unaryF32(op, *in[0], [](float v) { return std::log(v); }); })
-      .Case([&](Log1pOp) { return unaryF32(op, *in[0], [](float v) { return std::log1p(v); }); })
-      .Case([&](SqrtOp) { return unaryF32(op, *in[0], [](float v) { return std::sqrt(v); }); })
-      .Case([&](RsqrtOp) { return unaryF32(op, *in[0], [](float v) { return 1.0f / std::sqrt(v); }); })
-      .Case([&](ReciprocalOp) { return unaryF32(op, *in[0], [](float v) { return 1.0f / v; }); })
-      .Case([&](TanhOp) { return unaryF32(op, *in[0], [](float v) { return std::tanh(v); }); })
+      .Case([&](ExpOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::exp(v); });
+      })
+      .Case([&](LogOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::log(v); });
+      })
+      .Case([&](Log1pOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::log1p(v); });
+      })
+      .Case([&](SqrtOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::sqrt(v); });
+      })
+      .Case([&](RsqrtOp) {
+        return unaryF32(op, *in[0],
+                        [](float v) { return 1.0f / std::sqrt(v); });
+      })
+      .Case([&](ReciprocalOp) {
+        return unaryF32(op, *in[0], [](float v) { return 1.0f / v; });
+      })
+      .Case([&](TanhOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::tanh(v); });
+      })
       .Case([&](SigmoidOp) {
-        return unaryF32(op, *in[0], [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+        return unaryF32(op, *in[0],
+                        [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
       })
       .Case([&](ReluOp) {
-        return unary(op, *in[0], [](double v) { return std::isnan(v) ? v : std::max(v, 0.0); });
+        return unary(op, *in[0], [](double v) {
+          return std::isnan(v) ? v : std::max(v, 0.0);
+        });
       })
-      .Case([&](ErfOp) { return unaryF32(op, *in[0], [](float v) { return std::erf(v); }); })
-      .Case([&](SinOp) { return unaryF32(op, *in[0], [](float v) { return std::sin(v); }); })
-      .Case([&](CosOp) { return unaryF32(op, *in[0], [](float v) { return std::cos(v); }); })
-      .Case([&](NotOp) { return unary(op, *in[0], [](double v) { return v == 0.0 ? 1.0 : 0.0; }); })
+      .Case([&](ErfOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::erf(v); });
+      })
+      .Case([&](SinOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::sin(v); });
+      })
+      .Case([&](CosOp) {
+        return unaryF32(op, *in[0], [](float v) { return std::cos(v); });
+      })
+      .Case([&](NotOp) {
+        return unary(op, *in[0], [](double v) { return v == 0.0 ? 1.0 : 0.0; });
+      })
       .Case([&](GeluOp gelu) {
         bool tanhForm = gelu.getApproximate() == "tanh";
         return unary(op, *in[0], [&](double v) {
-          return static_cast<double>(static_cast<float>(geluForward(v, tanhForm)));
+          return static_cast<double>(
+              static_cast<float>(geluForward(v, tanhForm)));
         });
       })
-      .Case([&](CastOp) { return unary(op, *in[0], [](double v) { return v; }); })
-      .Case([&](AddOp) { return binary(op, in, [](auto a, auto b) { return a + b; }); })
-      .Case([&](SubOp) { return binary(op, in, [](auto a, auto b) { return a - b; }); })
-      .Case([&](MulOp) { return binary(op, in, [](auto a, auto b) { return a * b; }); })
+      .Case(
+          [&](CastOp) { return unary(op, *in[0], [](double v) { return v; }); })
+      .Case([&](AddOp) {
+        return binary(op, in, [](auto a, auto b) { return a + b; });
+      })
+      .Case([&](SubOp) {
+        return binary(op, in, [](auto a, auto b) { return a - b; });
+      })
+      .Case([&](MulOp) {
+        return binary(op, in, [](auto a, auto b) { return a * b; });
+      })
       .Case([&](DivOp) -> R {
         if (!isFloat(in[0]->dtype)) {
           for (double d : in[1]->data) {
@@ -188,18 +222,27 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
               return R(kernelError(op, "integer division by zero"));
             }
           }
-          return binary(op, in, [](auto a, auto b) { return std::trunc(a / b); });
+          return binary(op, in,
+                        [](auto a, auto b) { return std::trunc(a / b); });
         }
         return binary(op, in, [](auto a, auto b) { return a / b; });
       })
-      .Case([&](PowOp) { return binary(op, in, [](auto a, auto b) { return std::pow(a, b); }); })
-      .Case([&](MaxOp) { return binary(op, in, [](auto a, auto b) { return nanMax(a, b); }); })
-      .Case([&](MinOp) { return binary(op, in, [](auto a, auto b) { return nanMin(a, b); }); })
+      .Case([&](PowOp) {
+        return binary(op, in, [](auto a, auto b) { return std::pow(a, b); });
+      })
+      .Case([&](MaxOp) {
+        return binary(op, in, [](auto a, auto b) { return nanMax(a, b); });
+      })
+      .Case([&](MinOp) {
+        return binary(op, in, [](auto a, auto b) { return nanMin(a, b); });
+      })
       .Case([&](AndOp) {
-        return binary(op, in, [](auto a, auto b) { return double(a != 0 && b != 0); });
+        return binary(op, in,
+                      [](auto a, auto b) { return double(a != 0 && b != 0); });
       })
       .Case([&](OrOp) {
-        return binary(op, in, [](auto a, auto b) { return double(a != 0 || b != 0); });
+        return binary(op, in,
+                      [](auto a, auto b) { return double(a != 0 || b != 0); });
       })
       .Case([&](CompareOp cmp) {
         llvm::StringRef direction = cmp.getDirection();
@@ -215,7 +258,8 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
       .Case([&](GeluBackwardOp gelu) {
         bool tanhForm = gelu.getApproximate() == "tanh";
         return broadcastN(op, in, [&](double g, double x, double) {
-          return static_cast<double>(static_cast<float>(g * geluDerivative(x, tanhForm)));
+          return static_cast<double>(
+              static_cast<float>(g * geluDerivative(x, tanhForm)));
         });
       })
       .Case([&](TanhBackwardOp) {
@@ -237,7 +281,8 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
         for (int64_t o = 0; o < lines.outer; ++o) {
           for (int64_t k = 0; k < lines.size; ++k) {
             for (int64_t i = 0; i < lines.inner; ++i) {
-              out.data[lines.at(o, k, i)] = roundTo(out.dtype, static_cast<double>(k));
+              out.data[lines.at(o, k, i)] =
+                  roundTo(out.dtype, static_cast<double>(k));
             }
           }
         }

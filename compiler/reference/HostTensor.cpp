@@ -84,8 +84,9 @@ llvm::Expected<HostTensor> HostTensor::fromRaw(proto::DType dtype, Shape shape,
   HostTensor t(dtype, std::move(shape));
   size_t size = graph::dtypeSize(dtype);
   if (bytes.size() != size * t.data.size()) {
-    return llvm::createStringError(t.typeString() + " needs " + std::to_string(size * t.data.size()) +
-            " bytes of data, got " + std::to_string(bytes.size()));
+    return llvm::createStringError(
+        t.typeString() + " needs " + std::to_string(size * t.data.size()) +
+        " bytes of data, got " + std::to_string(bytes.size()));
   }
   const char *p = bytes.data();
   for (double &v : t.data) {

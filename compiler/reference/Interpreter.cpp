@@ -14,7 +14,8 @@ namespace kiln::reference {
 namespace {
 
 std::string argumentName(func::FuncOp function, unsigned index) {
-  if (auto name = function.getArgAttrOfType<StringAttr>(index, kgraph::kNameAttr)) {
+  if (auto name =
+          function.getArgAttrOfType<StringAttr>(index, kgraph::kNameAttr)) {
     return "'" + name.str() + "'";
   }
   return "#" + std::to_string(index);
@@ -26,13 +27,14 @@ llvm::Expected<std::vector<HostTensor>>
 interpret(func::FuncOp function, llvm::ArrayRef<HostTensor> inputs) {
   if (!function.getBody().hasOneBlock()) {
     return llvm::createStringError("function '" + function.getSymName() +
-                 "' must have exactly one block");
+                                   "' must have exactly one block");
   }
   Block &body = function.getBody().front();
   if (inputs.size() != body.getNumArguments()) {
-    return llvm::createStringError("function '" + function.getSymName() + "' takes " +
-                 llvm::Twine(body.getNumArguments()) + " inputs, got " +
-                 llvm::Twine(inputs.size()));
+    return llvm::createStringError(
+        "function '" + function.getSymName() + "' takes " +
+        llvm::Twine(body.getNumArguments()) + " inputs, got " +
+        llvm::Twine(inputs.size()));
   }
 
   // Values live until their last use; the count of remaining uses frees them
@@ -47,9 +49,10 @@ interpret(func::FuncOp function, llvm::ArrayRef<HostTensor> inputs) {
     HostTensor expected = emptyLike(arg);
     const HostTensor &given = inputs[arg.getArgNumber()];
     if (given.dtype != expected.dtype || given.shape != expected.shape) {
-      return llvm::createStringError("input " + argumentName(function, arg.getArgNumber()) +
-                   " of '" + function.getSymName() + "': expected " +
-                   expected.typeString() + ", got " + given.typeString());
+      return llvm::createStringError(
+          "input " + argumentName(function, arg.getArgNumber()) + " of '" +
+          function.getSymName() + "': expected " + expected.typeString() +
+          ", got " + given.typeString());
     }
     values[arg] = given;
     countUses(arg);

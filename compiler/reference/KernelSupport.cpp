@@ -1,7 +1,7 @@
 //===- KernelSupport.cpp - helpers shared by the reference kernels -------===//
 
-#include "compiler/reference/Kernels.h"
 #include "compiler/reference/Interpreter.h"
+#include "compiler/reference/Kernels.h"
 
 #include "compiler/graph/GraphConversion.h"
 
@@ -19,8 +19,8 @@ HostTensor emptyLike(mlir::Value value) { return zerosOfType(value.getType()); }
 
 llvm::Error kernelError(mlir::Operation *op, const llvm::Twine &message) {
   return llvm::createStringError("'" + op->getName().getStringRef() + "' at " +
-                                     graph::formatLocation(op->getLoc()) +
-                                     ": " + message);
+                                 graph::formatLocation(op->getLoc()) + ": " +
+                                 message);
 }
 
 Shape broadcastStrides(llvm::ArrayRef<int64_t> in,

@@ -89,9 +89,10 @@ HostTensor reduce(Operation *op, const HostTensor &in,
   // its own with the reduced dims zeroed (stride 0).
   Shape keptShape = kgraph::reducedShape(in.shape, dims, /*keepDim=*/true);
   Shape strides = broadcastStrides(keptShape, in.shape);
-  double init = kind == Reduction::Max   ? -std::numeric_limits<double>::infinity()
-                : kind == Reduction::Min ? std::numeric_limits<double>::infinity()
-                                         : 0.0;
+  double init =
+      kind == Reduction::Max   ? -std::numeric_limits<double>::infinity()
+      : kind == Reduction::Min ? std::numeric_limits<double>::infinity()
+                               : 0.0;
   std::vector<double> acc(out.data.size(), init);
   forEachStrided<1>(in.shape, {strides}, [&](int64_t i, const auto &off) {
     double v = in.data[i];
@@ -112,7 +113,8 @@ HostTensor reduce(Operation *op, const HostTensor &in,
   double count = static_cast<double>(in.numElements()) /
                  static_cast<double>(std::max<int64_t>(out.numElements(), 1));
   for (size_t i = 0; i < acc.size(); ++i) {
-    out.data[i] = roundTo(out.dtype, kind == Reduction::Mean ? acc[i] / count : acc[i]);
+    out.data[i] =
+        roundTo(out.dtype, kind == Reduction::Mean ? acc[i] / count : acc[i]);
   }
   return out;
 }
@@ -139,7 +141,12 @@ HostTensor argmax(ArgmaxOp op, const HostTensor &in) {
 
 /// Applies fn(line values read/written through `get`/`set`) to every line
 /// along `dim` of the inputs, producing the op's single result.
-enum class SoftmaxKind { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+enum class SoftmaxKind {
+  Softmax,
+  LogSoftmax,
+  SoftmaxBackward,
+  LogSoftmaxBackward
+};
 
 HostTensor softmaxFamily(Operation *op, Operands in, int64_t dim,
                          SoftmaxKind kind) {
@@ -173,13 +180,15 @@ HostTensor softmaxFamily(Operation *op, Operands in, int64_t dim,
       const HostTensor &g = *in[0], &y = *in[1];
       double sum = 0.0;
       for (int64_t k = 0; k < lines.size; ++k) {
-        sum += kind == SoftmaxKind::SoftmaxBackward ? g.data[at(k)] * y.data[at(k)]
-                                                    : g.data[at(k)];
+        sum += kind == SoftmaxKind::SoftmaxBackward
+                   ? g.data[at(k)] * y.data[at(k)]
+                   : g.data[at(k)];
       }
       for (int64_t k = 0; k < lines.size; ++k) {
         double gk = g.data[at(k)], yk = y.data[at(k)];
-        double v = kind == SoftmaxKind::SoftmaxBackward ? yk * (gk - sum)
-                                                        : gk - std::exp(yk) * sum;
+        double v = kind == SoftmaxKind::SoftmaxBackward
+                       ? yk * (gk - sum)
+                       : gk - std::exp(yk) * sum;
         out.data[at(k)] = roundTo(out.dtype, v);
       }
     }
@@ -237,7 +246,8 @@ Results layerNormBackward(LayerNormBackwardOp op, Operands in) {
   HostTensor gw = emptyLike(op.getGradWeight());
   HostTensor gb = emptyLike(op.getGradBias());
   auto [rows, width] = normRows(x, op.getNormalizedRank());
-  std::vector<double> accW(width, 0.0), accB(width, 0.0), xhat(width), dxhat(width);
+  std::vector<double> accW(width, 0.0), accB(width, 0.0), xhat(width),
+      dxhat(width);
   for (int64_t r = 0; r < rows; ++r) {
     double mu = mean.data[r], rs = rstd.data[r];
     double sumD = 0.0, sumDX = 0.0;
@@ -252,8 +262,8 @@ Results layerNormBackward(LayerNormBackwardOp op, Operands in) {
     }
     double n = static_cast<double>(width);
     for (int64_t j = 0; j < width; ++j) {
-      gx.data[r * width + j] = roundTo(
-          gx.dtype, rs / n * (n * dxhat[j] - sumD - xhat[j] * sumDX));
+      gx.data[r * width + j] =
+          roundTo(gx.dtype, rs / n * (n * dxhat[j] - sumD - xhat[j] * sumDX));
     }
   }
   for (int64_t j = 0; j < width; ++j) {
@@ -370,18 +380,20 @@ KernelResult evaluateMathOp(Operation *op, Operands in) {
       })
       .Case([&](ArgmaxOp a) { return R(Results{argmax(a, *in[0])}); })
       .Case([&](SoftmaxOp s) {
-        return R(Results{softmaxFamily(op, in, s.getDim(), SoftmaxKind::Softmax)});
+        return R(
+            Results{softmaxFamily(op, in, s.getDim(), SoftmaxKind::Softmax)});
       })
       .Case([&](LogSoftmaxOp s) {
-        return R(Results{softmaxFamily(op, in, s.getDim(), SoftmaxKind::LogSoftmax)});
+        return R(Results{
+            softmaxFamily(op, in, s.getDim(), SoftmaxKind::LogSoftmax)});
       })
       .Case([&](SoftmaxBackwardOp s) {
         return R(Results{
             softmaxFamily(op, in, s.getDim(), SoftmaxKind::SoftmaxBackward)});
       })
       .Case([&](LogSoftmaxBackwardOp s) {
-        return R(Results{
-            softmaxFamily(op, in, s.getDim(), SoftmaxKind::LogSoftmaxBackward)});
+        return R(Results{softmaxFamily(op, in, s.getDim(),
+                                       SoftmaxKind::LogSoftmaxBackward)});
       })
       .Case([&](LayerNormOp l) { return R(layerNorm(l, in)); })
       .Case([&](LayerNormBackwardOp l) { return R(layerNormBackward(l, in)); })

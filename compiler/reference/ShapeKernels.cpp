@@ -72,7 +72,8 @@ llvm::Expected<Results> gather(GatherOp op, Operands in) {
     if ((err = checkIndex(op, idx, input.shape[dim]))) {
       return;
     }
-    out.data[i] = input.data[off[0] + static_cast<int64_t>(idx) * inStrides[dim]];
+    out.data[i] =
+        input.data[off[0] + static_cast<int64_t>(idx) * inStrides[dim]];
   });
   if (err) {
     return std::move(err);
@@ -89,15 +90,16 @@ llvm::Expected<Results> scatterAdd(ScatterAddOp op, Operands in) {
   writeStrides[dim] = 0;
   Shape sourceStrides = kgraph::rowMajorStrides(source.shape);
   llvm::Error err = llvm::Error::success();
-  forEachStrided<2>(index.shape, {writeStrides, sourceStrides},
-                    [&](int64_t i, const auto &off) {
-                      double idx = index.data[i];
-                      if (err || (err = checkIndex(op, idx, out.shape[dim]))) {
-                        return;
-                      }
-                      int64_t at = off[0] + static_cast<int64_t>(idx) * outStrides[dim];
-                      out.data[at] = roundTo(out.dtype, out.data[at] + source.data[off[1]]);
-                    });
+  forEachStrided<2>(
+      index.shape, {writeStrides, sourceStrides},
+      [&](int64_t i, const auto &off) {
+        double idx = index.data[i];
+        if (err || (err = checkIndex(op, idx, out.shape[dim]))) {
+          return;
+        }
+        int64_t at = off[0] + static_cast<int64_t>(idx) * outStrides[dim];
+        out.data[at] = roundTo(out.dtype, out.data[at] + source.data[off[1]]);
+      });
   if (err) {
     return std::move(err);
   }
@@ -175,8 +177,8 @@ KernelResult evaluateShapeOp(Operation *op, Operands in) {
       })
       .Case([&](BroadcastOp) {
         Shape outShape = emptyLike(op->getResult(0)).shape;
-        return R(Results{
-            gatherStrided(op, *in[0], 0, broadcastStrides(in[0]->shape, outShape))});
+        return R(Results{gatherStrided(
+            op, *in[0], 0, broadcastStrides(in[0]->shape, outShape))});
       })
       .Case([&](TransposeOp t) {
         Shape inStrides = kgraph::rowMajorStrides(in[0]->shape);
@@ -205,7 +207,8 @@ KernelResult evaluateShapeOp(Operation *op, Operands in) {
           for (int64_t o = 0; o < from.outer; ++o) {
             for (int64_t k = 0; k < from.size; ++k) {
               for (int64_t i = 0; i < from.inner; ++i) {
-                out.data[to.at(o, offset + k, i)] = part->data[from.at(o, k, i)];
+                out.data[to.at(o, offset + k, i)] =
+                    part->data[from.at(o, k, i)];
               }
             }
           }

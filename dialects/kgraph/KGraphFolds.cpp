@@ -120,7 +120,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType()) {
     return getInput();
   }
-  if (auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput())) {
+  if (auto dense =
+          llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput())) {
     return dense.reshape(getType());
   }
   return {};

@@ -221,9 +221,10 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     if (stride[i] < 1 || start[i] < 0 || limit[i] < start[i] ||
         limit[i] > in.getDimSize(i)) {
       return fail(loc, "slice [" + llvm::Twine(start[i]) + ":" +
-                           llvm::Twine(limit[i]) + ":" + llvm::Twine(stride[i]) +
-                           "] is invalid for dim " + llvm::Twine(i) +
-                           " of size " + llvm::Twine(in.getDimSize(i)));
+                           llvm::Twine(limit[i]) + ":" +
+                           llvm::Twine(stride[i]) + "] is invalid for dim " +
+                           llvm::Twine(i) + " of size " +
+                           llvm::Twine(in.getDimSize(i)));
     }
     shape.push_back(sliceSize(start[i], limit[i], stride[i]));
   }
@@ -316,8 +317,8 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   for (int64_t i = 0; i < in.getRank(); ++i) {
     if (index.getDimSize(i) > source.getDimSize(i) ||
         (i != dim && index.getDimSize(i) > in.getDimSize(i))) {
-      return fail(loc, "scatter_add index is too large in dim " +
-                           llvm::Twine(i));
+      return fail(loc,
+                  "scatter_add index is too large in dim " + llvm::Twine(i));
     }
   }
   inferred.push_back(in);
@@ -381,8 +382,8 @@ EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   if (numWeights < 1) {
     return fail(loc, "embedding_backward num_weights must be positive");
   }
-  inferred.push_back(RankedTensorType::get(
-      {numWeights, grad.getShape().back()}, grad.getElementType()));
+  inferred.push_back(RankedTensorType::get({numWeights, grad.getShape().back()},
+                                           grad.getElementType()));
   return success();
 }
 
@@ -412,8 +413,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     return fail(loc, "matmul contraction sizes differ: " + llvm::Twine(k) +
                          " vs " + llvm::Twine(k2));
   }
-  std::optional<Shape> batch = broadcastShapes(lhs.getShape().drop_back(2),
-                                               rhs.getShape().drop_back(2));
+  std::optional<Shape> batch =
+      broadcastShapes(lhs.getShape().drop_back(2), rhs.getShape().drop_back(2));
   if (!batch) {
     return fail(loc, "matmul batch dims are not broadcast-compatible");
   }
@@ -441,7 +442,8 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   }
   if (Value bias = adaptor.getBias()) {
     RankedTensorType biasType = tensorOf(bias);
-    if (!biasType || biasType.getShape() != ArrayRef<int64_t>{weight.getDimSize(0)}) {
+    if (!biasType ||
+        biasType.getShape() != ArrayRef<int64_t>{weight.getDimSize(0)}) {
       return fail(loc, "linear bias must have shape [out]");
     }
   }
@@ -473,9 +475,9 @@ static LogicalResult inferReduction(OptLoc loc, Value input,
     }
     seen[dim] = true;
   }
-  inferred.push_back(RankedTensorType::get(
-      reducedShape(in.getShape(), dims, keepDim),
-      elementType ? elementType : in.getElementType()));
+  inferred.push_back(
+      RankedTensorType::get(reducedShape(in.getShape(), dims, keepDim),
+                            elementType ? elementType : in.getElementType()));
   return success();
 }
 
@@ -507,11 +509,13 @@ LogicalResult ArgmaxOp::inferReturnTypes(MLIRContext *context, OptLoc loc,
 template <typename OpTy>
 static LogicalResult verifySoftmaxDim(OpTy op, Value operand) {
   auto type = llvm::cast<RankedTensorType>(operand.getType());
-  return checkDim(op.getLoc(), op.getDim(), std::max<int64_t>(type.getRank(), 1),
-                  "softmax dim");
+  return checkDim(op.getLoc(), op.getDim(),
+                  std::max<int64_t>(type.getRank(), 1), "softmax dim");
 }
 
-LogicalResult SoftmaxOp::verify() { return verifySoftmaxDim(*this, getInput()); }
+LogicalResult SoftmaxOp::verify() {
+  return verifySoftmaxDim(*this, getInput());
+}
 LogicalResult LogSoftmaxOp::verify() {
   return verifySoftmaxDim(*this, getInput());
 }
@@ -523,9 +527,8 @@ LogicalResult LogSoftmaxBackwardOp::verify() {
 }
 
 /// The shape of layer_norm's per-row statistics.
-static FailureOr<RankedTensorType> layerNormStatType(OptLoc loc,
-                                                     RankedTensorType input,
-                                                     int64_t normalizedRank) {
+static FailureOr<RankedTensorType>
+layerNormStatType(OptLoc loc, RankedTensorType input, int64_t normalizedRank) {
   if (normalizedRank < 1 || normalizedRank > input.getRank()) {
     return fail(loc, "layer_norm normalized_rank " +
                          llvm::Twine(normalizedRank) +
@@ -545,9 +548,10 @@ static LogicalResult checkNormalizedShape(OptLoc loc, RankedTensorType input,
   RankedTensorType type = tensorOf(param);
   if (!type || type.getShape() != input.getShape().take_back(normalizedRank) ||
       type.getElementType() != input.getElementType()) {
-    return fail(loc, "layer_norm " + name + " must have the normalized shape " +
-                         shapeString(input.getShape().take_back(normalizedRank)) +
-                         " and the input's element type");
+    return fail(loc,
+                "layer_norm " + name + " must have the normalized shape " +
+                    shapeString(input.getShape().take_back(normalizedRank)) +
+                    " and the input's element type");
   }
   return success();
 }
@@ -562,7 +566,8 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   int64_t rank = adaptor.getNormalizedRank();
   FailureOr<RankedTensorType> stat = layerNormStatType(loc, in, rank);
   if (failed(stat) ||
-      failed(checkNormalizedShape(loc, in, rank, adaptor.getWeight(), "weight")) ||
+      failed(
+          checkNormalizedShape(loc, in, rank, adaptor.getWeight(), "weight")) ||
       failed(checkNormalizedShape(loc, in, rank, adaptor.getBias(), "bias"))) {
     return failure();
   }
@@ -580,12 +585,13 @@ LayerNormBackwardOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     return fail(loc, "operands must be ranked tensors");
   }
   if (grad != in) {
-    return fail(loc, "layer_norm_backward grad_output must have the input's type");
+    return fail(loc,
+                "layer_norm_backward grad_output must have the input's type");
   }
   int64_t rank = adaptor.getNormalizedRank();
   FailureOr<RankedTensorType> stat = layerNormStatType(loc, in, rank);
-  if (failed(stat) ||
-      failed(checkNormalizedShape(loc, in, rank, adaptor.getWeight(), "weight"))) {
+  if (failed(stat) || failed(checkNormalizedShape(
+                          loc, in, rank, adaptor.getWeight(), "weight"))) {
     return failure();
   }
   if (tensorOf(adaptor.getMean()) != *stat ||

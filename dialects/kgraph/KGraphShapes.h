@@ -23,7 +23,8 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
                                      llvm::ArrayRef<int64_t> b);
 
 /// True when `from` broadcasts to exactly `to`.
-bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+bool isBroadcastableTo(llvm::ArrayRef<int64_t> from,
+                       llvm::ArrayRef<int64_t> to);
 
 /// Number of elements of a shape (1 for rank 0).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);

@@ -15,8 +15,8 @@ llvm::Expected<std::string> readGzip(const std::string &path) {
   std::unique_ptr<gzFile_s, decltype(&gzclose)> file(gzopen(path.c_str(), "rb"),
                                                      &gzclose);
   if (!file) {
-    return llvm::createStringError("cannot open '" + path +
-                 "' (install Debian's dataset-fashion-mnist)");
+    return llvm::createStringError(
+        "cannot open '" + path + "' (install Debian's dataset-fashion-mnist)");
   }
   std::string data;
   char chunk[1 << 16];
@@ -25,13 +25,16 @@ llvm::Expected<std::string> readGzip(const std::string &path) {
     data.append(chunk, n);
   }
   if (n < 0) {
-    return llvm::createStringError("'" + path + "' is not a readable gzip file");
+    return llvm::createStringError("'" + path +
+                                   "' is not a readable gzip file");
   }
   return data;
 }
 
 uint32_t bigEndian32(const std::string &data, size_t at) {
-  auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(data[at + i])); };
+  auto byte = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(data[at + i]));
+  };
   return (byte(0) << 24) | (byte(1) << 16) | (byte(2) << 8) | byte(3);
 }
 
@@ -52,15 +55,16 @@ llvm::Expected<Dataset> readFashionMnist(const std::string &dir,
   if (images->size() < 16 || bigEndian32(*images, 0) != 0x803 ||
       labels->size() < 8 || bigEndian32(*labels, 0) != 0x801) {
     return llvm::createStringError("'" + imagesPath + "' or '" + labelsPath +
-                 "' is not an IDX file of the expected kind");
+                                   "' is not an IDX file of the expected kind");
   }
   Dataset set;
   set.count = bigEndian32(*images, 4);
   uint32_t rows = bigEndian32(*images, 8), cols = bigEndian32(*images, 12);
   if (rows * cols != 784 || bigEndian32(*labels, 4) != set.count ||
-      images->size() != 16 + set.count * 784 || labels->size() != 8 + set.count) {
+      images->size() != 16 + set.count * 784 ||
+      labels->size() != 8 + set.count) {
     return llvm::createStringError("'" + imagesPath + "' and '" + labelsPath +
-                 "' disagree on their sizes");
+                                   "' disagree on their sizes");
   }
   set.images.resize(set.count * 784);
   for (size_t i = 0; i < set.images.size(); ++i) {

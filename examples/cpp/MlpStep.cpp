@@ -21,12 +21,17 @@ struct Parameter {
 llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
                                                const MlpConfig &c) {
   GraphBuilder b(context, "mlp_train_step");
-  Tensor x = b.input("x", proto::F32, {c.batch, c.features}, proto::BATCH_INPUT);
+  Tensor x =
+      b.input("x", proto::F32, {c.batch, c.features}, proto::BATCH_INPUT);
   Tensor y = b.input("y", proto::I64, {c.batch}, proto::BATCH_INPUT);
   std::vector<Parameter> params = {
-      {"w1", b.input("w1", proto::F32, {c.hidden, c.features}, proto::PARAMETER), {}},
+      {"w1",
+       b.input("w1", proto::F32, {c.hidden, c.features}, proto::PARAMETER),
+       {}},
       {"b1", b.input("b1", proto::F32, {c.hidden}, proto::PARAMETER), {}},
-      {"w2", b.input("w2", proto::F32, {c.classes, c.hidden}, proto::PARAMETER), {}},
+      {"w2",
+       b.input("w2", proto::F32, {c.classes, c.hidden}, proto::PARAMETER),
+       {}},
       {"b2", b.input("b2", proto::F32, {c.classes}, proto::PARAMETER), {}}};
   Tensor w1 = params[0].value, b1 = params[1].value;
   Tensor w2 = params[2].value, b2 = params[3].value;
@@ -41,7 +46,8 @@ llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
       b.cast(b.compare("eq", b.argmax(logits, 1), y), proto::I64), {0});
 
   // Backward.
-  Tensor gLogProbs = b.nllLossBackward(b.scalar(1.0), logProbs, y, loss.totalWeight);
+  Tensor gLogProbs =
+      b.nllLossBackward(b.scalar(1.0), logProbs, y, loss.totalWeight);
   Tensor gLogits = b.logSoftmaxBackward(gLogProbs, logProbs, 1);
   params[2].grad = b.matmul(gLogits, a, /*transposeA=*/true);
   params[3].grad = b.reduceSum(gLogits, {0});
@@ -63,10 +69,13 @@ llvm::Expected<proto::Graph> buildMlpTrainStep(mlir::MLIRContext &context,
 llvm::Expected<proto::Graph> buildMlpPredict(mlir::MLIRContext &context,
                                              const MlpConfig &c) {
   GraphBuilder b(context, "mlp_predict");
-  Tensor x = b.input("x", proto::F32, {c.batch, c.features}, proto::BATCH_INPUT);
-  Tensor w1 = b.input("w1", proto::F32, {c.hidden, c.features}, proto::PARAMETER);
+  Tensor x =
+      b.input("x", proto::F32, {c.batch, c.features}, proto::BATCH_INPUT);
+  Tensor w1 =
+      b.input("w1", proto::F32, {c.hidden, c.features}, proto::PARAMETER);
   Tensor b1 = b.input("b1", proto::F32, {c.hidden}, proto::PARAMETER);
-  Tensor w2 = b.input("w2", proto::F32, {c.classes, c.hidden}, proto::PARAMETER);
+  Tensor w2 =
+      b.input("w2", proto::F32, {c.classes, c.hidden}, proto::PARAMETER);
   Tensor b2 = b.input("b2", proto::F32, {c.classes}, proto::PARAMETER);
   Tensor logits = b.linear(b.relu(b.linear(x, w1, b1)), w2, b2);
   b.output("prediction", b.argmax(logits, 1), proto::METRIC);

@@ -32,12 +32,14 @@ namespace cl = llvm::cl;
 using namespace kiln;
 using reference::HostTensor;
 
-static cl::opt<std::string> dataDir("data", cl::desc("Fashion-MNIST directory"),
-                                    cl::init("/usr/share/datasets/fashion-mnist"));
+static cl::opt<std::string>
+    dataDir("data", cl::desc("Fashion-MNIST directory"),
+            cl::init("/usr/share/datasets/fashion-mnist"));
 static cl::opt<int> steps("steps", cl::desc("Training steps"), cl::init(1800));
 static cl::opt<int> batch("batch", cl::desc("Batch size"), cl::init(100));
 static cl::opt<int> hidden("hidden", cl::desc("Hidden units"), cl::init(128));
-static cl::opt<int> features("features", cl::desc("Input features (with --emit-graph)"),
+static cl::opt<int> features("features",
+                             cl::desc("Input features (with --emit-graph)"),
                              cl::init(784));
 static cl::opt<int> classes("classes", cl::desc("Classes (with --emit-graph)"),
                             cl::init(10));
@@ -45,21 +47,25 @@ static cl::opt<double> learningRate("lr", cl::desc("AdamW learning rate"),
                                     cl::init(1e-3));
 static cl::opt<std::string> outDir("out", cl::desc("Where to write the graphs"),
                                    cl::init("build/examples/mlp"));
-static cl::opt<std::string> optimizer("optimizer", cl::desc("sgd, adam or adamw"),
-                                      cl::init("adamw"));
-static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0));
-static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"), cl::init(0.0));
-static cl::opt<bool> nesterov("nesterov", cl::desc("SGD with Nesterov momentum"));
+static cl::opt<std::string>
+    optimizer("optimizer", cl::desc("sgd, adam or adamw"), cl::init("adamw"));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
+                                cl::init(0.0));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
+                                 cl::init(0.0));
+static cl::opt<bool> nesterov("nesterov",
+                              cl::desc("SGD with Nesterov momentum"));
 static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"),
                                    cl::init(0.01));
-static cl::opt<std::string> emitGraph(
-    "emit-graph", cl::desc("Only write the training-step graph to this file"));
+static cl::opt<std::string>
+    emitGraph("emit-graph",
+              cl::desc("Only write the training-step graph to this file"));
 
 namespace {
 
 int fail(llvm::Error error) {
-  llvm::errs() << "kiln-example-mlp: error: " << llvm::toString(std::move(error))
-               << "\n";
+  llvm::errs() << "kiln-example-mlp: error: "
+               << llvm::toString(std::move(error)) << "\n";
   return 2;
 }
 
@@ -89,7 +95,8 @@ roundTrip(const proto::Graph &graph, mlir::MLIRContext &context) {
 }
 
 /// PyTorch's default Linear initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-HostTensor uniformInit(reference::Shape shape, int64_t fanIn, std::mt19937 &rng) {
+HostTensor uniformInit(reference::Shape shape, int64_t fanIn,
+                       std::mt19937 &rng) {
   HostTensor t(proto::F32, std::move(shape));
   double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
   std::uniform_real_distribution<float> dist(-bound, bound);
@@ -104,7 +111,8 @@ void fillBatch(const examples::Dataset &data, const std::vector<int64_t> &order,
   int64_t rows = x.shape[0];
   for (int64_t r = 0; r < rows; ++r) {
     int64_t sample = order[(first + r) % order.size()];
-    std::copy_n(data.images.begin() + sample * 784, 784, x.data.begin() + r * 784);
+    std::copy_n(data.images.begin() + sample * 784, 784,
+                x.data.begin() + r * 784);
     if (y) {
       y->data[r] = static_cast<double>(data.labels[sample]);
     }
@@ -114,16 +122,17 @@ void fillBatch(const examples::Dataset &data, const std::vector<int64_t> &order,
 } // namespace
 
 int main(int argc, char **argv) {
-  cl::ParseCommandLineOptions(argc, argv, "Train an MLP on Fashion-MNIST with "
-                                          "Kiln's reference interpreter\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Train an MLP on Fashion-MNIST with "
+                              "Kiln's reference interpreter\n");
   mlir::MLIRContext context;
   examples::MlpConfig config;
   config.batch = batch;
   config.hidden = hidden;
   std::optional<OptimizerSpec::Kind> kind = OptimizerSpec::parseKind(optimizer);
   if (!kind) {
-    return fail(llvm::createStringError(     "unknown optimizer '" + optimizer +
-                                            "' (sgd, adam or adamw)"));
+    return fail(llvm::createStringError("unknown optimizer '" + optimizer +
+                                        "' (sgd, adam or adamw)"));
   }
   config.optimizer.kind = *kind;
   config.optimizer.momentum = momentum;
@@ -183,7 +192,8 @@ int main(int argc, char **argv) {
   }
   auto indexOf = [&](llvm::StringRef name) {
     for (unsigned i = 0; i < stepFn.getNumArguments(); ++i) {
-      if (stepFn.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr).getValue() == name) {
+      if (stepFn.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr)
+              .getValue() == name) {
         return i;
       }
     }
@@ -191,7 +201,8 @@ int main(int argc, char **argv) {
   };
   inputs[indexOf("w1")] = uniformInit({config.hidden, 784}, 784, rng);
   inputs[indexOf("b1")] = uniformInit({config.hidden}, 784, rng);
-  inputs[indexOf("w2")] = uniformInit({config.classes, config.hidden}, config.hidden, rng);
+  inputs[indexOf("w2")] =
+      uniformInit({config.classes, config.hidden}, config.hidden, rng);
   inputs[indexOf("b2")] = uniformInit({config.classes}, config.hidden, rng);
   inputs[indexOf("lr")].data[0] = learningRate;
 
@@ -210,7 +221,8 @@ int main(int argc, char **argv) {
       return fail(outputs.takeError());
     }
     for (unsigned i = 0; i < outputs->size(); ++i) {
-      if (auto alias = stepFn.getResultAttrOfType<mlir::IntegerAttr>(i, kgraph::kAliasesAttr)) {
+      if (auto alias = stepFn.getResultAttrOfType<mlir::IntegerAttr>(
+              i, kgraph::kAliasesAttr)) {
         inputs[alias.getInt()] = std::move((*outputs)[i]);
       }
     }
@@ -219,7 +231,8 @@ int main(int argc, char **argv) {
     ++window;
     if (step % 50 == 0 || step == steps) {
       double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start).count();
+                           std::chrono::steady_clock::now() - start)
+                           .count();
       llvm::outs() << llvm::format("step %5d  loss %.4f  train acc %.3f  "
                                    "(%.1f steps/s)\n",
                                    step, lossSum / window,
@@ -236,7 +249,8 @@ int main(int argc, char **argv) {
   }
   for (unsigned i = 1; i < predictFn.getNumArguments(); ++i) {
     llvm::StringRef name =
-        predictFn.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr).getValue();
+        predictFn.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr)
+            .getValue();
     evalInputs[i] = inputs[indexOf(name)];
   }
   std::vector<int64_t> testOrder(test->count);

@@ -43,7 +43,8 @@ llvm::StringRef descrOf(proto::DType dtype) {
 
 std::optional<proto::DType> dtypeOfDescr(llvm::StringRef descr) {
   // '=' means native order, which is little-endian on every host Kiln runs on.
-  if (descr.size() == 3 && (descr[0] == '=' || descr[0] == '<' || descr[0] == '|')) {
+  if (descr.size() == 3 &&
+      (descr[0] == '=' || descr[0] == '<' || descr[0] == '|')) {
     descr = descr.drop_front();
   }
   return llvm::StringSwitch<std::optional<proto::DType>>(descr)
@@ -69,7 +70,8 @@ std::optional<llvm::StringRef> headerField(llvm::StringRef header,
     return std::nullopt;
   }
   rest = rest.ltrim();
-  size_t end = rest.front() == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
+  size_t end =
+      rest.front() == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
   if (end == llvm::StringRef::npos || end > rest.size()) {
     return std::nullopt;
   }
@@ -78,9 +80,11 @@ std::optional<llvm::StringRef> headerField(llvm::StringRef header,
 
 } // namespace
 
-llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes, llvm::StringRef origin) {
+llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes,
+                                  llvm::StringRef origin) {
   auto bad = [&](const llvm::Twine &what) {
-    return llvm::createStringError("'" + origin + "' is not a valid .npy array: " + what);
+    return llvm::createStringError("'" + origin +
+                                   "' is not a valid .npy array: " + what);
   };
   if (!bytes.starts_with(kMagic) || bytes.size() < 10) {
     return bad("missing NumPy magic");
@@ -88,7 +92,8 @@ llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes, llvm::StringRef origin)
   uint8_t major = static_cast<uint8_t>(bytes[6]);
   size_t headerLen, headerStart;
   if (major == 1) {
-    headerLen = static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
+    headerLen =
+        static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) {
@@ -176,7 +181,8 @@ std::string serializeNpy(const NpyArray &array) {
 llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, false, false);
   if (!buffer) {
-    return llvm::createStringError("cannot read '" + path + "': " + buffer.getError().message());
+    return llvm::createStringError("cannot read '" + path +
+                                   "': " + buffer.getError().message());
   }
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (bytes.starts_with(kMagic)) {
@@ -188,7 +194,8 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   }
   zip_error_t zipError;
   zip_error_init(&zipError);
-  zip_source_t *source = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &zipError);
+  zip_source_t *source =
+      zip_source_buffer_create(bytes.data(), bytes.size(), 0, &zipError);
   std::unique_ptr<zip_t, decltype(&zip_discard)> archive(
       source ? zip_open_from_source(source, ZIP_RDONLY, &zipError) : nullptr,
       &zip_discard);
@@ -198,7 +205,9 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
       zip_source_free(source);
     }
     zip_error_fini(&zipError);
-    return llvm::createStringError("'" + path + "' is neither a .npy array nor a readable .npz archive: " + why);
+    return llvm::createStringError(
+        "'" + path +
+        "' is neither a .npy array nor a readable .npz archive: " + why);
   }
   zip_error_fini(&zipError);
   std::vector<NpyArray> arrays;
@@ -206,7 +215,8 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   for (zip_int64_t i = 0; i < entries; ++i) {
     zip_stat_t stat;
     if (zip_stat_index(archive.get(), i, 0, &stat) != 0) {
-      return llvm::createStringError("'" + path + "': cannot read entry " + llvm::Twine(i));
+      return llvm::createStringError("'" + path + "': cannot read entry " +
+                                     llvm::Twine(i));
     }
     std::string entryName = stat.name;
     std::string data(stat.size, '\0');
@@ -214,7 +224,8 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
         zip_fopen_index(archive.get(), i, 0), &zip_fclose);
     if (!file || zip_fread(file.get(), data.data(), stat.size) !=
                      static_cast<zip_int64_t>(stat.size)) {
-      return llvm::createStringError("'" + path + "': cannot read entry '" + entryName + "'");
+      return llvm::createStringError("'" + path + "': cannot read entry '" +
+                                     entryName + "'");
     }
     std::string origin = (path + ":" + entryName).str();
     auto array = parseNpy(data, origin);
@@ -229,7 +240,8 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path) {
   return arrays;
 }
 
-llvm::Error writeArrays(llvm::StringRef path, const std::vector<NpyArray> &arrays) {
+llvm::Error writeArrays(llvm::StringRef path,
+                        const std::vector<NpyArray> &arrays) {
   std::string tmp = (path + ".tmp." + llvm::Twine(::getpid())).str();
   auto cleanup = [&](const llvm::Twine &why) {
     llvm::sys::fs::remove(tmp);
@@ -237,8 +249,9 @@ llvm::Error writeArrays(llvm::StringRef path, const std::vector<NpyArray> &array
   };
   if (path.ends_with(".npy")) {
     if (arrays.size() != 1) {
-      return llvm::createStringError("cannot write " + llvm::Twine(arrays.size()) +
-                   " arrays to the single-array file '" + path + "'; use .npz");
+      return llvm::createStringError(
+          "cannot write " + llvm::Twine(arrays.size()) +
+          " arrays to the single-array file '" + path + "'; use .npz");
     }
     std::error_code ec;
     llvm::raw_fd_ostream out(tmp, ec);

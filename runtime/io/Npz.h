@@ -31,7 +31,8 @@ struct NpyArray {
 };
 
 /// Parses one .npy payload; `origin` names it in errors.
-llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes, llvm::StringRef origin);
+llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes,
+                                  llvm::StringRef origin);
 /// Serializes one array as .npy (format 1.0).
 std::string serializeNpy(const NpyArray &array);
 
@@ -41,7 +42,8 @@ llvm::Expected<std::vector<NpyArray>> readArrays(llvm::StringRef path);
 /// Writes arrays as an uncompressed .npz archive (as numpy.savez does), or a
 /// single array as .npy when the path ends in .npy. The file appears
 /// atomically.
-llvm::Error writeArrays(llvm::StringRef path, const std::vector<NpyArray> &arrays);
+llvm::Error writeArrays(llvm::StringRef path,
+                        const std::vector<NpyArray> &arrays);
 
 } // namespace kiln::io
 

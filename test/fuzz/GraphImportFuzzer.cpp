@@ -21,9 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     auto *ctx = new mlir::MLIRContext(registry);
     ctx->loadAllAvailableDialects();
     // Verifier diagnostics are expected here; keep the fuzzer's output quiet.
-    ctx->getDiagEngine().registerHandler([](mlir::Diagnostic &) {
-      return mlir::success();
-    });
+    ctx->getDiagEngine().registerHandler(
+        [](mlir::Diagnostic &) { return mlir::success(); });
     return ctx;
   }();
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);

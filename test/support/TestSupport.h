@@ -38,8 +38,7 @@ inline mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &context,
 }
 
 /// The message of an Expected that must have failed.
-template <typename T>
-std::string errorOf(llvm::Expected<T> value) {
+template <typename T> std::string errorOf(llvm::Expected<T> value) {
   if (value) {
     ADD_FAILURE() << "expected an error, got a value";
     return "";

@@ -19,7 +19,8 @@ struct Command {
 std::vector<Command> &commands();
 
 struct CommandRegistration {
-  CommandRegistration(llvm::cl::SubCommand &subcommand, std::function<int()> run) {
+  CommandRegistration(llvm::cl::SubCommand &subcommand,
+                      std::function<int()> run) {
     commands().push_back({&subcommand, std::move(run)});
   }
 };

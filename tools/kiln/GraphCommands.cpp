@@ -20,7 +20,8 @@ cl::SubCommand importCommand("import",
                              "Print a .kgraph.pb graph as kgraph MLIR");
 cl::opt<std::string> importInput(cl::Positional, cl::desc("<graph.kgraph.pb>"),
                                  cl::Required, cl::sub(importCommand));
-cl::opt<std::string> importOutput("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> importOutput("o",
+                                  cl::desc("Output file (default: stdout)"),
                                   cl::init("-"), cl::sub(importCommand));
 
 cl::SubCommand exportCommand("export",

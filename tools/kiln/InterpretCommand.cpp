@@ -23,13 +23,14 @@ using namespace kiln::tool;
 
 namespace {
 
-cl::SubCommand interpretCommand(
-    "interpret", "Run a graph on the reference interpreter");
+cl::SubCommand interpretCommand("interpret",
+                                "Run a graph on the reference interpreter");
 cl::opt<std::string> graphPath(cl::Positional,
                                cl::desc("<graph.kgraph.pb | graph.mlir>"),
                                cl::Required, cl::sub(interpretCommand));
 cl::list<std::string> inputPaths(
-    "inputs", cl::desc("Input arrays (.npz or .npy), bound to graph inputs by name"),
+    "inputs",
+    cl::desc("Input arrays (.npz or .npy), bound to graph inputs by name"),
     cl::CommaSeparated, cl::sub(interpretCommand));
 cl::opt<std::string> outputPath("outputs",
                                 cl::desc("Where to write the outputs (.npz)"),
@@ -39,7 +40,8 @@ cl::opt<std::string> outputPath("outputs",
 std::vector<std::string> argumentNames(mlir::func::FuncOp function) {
   std::vector<std::string> names;
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    auto name = function.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr);
+    auto name =
+        function.getArgAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr);
     names.push_back(name ? name.str() : "arg" + std::to_string(i));
   }
   return names;
@@ -56,7 +58,8 @@ bindInputs(mlir::func::FuncOp function) {
     for (io::NpyArray &array : *arrays) {
       std::string name = array.name;
       if (!byName.try_emplace(name, std::move(array)).second) {
-        return llvm::createStringError("input '" + name + "' is given twice (in '" + path + "')");
+        return llvm::createStringError("input '" + name +
+                                       "' is given twice (in '" + path + "')");
       }
     }
   }
@@ -65,19 +68,23 @@ bindInputs(mlir::func::FuncOp function) {
   for (auto [i, name] : llvm::enumerate(names)) {
     auto it = byName.find(name);
     if (it == byName.end()) {
-      return llvm::createStringError("graph input '" + name + "' is missing from the input files");
+      return llvm::createStringError("graph input '" + name +
+                                     "' is missing from the input files");
     }
-    reference::HostTensor expected = reference::zerosOfType(function.getArgument(i).getType());
+    reference::HostTensor expected =
+        reference::zerosOfType(function.getArgument(i).getType());
     io::NpyArray &array = it->second;
     // NumPy has no bf16: bf16 inputs come as f32 and are rounded here.
     proto::DType fileDtype =
-        expected.dtype == proto::BF16 && array.dtype == proto::F32 ? proto::F32
-                                                                   : array.dtype;
+        expected.dtype == proto::BF16 && array.dtype == proto::F32
+            ? proto::F32
+            : array.dtype;
     auto tensor = reference::HostTensor::fromRaw(
         fileDtype, reference::Shape(array.shape.begin(), array.shape.end()),
         array.data);
     if (!tensor) {
-      return llvm::createStringError("input '" + name + "': " + llvm::toString(tensor.takeError()));
+      return llvm::createStringError(
+          "input '" + name + "': " + llvm::toString(tensor.takeError()));
     }
     if (expected.dtype == proto::BF16 && tensor->dtype == proto::F32) {
       tensor->dtype = proto::BF16;
@@ -89,8 +96,9 @@ bindInputs(mlir::func::FuncOp function) {
     byName.erase(it);
   }
   if (!byName.empty()) {
-    return llvm::createStringError("input file array '" + byName.begin()->getKey() +
-                 "' matches no graph input");
+    return llvm::createStringError("input file array '" +
+                                   byName.begin()->getKey() +
+                                   "' matches no graph input");
   }
   return inputs;
 }
@@ -115,7 +123,8 @@ int runInterpret() {
   }
   std::vector<io::NpyArray> arrays;
   for (auto [i, tensor] : llvm::enumerate(*outputs)) {
-    auto name = function->getResultAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr);
+    auto name =
+        function->getResultAttrOfType<mlir::StringAttr>(i, kgraph::kNameAttr);
     io::NpyArray array;
     array.name = name ? name.str() : "result" + std::to_string(i);
     reference::HostTensor written = tensor;

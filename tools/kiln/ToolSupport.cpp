@@ -31,15 +31,18 @@ loadGraphModule(llvm::StringRef path, mlir::MLIRContext &context) {
   context.loadAllAvailableDialects();
   if (path.ends_with(".mlir")) {
     std::string message;
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-      if (message.empty()) {
-        message = graph::formatLocation(diag.getLocation()) + ": " + diag.str();
-      }
-      return mlir::success();
-    });
+    mlir::ScopedDiagnosticHandler handler(
+        &context, [&](mlir::Diagnostic &diag) {
+          if (message.empty()) {
+            message =
+                graph::formatLocation(diag.getLocation()) + ": " + diag.str();
+          }
+          return mlir::success();
+        });
     auto module = mlir::parseSourceFile<mlir::ModuleOp>(path, &context);
     if (!module) {
-      return llvm::createStringError(message.empty() ? "cannot read '" + path.str() + "'" : message);
+      return llvm::createStringError(
+          message.empty() ? "cannot read '" + path.str() + "'" : message);
     }
     return module;
   }

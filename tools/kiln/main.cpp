@@ -23,8 +23,9 @@ int main(int argc, char **argv) {
   });
   std::string errors;
   llvm::raw_string_ostream errorStream(errors);
-  if (!llvm::cl::ParseCommandLineOptions(argc, argv, "Kiln: ahead-of-time compiler for training graphs\n",
-                                         &errorStream)) {
+  if (!llvm::cl::ParseCommandLineOptions(
+          argc, argv, "Kiln: ahead-of-time compiler for training graphs\n",
+          &errorStream)) {
     llvm::StringRef line = llvm::StringRef(errors).split('\n').first.trim();
     line.consume_front("kiln: ");
     llvm::errs() << "kiln: error: " << line << "\n";

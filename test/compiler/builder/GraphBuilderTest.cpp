@@ -49,9 +49,10 @@ TEST(GraphBuilder, VerifierErrorsAreReportedToo) {
   GraphBuilder b(*context, "bad");
   Tensor x = b.input("x", proto::F32, {2, 3}, proto::BATCH_INPUT);
   EXPECT_FALSE(b.reshape(x, {7}));
-  EXPECT_EQ(test::errorOf(b.finish()),
-            "graph 'bad': 'kgraph.reshape': 'kgraph.reshape' op cannot reshape 6 "
-            "elements into 7");
+  EXPECT_EQ(
+      test::errorOf(b.finish()),
+      "graph 'bad': 'kgraph.reshape': 'kgraph.reshape' op cannot reshape 6 "
+      "elements into 7");
 }
 
 TEST(GraphBuilder, ReplacingANonInputIsAnError) {
@@ -80,8 +81,8 @@ TEST(GraphBuilder, CompositeLossRunsOnTheInterpreter) {
   auto out = reference::interpret(*graph::getStepFunction(**module), {l, t});
   ASSERT_TRUE(static_cast<bool>(out));
   // Row 0: log 2; row 1: log(1 + e^-10).
-  EXPECT_NEAR(out->front().data[0], (std::log(2.0) + std::log1p(std::exp(-10.0))) / 2,
-              1e-6);
+  EXPECT_NEAR(out->front().data[0],
+              (std::log(2.0) + std::log1p(std::exp(-10.0))) / 2, 1e-6);
 }
 
 } // namespace

@@ -106,7 +106,8 @@ using GraphFileTest = test::TempDirTest;
 
 TEST_F(GraphFileTest, WriteThenReadGivesTheSameGraph) {
   proto::Graph graph = smallMlp();
-  ASSERT_FALSE(static_cast<bool>(graph::writeGraphFile(graph, path("g.kgraph.pb"))));
+  ASSERT_FALSE(
+      static_cast<bool>(graph::writeGraphFile(graph, path("g.kgraph.pb"))));
   auto read = graph::readGraphFile(path("g.kgraph.pb"));
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(hashOf(graph), hashOf(*read));
@@ -131,19 +132,23 @@ TEST_F(GraphFileTest, ExternalWeightsAreInlinedAndHashLikeInlineOnes) {
   }
   external.set_weights_file("g.weights");
   writeBytes("g.weights", weights);
-  ASSERT_FALSE(static_cast<bool>(graph::writeGraphFile(external, path("g.kgraph.pb"))));
+  ASSERT_FALSE(
+      static_cast<bool>(graph::writeGraphFile(external, path("g.kgraph.pb"))));
   auto read = graph::readGraphFile(path("g.kgraph.pb"));
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(hashOf(graph), hashOf(*read));
 
   // Hashing the unresolved graph is refused rather than hashing a path.
-  EXPECT_NE(test::errorOf(graph::graphHash(external)).find("external weights file"),
-            std::string::npos);
+  EXPECT_NE(
+      test::errorOf(graph::graphHash(external)).find("external weights file"),
+      std::string::npos);
 
   // A range past the end of the weights file names the node.
   writeBytes("g.weights", weights.substr(0, weights.size() / 2));
-  std::string message = test::errorOf(graph::readGraphFile(path("g.kgraph.pb")));
-  EXPECT_NE(message.find("lies outside weights file"), std::string::npos) << message;
+  std::string message =
+      test::errorOf(graph::readGraphFile(path("g.kgraph.pb")));
+  EXPECT_NE(message.find("lies outside weights file"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("('constant')"), std::string::npos) << message;
 }
 

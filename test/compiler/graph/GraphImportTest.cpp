@@ -28,8 +28,8 @@ proto::Graph validGraph() {
     *node->add_results() = x->type();
     return node;
   };
-  addNode("exp", {0});     // value 1
-  addNode("add", {1, 0});  // value 2
+  addNode("exp", {0});    // value 1
+  addNode("add", {1, 0}); // value 2
   proto::Output *out = g.add_outputs();
   out->set_name("y");
   out->set_value(2);
@@ -131,8 +131,10 @@ TEST(GraphImport, MissingAndMistypedAttributesAreNamed) {
   sum->add_operands(2);
   sum->add_results()->set_dtype(proto::F32);
   std::string message = importError(g);
-  EXPECT_NE(message.find("node 2 ('reduce_sum')"), std::string::npos) << message;
-  EXPECT_NE(message.find("requires attribute 'dims'"), std::string::npos) << message;
+  EXPECT_NE(message.find("node 2 ('reduce_sum')"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("requires attribute 'dims'"), std::string::npos)
+      << message;
 }
 
 TEST(GraphImport, UnknownOrMistypedAttributesAreRefused) {
@@ -169,18 +171,22 @@ TEST(GraphImport, BadTensorDataIsNamed) {
   *c->add_results() = g.inputs(0).type();
   proto::NamedAttribute *value = c->add_attributes();
   value->set_name("value");
-  *value->mutable_value()->mutable_tensor()->mutable_type() = g.inputs(0).type();
+  *value->mutable_value()->mutable_tensor()->mutable_type() =
+      g.inputs(0).type();
   value->mutable_value()->mutable_tensor()->set_raw(std::string(7, '\0'));
   std::string message = importError(g);
-  EXPECT_NE(message.find("node 2 ('constant'): attribute 'value': "), std::string::npos)
+  EXPECT_NE(message.find("node 2 ('constant'): attribute 'value': "),
+            std::string::npos)
       << message;
-  EXPECT_NE(message.find("tensor data has 7 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("tensor data has 7 bytes"), std::string::npos)
+      << message;
 }
 
 TEST(GraphImport, InterfaceErrorsAreNamed) {
   proto::Graph dup = validGraph();
   *dup.add_inputs() = dup.inputs(0);
-  EXPECT_NE(importError(dup).find("input names must be unique"), std::string::npos);
+  EXPECT_NE(importError(dup).find("input names must be unique"),
+            std::string::npos);
 
   proto::Graph dtype = validGraph();
   dtype.mutable_inputs(0)->mutable_type()->set_dtype(proto::DTYPE_UNSPECIFIED);

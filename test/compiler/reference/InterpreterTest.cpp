@@ -1,7 +1,8 @@
-//===- InterpreterTest.cpp - the reference interpreter on hand-computed values ===//
+//===- InterpreterTest.cpp - the reference interpreter on hand-computed values
+//===//
 
-#include "compiler/graph/GraphConversion.h"
 #include "compiler/reference/Interpreter.h"
+#include "compiler/graph/GraphConversion.h"
 #include "compiler/reference/Random.h"
 #include "test/support/TestSupport.h"
 
@@ -21,11 +22,14 @@ protected:
     if (!module) {
       return {};
     }
-    auto outputs = reference::interpret(*graph::getStepFunction(*module), inputs);
-    EXPECT_TRUE(static_cast<bool>(outputs)) << llvm::toString(outputs.takeError());
+    auto outputs =
+        reference::interpret(*graph::getStepFunction(*module), inputs);
+    EXPECT_TRUE(static_cast<bool>(outputs))
+        << llvm::toString(outputs.takeError());
     return outputs ? *outputs : std::vector<HostTensor>();
   }
-  std::string runError(llvm::StringRef ir, std::vector<HostTensor> inputs = {}) {
+  std::string runError(llvm::StringRef ir,
+                       std::vector<HostTensor> inputs = {}) {
     module = test::parse(*context, ir);
     return test::errorOf(
         reference::interpret(*graph::getStepFunction(*module), inputs));
@@ -68,15 +72,17 @@ TEST_F(InterpreterTest, BroadcastingArithmetic) {
 }
 
 TEST_F(InterpreterTest, MatmulWithTransposesAndBatchBroadcast) {
-  auto out = run(R"(
+  auto out =
+      run(R"(
     func.func @f(%a: tensor<2x2x3xf32>, %b: tensor<3x2xf32>, %c: tensor<2x3xf32>) -> (tensor<2x2x2xf32>, tensor<2x2x2xf32>) {
       %0 = kgraph.matmul %a, %b : tensor<2x2x3xf32>, tensor<3x2xf32> -> tensor<2x2x2xf32>
       %1 = kgraph.matmul %a, %c {transpose_rhs = true} : tensor<2x2x3xf32>, tensor<2x3xf32> -> tensor<2x2x2xf32>
       return %0, %1 : tensor<2x2x2xf32>, tensor<2x2x2xf32>
     })",
-                 {f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0}),
-                  f32({3, 2}, {1, 0, 0, 1, 1, 1}), f32({2, 3}, {1, 0, 1, 0, 1, 1})});
-  // [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] = [[4,5],[10,11]]; identity rows pick rows of b.
+          {f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0}),
+           f32({3, 2}, {1, 0, 0, 1, 1, 1}), f32({2, 3}, {1, 0, 1, 0, 1, 1})});
+  // [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] = [[4,5],[10,11]]; identity rows
+  // pick rows of b.
   expectNear(out[0], {4, 5, 10, 11, 1, 0, 0, 1});
   expectNear(out[1], {4, 5, 10, 11, 1, 0, 0, 1});
 }
@@ -111,7 +117,8 @@ TEST_F(InterpreterTest, Reductions) {
 }
 
 TEST_F(InterpreterTest, SoftmaxFamily) {
-  auto out = run(R"(
+  auto out = run(
+      R"(
     func.func @f(%a: tensor<1x3xf32>, %g: tensor<1x3xf32>) -> (tensor<1x3xf32>, tensor<1x3xf32>, tensor<1x3xf32>, tensor<1x3xf32>) {
       %0 = kgraph.softmax %a {dim = 1} : tensor<1x3xf32>
       %1 = kgraph.log_softmax %a {dim = 1} : tensor<1x3xf32>
@@ -119,7 +126,7 @@ TEST_F(InterpreterTest, SoftmaxFamily) {
       %3 = kgraph.log_softmax_backward %g, %1 {dim = 1} : tensor<1x3xf32>
       return %0, %1, %2, %3 : tensor<1x3xf32>, tensor<1x3xf32>, tensor<1x3xf32>, tensor<1x3xf32>
     })",
-                 {f32({1, 3}, {0, std::log(2.0), std::log(5.0)}), f32({1, 3}, {1, 0, 0})});
+      {f32({1, 3}, {0, std::log(2.0), std::log(5.0)}), f32({1, 3}, {1, 0, 0})});
   expectNear(out[0], {0.125, 0.25, 0.625});
   expectNear(out[1], {std::log(0.125), std::log(0.25), std::log(0.625)});
   // y * (g - sum(g*y)) with sum = 0.125.
@@ -139,7 +146,8 @@ TEST_F(InterpreterTest, LayerNormAndItsBackward) {
                   f32({4}, {0, 0, 0, 1}), f32({1, 4}, {1, 1, 1, 1})});
   // mean 2.5, variance 1.25.
   double rs = 1.0 / std::sqrt(1.25 + 1e-5);
-  expectNear(out[0], {-1.5 * rs, -0.5 * rs, 2 * 0.5 * rs, 2 * 1.5 * rs + 1}, 1e-5);
+  expectNear(out[0], {-1.5 * rs, -0.5 * rs, 2 * 0.5 * rs, 2 * 1.5 * rs + 1},
+             1e-5);
   expectNear(out[1], {2.5});
   expectNear(out[2], {rs}, 1e-5);
   // The gradient of a normalised row is orthogonal to 1 and to xhat.
@@ -241,7 +249,8 @@ TEST_F(InterpreterTest, CastsRoundAndTruncate) {
     })",
                  {f32({4}, {1.00390625, 1.01171875, -2.7, 0})});
   // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: ties go to the even 1.
-  // 1 + 3*2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6: the even one is 1 + 2^-6.
+  // 1 + 3*2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6: the even one is 1 +
+  // 2^-6.
   expectNear(out[0], {1.0, 1.015625, -2.703125, 0}, 0);
   expectNear(out[1], {1, 1, -2, 0}, 0);
   expectNear(out[2], {1, 1, 1, 0}, 0);
@@ -298,8 +307,9 @@ TEST_F(InterpreterTest, RuntimeErrorsNameTheOp) {
       %0 = kgraph.gather %a, %i {dim = 1} : tensor<2x3xf32>, tensor<2x1xi64> -> tensor<2x1xf32> loc("model.py":7:3)
       return %0 : tensor<2x1xf32>
     })";
-  EXPECT_EQ(runError(gather, {f32({2, 3}, {1, 2, 3, 4, 5, 6}), i64({2, 1}, {0, 3})}),
-            "'kgraph.gather' at model.py:7:3: index 3 is out of range [0, 3)");
+  EXPECT_EQ(
+      runError(gather, {f32({2, 3}, {1, 2, 3, 4, 5, 6}), i64({2, 1}, {0, 3})}),
+      "'kgraph.gather' at model.py:7:3: index 3 is out of range [0, 3)");
 
   llvm::StringRef nll = R"(
     func.func @f(%a: tensor<1x3xf32>, %y: tensor<1xi64>) -> tensor<f32> {
@@ -317,7 +327,8 @@ TEST_F(InterpreterTest, RuntimeErrorsNameTheOp) {
     })";
   HostTensor ints(proto::I32, {2});
   ints.data = {4, 0};
-  EXPECT_NE(runError(div, {ints}).find("integer division by zero"), std::string::npos);
+  EXPECT_NE(runError(div, {ints}).find("integer division by zero"),
+            std::string::npos);
 
   // Inputs are checked against the signature, by name.
   llvm::StringRef named = R"(

@@ -44,7 +44,8 @@ TEST_F(NpzTest, ArchiveRoundTripKeepsNamesShapesAndBytes) {
 }
 
 TEST_F(NpzTest, SameArraysGiveTheSameBytes) {
-  std::vector<io::NpyArray> arrays = {array("a", proto::F32, {2}, std::string(8, 'x'))};
+  std::vector<io::NpyArray> arrays = {
+      array("a", proto::F32, {2}, std::string(8, 'x'))};
   ASSERT_FALSE(static_cast<bool>(io::writeArrays(path("1.npz"), arrays)));
   sleep(2); // zip timestamps have 2-second resolution
   ASSERT_FALSE(static_cast<bool>(io::writeArrays(path("2.npz"), arrays)));
@@ -56,7 +57,8 @@ TEST_F(NpzTest, SameArraysGiveTheSameBytes) {
 
 TEST_F(NpzTest, SingleNpyFileIsNamedAfterItsStem) {
   ASSERT_FALSE(static_cast<bool>(io::writeArrays(
-      path("weights.npy"), {array("ignored", proto::F16, {3}, std::string(6, 'x'))})));
+      path("weights.npy"),
+      {array("ignored", proto::F16, {3}, std::string(6, 'x'))})));
   auto read = io::readArrays(path("weights.npy"));
   ASSERT_TRUE(static_cast<bool>(read));
   EXPECT_EQ(read->front().name, "weights");
@@ -64,36 +66,45 @@ TEST_F(NpzTest, SingleNpyFileIsNamedAfterItsStem) {
 }
 
 TEST_F(NpzTest, NpyHeaderIsWhatNumPyWrites) {
-  std::string bytes = io::serializeNpy(array("a", proto::F32, {2, 3}, std::string(24, 0)));
+  std::string bytes =
+      io::serializeNpy(array("a", proto::F32, {2, 3}, std::string(24, 0)));
   EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
-  EXPECT_NE(bytes.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"),
-            std::string::npos);
+  EXPECT_NE(
+      bytes.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"),
+      std::string::npos);
   EXPECT_EQ((bytes.size() - 24) % 64, 0u) << "data starts 64-byte aligned";
-  std::string one = io::serializeNpy(array("a", proto::F32, {5}, std::string(20, 0)));
+  std::string one =
+      io::serializeNpy(array("a", proto::F32, {5}, std::string(20, 0)));
   EXPECT_NE(one.find("'shape': (5,)"), std::string::npos);
 }
 
 TEST_F(NpzTest, BadFilesGetClearErrors) {
-  std::string good = io::serializeNpy(array("a", proto::F32, {4}, std::string(16, 0)));
-  EXPECT_NE(test::errorOf(io::parseNpy(good.substr(0, good.size() - 3), "a.npy"))
-                .find("data has 13 bytes, shape (4,) needs 16"),
-            std::string::npos);
+  std::string good =
+      io::serializeNpy(array("a", proto::F32, {4}, std::string(16, 0)));
+  EXPECT_NE(
+      test::errorOf(io::parseNpy(good.substr(0, good.size() - 3), "a.npy"))
+          .find("data has 13 bytes, shape (4,) needs 16"),
+      std::string::npos);
   std::string f64 = good;
   f64.replace(f64.find("<f4"), 3, "<f8");
-  EXPECT_NE(test::errorOf(io::parseNpy(f64, "a.npy")).find("dtype '<f8' is not one Kiln reads"),
+  EXPECT_NE(test::errorOf(io::parseNpy(f64, "a.npy"))
+                .find("dtype '<f8' is not one Kiln reads"),
             std::string::npos);
   std::string fortran = good;
   fortran.replace(fortran.find("False"), 5, "True ");
-  EXPECT_NE(test::errorOf(io::parseNpy(fortran, "a.npy")).find("Fortran-ordered"),
-            std::string::npos);
-  EXPECT_NE(test::errorOf(io::parseNpy("garbage", "a.npy")).find("missing NumPy magic"),
+  EXPECT_NE(
+      test::errorOf(io::parseNpy(fortran, "a.npy")).find("Fortran-ordered"),
+      std::string::npos);
+  EXPECT_NE(test::errorOf(io::parseNpy("garbage", "a.npy"))
+                .find("missing NumPy magic"),
             std::string::npos);
   writeBytes("junk.npz", "PK this is not a zip");
   EXPECT_NE(test::errorOf(io::readArrays(path("junk.npz")))
                 .find("neither a .npy array nor a readable .npz archive"),
             std::string::npos);
-  EXPECT_NE(test::errorOf(io::readArrays(path("absent.npz"))).find("cannot read"),
-            std::string::npos);
+  EXPECT_NE(
+      test::errorOf(io::readArrays(path("absent.npz"))).find("cannot read"),
+      std::string::npos);
 }
 
 } // namespace
