@@ -1,0 +1,96 @@
+//===- TargetDescription.h - the NeuronCore targets Kiln compiles for -*- C++ -*-===//
+//
+// Every figure of ../shared/design/machine-model.md, in one place, for the
+// compiler, the artifact loader, the simulator and its timing model. Each
+// figure knows whether it is published (AWS's Neuron documentation) or
+// assumed (ours), so that anything printing it can say which.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_TARGET_TARGETDESCRIPTION_H
+#define KILN_COMPILER_TARGET_TARGETDESCRIPTION_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+
+namespace kiln::target {
+
+/// A number with its provenance.
+struct Figure {
+  double value = 0;
+  bool assumed = false;
+  operator double() const { return value; }
+};
+
+inline Figure published(double v) { return {v, false}; }
+inline Figure assumed(double v) { return {v, true}; }
+
+struct EngineClocks {
+  Figure tensorHz, vectorHz, scalarHz, gpsimdHz;
+};
+
+struct TargetDescription {
+  llvm::StringRef name;     // "trn1"
+  llvm::StringRef coreName; // "NeuronCore-v2"
+
+  // Memories.
+  int64_t partitions = 128;
+  int64_t sbufBytesPerPartition = 0;
+  int64_t psumBytesPerPartition = 0;
+  int64_t psumBanks = 0;
+  int64_t psumBankBytes = 0;
+  Figure hbmBytesPerChip, hbmBytesPerSecond;
+  int64_t coresPerChip = 0;
+
+  // Engines and instruction limits.
+  EngineClocks clocks;
+  Figure tensorFlopsBf16, tensorFlopsFp32, chipPeakFlopsBf16;
+  int64_t matmulMaxK = 128, matmulMaxM = 128, matmulMaxN = 512;
+  int64_t transposeMax = 128;
+  int64_t maxFreeElementsSbuf = 64 * 1024;
+  int64_t maxFreeElementsPsum = 4 * 1024;
+  int64_t gpsimdCores = 8;
+  int64_t gpsimdLocalBytes = 64 * 1024;
+
+  // Cost model (cycles in the engine's own clock).
+  Figure instructionOverheadCycles;
+  int64_t matmulMinRows = 64;
+  Figure fp32MatmulSlowdown;
+
+  // DMA.
+  int64_t dmaQueues = 16;
+  Figure dmaBytesPerSecondPerQueue;
+  Figure dmaFixedLatencySeconds;
+  Figure dmaSmallTransferBytes; // below this, half bandwidth
+  Figure dmaMinEfficientRunBytes; // element runs below this, half bandwidth
+
+  // Collectives.
+  Figure linkBytesPerSecond;
+  Figure collectiveHopLatencySeconds;
+
+  // Synchronisation.
+  Figure semaphores;
+
+  /// Peak bf16 FLOPS of one core (the MFU denominator).
+  double corePeakFlopsBf16() const {
+    return chipPeakFlopsBf16 / static_cast<double>(coresPerChip);
+  }
+  int64_t sbufBytes() const { return partitions * sbufBytesPerPartition; }
+  int64_t psumBytes() const { return partitions * psumBytesPerPartition; }
+};
+
+/// Every target Kiln knows, default first.
+llvm::ArrayRef<TargetDescription> allTargets();
+/// The default target (trn1).
+const TargetDescription &defaultTarget();
+/// The target of that name, or null.
+const TargetDescription *lookupTarget(llvm::StringRef name);
+/// A readable table of the target's figures, each marked published/assumed.
+void printTarget(llvm::raw_ostream &os, const TargetDescription &target);
+
+} // namespace kiln::target
+
+#endif // KILN_COMPILER_TARGET_TARGETDESCRIPTION_H
