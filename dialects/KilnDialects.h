@@ -4,6 +4,7 @@
 #define KILN_DIALECTS_KILNDIALECTS_H
 
 #include "dialects/kgraph/KGraphDialect.h"
+#include "dialects/kisa/KisaDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,7 +15,7 @@ namespace kiln {
 
 /// Kiln's dialects plus the upstream ones that appear beside them in IR.
 inline void registerKilnDialects(mlir::DialectRegistry &registry) {
-  registry.insert<kgraph::KGraphDialect, mlir::func::FuncDialect,
+  registry.insert<kgraph::KGraphDialect, kisa::KisaDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
 }
 
