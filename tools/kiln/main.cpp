@@ -8,7 +8,7 @@
 #include "tools/kiln/Commands.h"
 #include "tools/kiln/ToolSupport.h"
 
-#include "Version.h"
+#include "compiler/Version.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"

@@ -1,0 +1,443 @@
+//===- Artifact.cpp - the .kneff writer and validating reader ------------===//
+
+#include "runtime/artifact/Artifact.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/SHA256.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::artifact {
+
+namespace {
+
+using namespace llvm::support::endian;
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'N', 'E', 'F', 'F'};
+
+// Header field offsets (docs/kneff-format.md).
+enum : size_t {
+  kOffMagic = 0,
+  kOffMajor = 8,
+  kOffMinor = 10,
+  kOffFeatures = 12,
+  kOffHeaderBytes = 16,
+  kOffSectionCount = 20,
+  kOffSectionTable = 24,
+  kOffFileBytes = 32,
+  kOffSchemaHash = 40,
+  kOffContentHash = 72,
+  kOffCompilerVersion = 104,
+  kOffGitHash = 120,
+  kOffTarget = 136,
+};
+
+std::array<uint8_t, 32> sha256(llvm::StringRef bytes) {
+  llvm::SHA256 hasher;
+  hasher.update(bytes);
+  return hasher.final();
+}
+
+void putString(char *out, llvm::StringRef value, size_t size) {
+  std::memset(out, 0, size);
+  std::memcpy(out, value.data(), std::min(value.size(), size));
+}
+
+llvm::StringRef getString(const char *in, size_t size) {
+  return llvm::StringRef(in, strnlen(in, size));
+}
+
+size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+uint64_t doubleBits(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  return bits;
+}
+
+double bitsDouble(uint64_t bits) {
+  double v;
+  std::memcpy(&v, &bits, 8);
+  return v;
+}
+
+// Instruction record layout.
+enum : size_t {
+  kInstOpcode = 0, kInstEngine = 1, kInstQueue = 2, kInstOp0 = 3, kInstOp1 = 4,
+  kInstFlags = 5, kInstNumOperands = 6, kInstNumWaits = 7, kInstNumSignals = 8,
+  kInstImm0 = 16, kInstImm1 = 24, kInstInt0 = 32, kInstInt1 = 40, kInstInt2 = 48,
+  kInstWaits = 56,    // 4 x (u16 semaphore, u16 0, u32 value)
+  kInstSignals = 88,  // 4 x u16
+  kInstOperands = 96, // 3 x 88
+  kApBytes = 88,
+};
+
+void encodeAccessPattern(const isa::AccessPattern &ap, char *out) {
+  std::memset(out, 0, kApBytes);
+  out[0] = static_cast<char>(ap.memory);
+  out[1] = static_cast<char>(ap.dtype);
+  out[2] = static_cast<char>(ap.rank);
+  write16le(out + 4, ap.partition);
+  write16le(out + 6, ap.partitions);
+  write64le(out + 8, static_cast<uint64_t>(ap.offset));
+  write64le(out + 16, static_cast<uint64_t>(ap.partitionStride));
+  for (int d = 0; d < isa::kMaxRank; ++d) {
+    write64le(out + 24 + 8 * d, static_cast<uint64_t>(ap.strides[d]));
+    write64le(out + 56 + 8 * d, static_cast<uint64_t>(ap.sizes[d]));
+  }
+}
+
+isa::AccessPattern decodeAccessPattern(const char *in) {
+  isa::AccessPattern ap;
+  ap.memory = static_cast<isa::Memory>(static_cast<uint8_t>(in[0]));
+  ap.dtype = static_cast<isa::DType>(static_cast<uint8_t>(in[1]));
+  ap.rank = static_cast<uint8_t>(in[2]);
+  ap.partition = read16le(in + 4);
+  ap.partitions = read16le(in + 6);
+  ap.offset = static_cast<int64_t>(read64le(in + 8));
+  ap.partitionStride = static_cast<int64_t>(read64le(in + 16));
+  for (int d = 0; d < isa::kMaxRank; ++d) {
+    ap.strides[d] = static_cast<int64_t>(read64le(in + 24 + 8 * d));
+    ap.sizes[d] = static_cast<int64_t>(read64le(in + 56 + 8 * d));
+  }
+  return ap;
+}
+
+struct SectionEntry {
+  SectionKind kind;
+  uint32_t stream; // engine << 8 | queue, for streams
+  uint64_t offset, size, count;
+};
+
+} // namespace
+
+void encodeInstruction(const isa::Instruction &inst, char *out) {
+  std::memset(out, 0, kInstructionBytes);
+  out[kInstOpcode] = static_cast<char>(inst.opcode);
+  out[kInstEngine] = static_cast<char>(inst.engine);
+  out[kInstQueue] = static_cast<char>(inst.queue);
+  out[kInstOp0] = static_cast<char>(inst.op0);
+  out[kInstOp1] = static_cast<char>(inst.op1);
+  out[kInstFlags] = static_cast<char>(inst.flags);
+  out[kInstNumOperands] = static_cast<char>(inst.numOperands);
+  out[kInstNumWaits] = static_cast<char>(inst.numWaits);
+  out[kInstNumSignals] = static_cast<char>(inst.numSignals);
+  write64le(out + kInstImm0, doubleBits(inst.imm0));
+  write64le(out + kInstImm1, doubleBits(inst.imm1));
+  write64le(out + kInstInt0, static_cast<uint64_t>(inst.int0));
+  write64le(out + kInstInt1, static_cast<uint64_t>(inst.int1));
+  write64le(out + kInstInt2, static_cast<uint64_t>(inst.int2));
+  for (int i = 0; i < isa::kMaxWaits; ++i) {
+    bool used = i < inst.numWaits;
+    write16le(out + kInstWaits + 8 * i, used ? inst.waitSemaphore[i] : 0);
+    write32le(out + kInstWaits + 8 * i + 4, used ? inst.waitValue[i] : 0);
+  }
+  for (int i = 0; i < isa::kMaxSignals; ++i) {
+    write16le(out + kInstSignals + 2 * i, i < inst.numSignals ? inst.signalSemaphore[i] : 0);
+  }
+  for (int i = 0; i < isa::kMaxOperands; ++i) {
+    encodeAccessPattern(i < inst.numOperands ? inst.operands[i] : isa::AccessPattern{},
+                        out + kInstOperands + kApBytes * i);
+  }
+}
+
+isa::Instruction decodeInstruction(const char *in) {
+  isa::Instruction inst;
+  inst.opcode = static_cast<isa::Opcode>(static_cast<uint8_t>(in[kInstOpcode]));
+  inst.engine = static_cast<isa::Engine>(static_cast<uint8_t>(in[kInstEngine]));
+  inst.queue = static_cast<uint8_t>(in[kInstQueue]);
+  inst.op0 = static_cast<uint8_t>(in[kInstOp0]);
+  inst.op1 = static_cast<uint8_t>(in[kInstOp1]);
+  inst.flags = static_cast<uint8_t>(in[kInstFlags]);
+  inst.numOperands = static_cast<uint8_t>(in[kInstNumOperands]);
+  inst.numWaits = static_cast<uint8_t>(in[kInstNumWaits]);
+  inst.numSignals = static_cast<uint8_t>(in[kInstNumSignals]);
+  inst.imm0 = bitsDouble(read64le(in + kInstImm0));
+  inst.imm1 = bitsDouble(read64le(in + kInstImm1));
+  inst.int0 = static_cast<int64_t>(read64le(in + kInstInt0));
+  inst.int1 = static_cast<int64_t>(read64le(in + kInstInt1));
+  inst.int2 = static_cast<int64_t>(read64le(in + kInstInt2));
+  for (int i = 0; i < isa::kMaxWaits; ++i) {
+    inst.waitSemaphore[i] = read16le(in + kInstWaits + 8 * i);
+    inst.waitValue[i] = read32le(in + kInstWaits + 8 * i + 4);
+  }
+  for (int i = 0; i < isa::kMaxSignals; ++i) {
+    inst.signalSemaphore[i] = read16le(in + kInstSignals + 2 * i);
+  }
+  for (int i = 0; i < isa::kMaxOperands; ++i) {
+    inst.operands[i] = decodeAccessPattern(in + kInstOperands + kApBytes * i);
+  }
+  return inst;
+}
+
+std::string schemaHash() {
+  auto hash = sha256(isa::encodingSchemaText());
+  return std::string(reinterpret_cast<const char *>(hash.data()), hash.size());
+}
+
+std::string streamName(isa::Engine engine, uint8_t queue) {
+  std::string name = isa::engineName(engine).str();
+  if (engine == isa::Engine::Dma) {
+    name += std::to_string(queue);
+  }
+  return name;
+}
+
+std::string writeArtifact(const Artifact &artifact) {
+  std::vector<std::pair<SectionEntry, std::string>> sections;
+  std::string manifest;
+  artifact.manifest.SerializeToString(&manifest);
+  sections.push_back({{SectionKind::Manifest, 0, 0, manifest.size(), 0}, manifest});
+
+  std::vector<const Stream *> streams;
+  for (const Stream &s : artifact.streams) {
+    if (!s.instructions.empty()) {
+      streams.push_back(&s);
+    }
+  }
+  std::sort(streams.begin(), streams.end(), [](const Stream *a, const Stream *b) {
+    return std::pair(a->engine, a->queue) < std::pair(b->engine, b->queue);
+  });
+  for (const Stream *s : streams) {
+    std::string bytes(s->instructions.size() * kInstructionBytes, '\0');
+    for (size_t i = 0; i < s->instructions.size(); ++i) {
+      encodeInstruction(s->instructions[i], bytes.data() + i * kInstructionBytes);
+    }
+    uint32_t key = (static_cast<uint32_t>(s->engine) << 8) | s->queue;
+    sections.push_back({{SectionKind::Stream, key, 0, bytes.size(),
+                         s->instructions.size()},
+                        std::move(bytes)});
+  }
+  sections.push_back({{SectionKind::Constants, 0, 0, artifact.constants.size(), 0},
+                      artifact.constants});
+  if (!artifact.sourceIR.empty()) {
+    sections.push_back({{SectionKind::SourceIR, 0, 0, artifact.sourceIR.size(), 0},
+                        artifact.sourceIR});
+  }
+
+  size_t tableOffset = kHeaderBytes;
+  size_t cursor = alignUp(tableOffset + sections.size() * kSectionEntryBytes);
+  for (auto &[entry, bytes] : sections) {
+    entry.offset = cursor;
+    cursor = alignUp(cursor + bytes.size());
+  }
+  std::string file(cursor, '\0');
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const auto &[entry, bytes] = sections[i];
+    char *e = file.data() + tableOffset + i * kSectionEntryBytes;
+    write32le(e, static_cast<uint32_t>(entry.kind));
+    write32le(e + 4, entry.stream);
+    write64le(e + 8, entry.offset);
+    write64le(e + 16, entry.size);
+    write64le(e + 24, entry.count);
+    std::memcpy(file.data() + entry.offset, bytes.data(), bytes.size());
+  }
+  char *h = file.data();
+  std::memcpy(h + kOffMagic, kMagic, 8);
+  write16le(h + kOffMajor, kFormatMajor);
+  write16le(h + kOffMinor, kFormatMinor);
+  write32le(h + kOffFeatures, 0);
+  write32le(h + kOffHeaderBytes, kHeaderBytes);
+  write32le(h + kOffSectionCount, static_cast<uint32_t>(sections.size()));
+  write64le(h + kOffSectionTable, tableOffset);
+  write64le(h + kOffFileBytes, file.size());
+  std::string schema = schemaHash();
+  std::memcpy(h + kOffSchemaHash, schema.data(), 32);
+  putString(h + kOffCompilerVersion, artifact.compilerVersion, 16);
+  putString(h + kOffGitHash, artifact.gitHash, 16);
+  putString(h + kOffTarget, artifact.manifest.target(), 16);
+  auto content = sha256(llvm::StringRef(file).drop_front(kHeaderBytes));
+  std::memcpy(h + kOffContentHash, content.data(), 32);
+  return file;
+}
+
+llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef origin,
+                                      llvm::StringRef expectedTarget) {
+  auto fail = [&](const llvm::Twine &what) -> llvm::Error {
+    return llvm::createStringError("artifact '" + origin + "': " + what);
+  };
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    return fail("not a .kneff file (bad magic or shorter than its header)");
+  }
+  const char *h = bytes.data();
+  uint16_t major = read16le(h + kOffMajor), minor = read16le(h + kOffMinor);
+  if (major != kFormatMajor) {
+    return fail("format version " + llvm::Twine(major) + "." + llvm::Twine(minor) +
+                " is not readable by this Kiln (it reads " + llvm::Twine(kFormatMajor) +
+                ".x); recompile the graph");
+  }
+  uint32_t features = read32le(h + kOffFeatures);
+  if (features & ~kKnownFeatures) {
+    return fail("uses feature bits 0x" + llvm::utohexstr(features & ~kKnownFeatures) +
+                " that this Kiln does not know; upgrade Kiln");
+  }
+  if (read32le(h + kOffHeaderBytes) != kHeaderBytes ||
+      read64le(h + kOffFileBytes) != bytes.size()) {
+    return fail("is truncated or padded: header says " +
+                llvm::Twine(read64le(h + kOffFileBytes)) + " bytes, file has " +
+                llvm::Twine(bytes.size()));
+  }
+  auto content = sha256(bytes.drop_front(kHeaderBytes));
+  if (std::memcmp(content.data(), h + kOffContentHash, 32) != 0) {
+    return fail("checksum mismatch: the file is corrupt");
+  }
+  if (schemaHash() != llvm::StringRef(h + kOffSchemaHash, 32)) {
+    return fail("instruction schema differs from this Kiln's; recompile the graph");
+  }
+  Artifact artifact;
+  artifact.compilerVersion = getString(h + kOffCompilerVersion, 16).str();
+  artifact.gitHash = getString(h + kOffGitHash, 16).str();
+  llvm::StringRef headerTarget = getString(h + kOffTarget, 16);
+  const target::TargetDescription *t = target::lookupTarget(headerTarget);
+  if (!t) {
+    return fail("is for unknown target '" + headerTarget + "'");
+  }
+  if (!expectedTarget.empty() && headerTarget != expectedTarget) {
+    return fail("is compiled for " + headerTarget + ", not " + expectedTarget);
+  }
+
+  uint32_t count = read32le(h + kOffSectionCount);
+  uint64_t table = read64le(h + kOffSectionTable);
+  if (count > 64 || table < kHeaderBytes ||
+      table + uint64_t(count) * kSectionEntryBytes > bytes.size()) {
+    return fail("section table lies outside the file");
+  }
+  bool haveManifest = false, haveConstants = false;
+  uint64_t previousEnd = table + uint64_t(count) * kSectionEntryBytes;
+  std::vector<std::pair<SectionEntry, llvm::StringRef>> streams;
+  for (uint32_t i = 0; i < count; ++i) {
+    const char *e = bytes.data() + table + i * kSectionEntryBytes;
+    SectionEntry entry{static_cast<SectionKind>(read32le(e)), read32le(e + 4),
+                       read64le(e + 8), read64le(e + 16), read64le(e + 24)};
+    if (entry.offset % kAlignment != 0 || entry.offset < previousEnd ||
+        entry.offset > bytes.size() || entry.size > bytes.size() - entry.offset) {
+      return fail("section " + llvm::Twine(i) +
+                  " is misaligned, overlaps another or lies outside the file");
+    }
+    previousEnd = entry.offset + entry.size;
+    llvm::StringRef data = bytes.substr(entry.offset, entry.size);
+    switch (entry.kind) {
+    case SectionKind::Manifest:
+      if (haveManifest || !artifact.manifest.ParseFromArray(data.data(), data.size())) {
+        return fail("manifest section is repeated or not a valid manifest");
+      }
+      haveManifest = true;
+      break;
+    case SectionKind::Stream:
+      if (entry.size != entry.count * kInstructionBytes) {
+        return fail("stream section " + llvm::Twine(i) + " holds " +
+                    llvm::Twine(entry.size) + " bytes, not " +
+                    llvm::Twine(entry.count) + " instructions");
+      }
+      streams.push_back({entry, data});
+      break;
+    case SectionKind::Constants:
+      if (haveConstants) {
+        return fail("constants section is repeated");
+      }
+      artifact.constants = data.str();
+      haveConstants = true;
+      break;
+    case SectionKind::SourceIR:
+      artifact.sourceIR = data.str();
+      break;
+    default:
+      return fail("section " + llvm::Twine(i) + " has unknown kind " +
+                  llvm::Twine(static_cast<uint32_t>(entry.kind)));
+    }
+  }
+  if (!haveManifest || !haveConstants) {
+    return fail("lacks its manifest or constants section");
+  }
+  const kneff::Manifest &m = artifact.manifest;
+  if (m.target() != headerTarget) {
+    return fail("manifest target '" + m.target() + "' differs from the header's '" +
+                headerTarget + "'");
+  }
+  isa::Limits limits{t, static_cast<int64_t>(m.hbm_bytes()),
+                     static_cast<int64_t>(m.semaphores())};
+  if (m.hbm_bytes() == 0 || m.hbm_bytes() > static_cast<uint64_t>(t->hbmBytesPerChip.value) ||
+      m.semaphores() > static_cast<uint32_t>(t->semaphores.value)) {
+    return fail("manifest asks for " + llvm::Twine(m.hbm_bytes()) + " bytes of HBM and " +
+                llvm::Twine(m.semaphores()) + " semaphores, beyond " + t->name);
+  }
+  for (const kneff::Buffer &buffer : m.buffers()) {
+    uint64_t elements = 1;
+    for (int64_t d : buffer.shape()) {
+      if (d < 1 || d > (int64_t(1) << 40)) {
+        return fail("buffer '" + buffer.name() + "' has a bad shape");
+      }
+      elements *= static_cast<uint64_t>(d);
+      if (elements > (uint64_t(1) << 40)) {
+        return fail("buffer '" + buffer.name() + "' has a bad shape");
+      }
+    }
+    if (buffer.dtype() > 3) {
+      return fail("buffer '" + buffer.name() + "' has unknown dtype " +
+                  llvm::Twine(buffer.dtype()));
+    }
+    uint64_t size = elements * isa::dtypeBytes(static_cast<isa::DType>(buffer.dtype()));
+    if (buffer.offset() > m.hbm_bytes() || size > m.hbm_bytes() - buffer.offset()) {
+      return fail("buffer '" + buffer.name() + "' lies outside the program's HBM");
+    }
+    if (buffer.role() == kneff::CONSTANT &&
+        (buffer.constant_bytes() != size ||
+         buffer.constant_offset() > artifact.constants.size() ||
+         size > artifact.constants.size() - buffer.constant_offset())) {
+      return fail("constant buffer '" + buffer.name() +
+                  "' does not lie inside the constants section");
+    }
+  }
+  uint32_t previousKey = 0;
+  for (auto [i, stream] : llvm::enumerate(streams)) {
+    const SectionEntry &entry = stream.first;
+    if (i > 0 && entry.stream <= previousKey) {
+      return fail("streams are repeated or out of order");
+    }
+    previousKey = entry.stream;
+    Stream s;
+    s.engine = static_cast<isa::Engine>(entry.stream >> 8);
+    s.queue = static_cast<uint8_t>(entry.stream & 0xff);
+    if ((entry.stream >> 8) >= isa::kEngineKinds) {
+      return fail("stream for unknown engine " + llvm::Twine(entry.stream >> 8));
+    }
+    std::string name = streamName(s.engine, s.queue);
+    for (uint64_t k = 0; k < entry.count; ++k) {
+      isa::Instruction inst =
+          decodeInstruction(stream.second.data() + k * kInstructionBytes);
+      if (inst.engine != s.engine || inst.queue != s.queue) {
+        return fail(name + " instruction " + llvm::Twine(k) +
+                    " belongs to another engine's stream");
+      }
+      if (inst.numOperands > isa::kMaxOperands || inst.numWaits > isa::kMaxWaits ||
+          inst.numSignals > isa::kMaxSignals) {
+        return fail(name + " instruction " + llvm::Twine(k) + " has bad counts");
+      }
+      if (std::optional<std::string> broken = isa::validate(inst, limits)) {
+        return fail(name + " instruction " + llvm::Twine(k) + " ('" +
+                    (static_cast<int>(inst.opcode) < isa::kOpcodes
+                         ? isa::schemaOf(inst.opcode).mnemonic.str()
+                         : std::string("?")) +
+                    "'): " + *broken);
+      }
+      s.instructions.push_back(inst);
+    }
+    artifact.streams.push_back(std::move(s));
+  }
+  return artifact;
+}
+
+llvm::Expected<Artifact> loadArtifactFile(llvm::StringRef path,
+                                          llvm::StringRef expectedTarget) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    return llvm::createStringError("cannot read artifact '" + path +
+                                   "': " + buffer.getError().message());
+  }
+  return readArtifact((*buffer)->getBuffer(), path, expectedTarget);
+}
+
+} // namespace kiln::artifact

@@ -1,0 +1,83 @@
+//===- Artifact.h - the .kneff artifact: model, writer, reader --*- C++ -*-===//
+//
+// A .kneff file is a fixed header, a section table and 64-byte-aligned
+// sections: a protobuf manifest, one instruction stream per engine, the
+// constants, and optionally the source IR. docs/kneff-format.md is the full
+// specification; this is its one implementation, with no MLIR dependency so
+// the runtime can load artifacts on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_ARTIFACT_ARTIFACT_H
+#define KILN_RUNTIME_ARTIFACT_ARTIFACT_H
+
+#include "compiler/target/Isa.h"
+#include "runtime/artifact/kneff.pb.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::artifact {
+
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint32_t kKnownFeatures = 0;
+inline constexpr size_t kHeaderBytes = 192;
+inline constexpr size_t kSectionEntryBytes = 32;
+inline constexpr size_t kInstructionBytes = 360;
+inline constexpr size_t kAlignment = 64;
+
+enum class SectionKind : uint32_t { Manifest = 1, Stream = 2, Constants = 3, SourceIR = 4 };
+
+/// One engine's in-order instruction stream. DMA queues are engines of their
+/// own (engine Dma, queue 0..15).
+struct Stream {
+  isa::Engine engine = isa::Engine::Tensor;
+  uint8_t queue = 0;
+  std::vector<isa::Instruction> instructions;
+};
+
+/// Everything a .kneff holds.
+struct Artifact {
+  kneff::Manifest manifest;
+  std::vector<Stream> streams;
+  std::string constants;
+  std::string sourceIR;
+  // Header fields.
+  std::string compilerVersion;
+  std::string gitHash;
+};
+
+/// The artifact's bytes (deterministic: the same artifact gives the same
+/// bytes). Streams are written in engine, then queue order.
+std::string writeArtifact(const Artifact &artifact);
+
+/// Parses and completely validates an artifact: header, checksum, version,
+/// target (`expectedTarget`, when not empty), sections, manifest and every
+/// instruction. Errors name `origin` and what is wrong.
+llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
+                                      llvm::StringRef origin,
+                                      llvm::StringRef expectedTarget = "");
+
+/// readArtifact on a memory-mapped file.
+llvm::Expected<Artifact> loadArtifactFile(llvm::StringRef path,
+                                          llvm::StringRef expectedTarget = "");
+
+/// Instruction records: exactly kInstructionBytes, little-endian.
+void encodeInstruction(const isa::Instruction &inst, char *out);
+isa::Instruction decodeInstruction(const char *in);
+
+/// SHA-256 of the instruction schema text (the header's schema hash).
+std::string schemaHash();
+
+/// The stream's display name: "tensor", "vector", ..., "dma3".
+std::string streamName(isa::Engine engine, uint8_t queue);
+
+} // namespace kiln::artifact
+
+#endif // KILN_RUNTIME_ARTIFACT_ARTIFACT_H
