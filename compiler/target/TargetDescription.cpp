@@ -63,6 +63,9 @@ TargetDescription makeTrn2() {
   // machine-model.md gives no trn2 link figure; NeuronLink-v3 is faster than
   // trn1's, and we assume twice its bandwidth until a published figure is in.
   t.linkBytesPerSecond = assumed(768e9);
+  // machine-model.md states the shared ports for trn1 only.
+  t.vectorGpsimdShareSbufPort = false;
+  t.vectorScalarSharePsumPort = false;
   return t;
 }
 

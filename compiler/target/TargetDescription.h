@@ -74,6 +74,11 @@ struct TargetDescription {
   // Synchronisation.
   Figure semaphores;
 
+  // trn1: VectorE and GpSimd cannot use SBUF in the same cycle, nor VectorE
+  // and ScalarE PSUM; the timing model serialises such instructions.
+  bool vectorGpsimdShareSbufPort = true;
+  bool vectorScalarSharePsumPort = true;
+
   /// Peak bf16 FLOPS of one core (the MFU denominator).
   double corePeakFlopsBf16() const {
     return chipPeakFlopsBf16 / static_cast<double>(coresPerChip);

@@ -1,0 +1,147 @@
+//===- Memory.cpp - the simulated memories -------------------------------===//
+
+#include "runtime/sim/Memory.h"
+
+#include "llvm/ADT/APFloat.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace kiln::sim {
+
+namespace {
+
+uint16_t toHalfBits(float value) {
+  llvm::APFloat f(value);
+  bool losesInfo = false;
+  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  return static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+}
+
+float fromHalfBits(uint16_t bits) {
+  return llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits)).convertToFloat();
+}
+
+uint16_t toBF16BitsNearest(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value)) {
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  }
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+float fromBF16Bits(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+} // namespace
+
+double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
+  int64_t size = isa::dtypeBytes(dtype);
+  int64_t at = row * rowBytes + byte;
+  for (int64_t i = 0; i < size; ++i) {
+    if (!written[at + i]) {
+      return NAN;
+    }
+  }
+  const uint8_t *p = bytes.data() + at;
+  switch (dtype) {
+  case isa::DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  case isa::DType::BF16: {
+    uint16_t b;
+    std::memcpy(&b, p, 2);
+    return fromBF16Bits(b);
+  }
+  case isa::DType::F16: {
+    uint16_t b;
+    std::memcpy(&b, p, 2);
+    return fromHalfBits(b);
+  }
+  case isa::DType::I32: {
+    int32_t i;
+    std::memcpy(&i, p, 4);
+    return i;
+  }
+  }
+  return NAN;
+}
+
+void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype, double value) {
+  int64_t at = row * rowBytes + byte;
+  uint8_t *p = bytes.data() + at;
+  switch (dtype) {
+  case isa::DType::F32: {
+    float f = static_cast<float>(value);
+    std::memcpy(p, &f, 4);
+    break;
+  }
+  case isa::DType::BF16: {
+    uint16_t b = toBF16BitsNearest(static_cast<float>(value));
+    std::memcpy(p, &b, 2);
+    break;
+  }
+  case isa::DType::F16: {
+    uint16_t b = toHalfBits(static_cast<float>(value));
+    std::memcpy(p, &b, 2);
+    break;
+  }
+  case isa::DType::I32: {
+    int32_t i = std::isnan(value) ? 0 : static_cast<int32_t>(std::trunc(value));
+    std::memcpy(p, &i, 4);
+    break;
+  }
+  }
+  std::memset(written.data() + at, 1, isa::dtypeBytes(dtype));
+}
+
+void MemoryArray::store(int64_t byte, const char *data, int64_t size) {
+  std::memcpy(bytes.data() + byte, data, size);
+  std::memset(written.data() + byte, 1, size);
+}
+
+void MemoryArray::load(int64_t byte, char *data, int64_t size) const {
+  // Unwritten output bytes read as NaN patterns, like any other read.
+  for (int64_t i = 0; i < size; ++i) {
+    data[i] = written[byte + i] ? static_cast<char>(bytes[byte + i])
+                                : static_cast<char>(0xff);
+  }
+}
+
+double Rounder::round(isa::DType dtype, double value) {
+  switch (dtype) {
+  case isa::DType::F32:
+    return static_cast<float>(value);
+  case isa::DType::BF16: {
+    float f = static_cast<float>(value);
+    if (!stochastic || !std::isfinite(f)) {
+      return fromBF16Bits(toBF16BitsNearest(f));
+    }
+    // Add 16 random bits below the bf16 mantissa, then truncate: rounds up
+    // with probability equal to the discarded fraction.
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits += static_cast<uint32_t>(z & 0xffff);
+    return fromBF16Bits(static_cast<uint16_t>(bits >> 16));
+  }
+  case isa::DType::F16:
+    return fromHalfBits(toHalfBits(static_cast<float>(value)));
+  case isa::DType::I32:
+    return std::isnan(value) ? 0 : std::trunc(value);
+  }
+  return value;
+}
+
+} // namespace kiln::sim

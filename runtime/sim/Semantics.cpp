@@ -1,0 +1,300 @@
+//===- Semantics.cpp - what each instruction computes --------------------===//
+//
+// Arithmetic is carried out in f32 or better and rounded on write, as
+// machine-model.md specifies. Matmul accumulates in f32 like PSUM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/sim/Semantics.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::sim {
+
+namespace {
+
+MemoryArray &memoryOf(const MachineState &m, isa::Memory memory) {
+  switch (memory) {
+  case isa::Memory::Hbm:
+    return m.hbm;
+  case isa::Memory::Sbuf:
+    return m.sbuf;
+  case isa::Memory::Psum:
+    return m.psum;
+  }
+  return m.sbuf;
+}
+
+/// Calls fn(row, byte) for every element of the tile in (partition, free)
+/// row-major order.
+template <typename Fn>
+void forEachElement(const isa::AccessPattern &ap, Fn &&fn) {
+  int64_t elem = ap.elementBytes();
+  bool hbm = ap.memory == isa::Memory::Hbm;
+  std::array<int64_t, isa::kMaxRank> index{};
+  int64_t free = ap.freeElements();
+  for (int64_t p = 0; p < ap.partitions; ++p) {
+    int64_t row = hbm ? 0 : ap.partition + p;
+    int64_t base = hbm ? ap.offset + p * ap.partitionStride * elem : ap.offset;
+    index.fill(0);
+    for (int64_t i = 0; i < free; ++i) {
+      int64_t offset = 0;
+      for (int d = 0; d < ap.rank; ++d) {
+        offset += index[d] * ap.strides[d];
+      }
+      fn(row, base + offset * elem);
+      for (int d = ap.rank - 1; d >= 0; --d) {
+        if (++index[d] < ap.sizes[d]) {
+          break;
+        }
+        index[d] = 0;
+      }
+    }
+  }
+}
+
+double alu(isa::AluOp op, double a, double b) {
+  switch (op) {
+  case isa::AluOp::Bypass:
+    return a;
+  case isa::AluOp::Add:
+    return static_cast<float>(a) + static_cast<float>(b);
+  case isa::AluOp::Sub:
+    return static_cast<float>(a) - static_cast<float>(b);
+  case isa::AluOp::Mul:
+    return static_cast<float>(a) * static_cast<float>(b);
+  case isa::AluOp::Div:
+    return static_cast<float>(a) / static_cast<float>(b);
+  case isa::AluOp::Max:
+    return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
+  case isa::AluOp::Min:
+    return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
+  case isa::AluOp::Eq:
+    return a == b;
+  case isa::AluOp::Ne:
+    return a != b;
+  case isa::AluOp::Lt:
+    return a < b;
+  case isa::AluOp::Le:
+    return a <= b;
+  case isa::AluOp::Gt:
+    return a > b;
+  case isa::AluOp::Ge:
+    return a >= b;
+  }
+  return NAN;
+}
+
+double activation(isa::ActFunc f, double x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654, kInvSqrt2 = 0.7071067811865476;
+  float v = static_cast<float>(x);
+  switch (f) {
+  case isa::ActFunc::Identity:
+    return v;
+  case isa::ActFunc::Exp:
+    return std::exp(v);
+  case isa::ActFunc::Log:
+    return std::log(v);
+  case isa::ActFunc::Tanh:
+    return std::tanh(v);
+  case isa::ActFunc::Sigmoid:
+    return 1.0f / (1.0f + std::exp(-v));
+  case isa::ActFunc::Relu:
+    return std::isnan(v) ? v : std::max(v, 0.0f);
+  case isa::ActFunc::Gelu:
+    return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+  case isa::ActFunc::GeluTanh:
+    return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+  case isa::ActFunc::GeluDerivative:
+    return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) +
+           x * std::exp(-0.5 * x * x) * 0.3989422804014327;
+  case isa::ActFunc::Rsqrt:
+    return 1.0f / std::sqrt(v);
+  case isa::ActFunc::Sqrt:
+    return std::sqrt(v);
+  case isa::ActFunc::Square:
+    return v * v;
+  case isa::ActFunc::Reciprocal:
+    return 1.0f / v;
+  case isa::ActFunc::Abs:
+    return std::fabs(v);
+  }
+  return NAN;
+}
+
+double reduceInit(isa::AluOp op) {
+  switch (op) {
+  case isa::AluOp::Max:
+    return -std::numeric_limits<double>::infinity();
+  case isa::AluOp::Min:
+    return std::numeric_limits<double>::infinity();
+  case isa::AluOp::Mul:
+    return 1.0;
+  default:
+    return 0.0;
+  }
+}
+
+double reduceStep(isa::AluOp op, double acc, double v) {
+  return op == isa::AluOp::Add ? acc + v : alu(op, acc, v);
+}
+
+} // namespace
+
+std::vector<double> gather(const MachineState &m, const isa::AccessPattern &ap) {
+  std::vector<double> values;
+  values.reserve(ap.partitions * ap.freeElements());
+  const MemoryArray &memory = memoryOf(m, ap.memory);
+  forEachElement(ap, [&](int64_t row, int64_t byte) {
+    values.push_back(memory.read(row, byte, ap.dtype));
+  });
+  return values;
+}
+
+void scatter(MachineState &m, const isa::AccessPattern &ap,
+             const std::vector<double> &values) {
+  MemoryArray &memory = memoryOf(m, ap.memory);
+  size_t i = 0;
+  forEachElement(ap, [&](int64_t row, int64_t byte) {
+    memory.write(row, byte, ap.dtype, m.rounder.round(ap.dtype, values[i++]));
+  });
+}
+
+void execute(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &dst = inst.operands[0];
+  int64_t parts = dst.partitions, free = dst.freeElements();
+  auto op0 = static_cast<isa::AluOp>(inst.op0);
+  std::vector<double> out;
+  switch (inst.opcode) {
+  case isa::Opcode::Matmul: {
+    const isa::AccessPattern &stat = inst.operands[1], &mov = inst.operands[2];
+    std::vector<double> a = gather(m, stat), b = gather(m, mov);
+    int64_t k = stat.partitions, mm = stat.freeElements(), n = mov.freeElements();
+    out = inst.accumulate() ? gather(m, dst) : std::vector<double>(mm * n, 0.0);
+    std::vector<float> acc(n);
+    for (int64_t i = 0; i < mm; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        acc[j] = static_cast<float>(out[i * n + j]);
+      }
+      for (int64_t p = 0; p < k; ++p) {
+        float av = static_cast<float>(a[p * mm + i]);
+        const double *row = b.data() + p * n;
+        for (int64_t j = 0; j < n; ++j) {
+          acc[j] += av * static_cast<float>(row[j]);
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        out[i * n + j] = acc[j];
+      }
+    }
+    break;
+  }
+  case isa::Opcode::Transpose: {
+    const isa::AccessPattern &src = inst.operands[1];
+    std::vector<double> in = gather(m, src);
+    int64_t p = src.partitions, f = src.freeElements();
+    out.assign(p * f, 0.0);
+    for (int64_t i = 0; i < p; ++i) {
+      for (int64_t j = 0; j < f; ++j) {
+        out[j * p + i] = in[i * f + j];
+      }
+    }
+    break;
+  }
+  case isa::Opcode::Activation: {
+    std::vector<double> in = gather(m, inst.operands[1]);
+    out.resize(in.size());
+    auto func = static_cast<isa::ActFunc>(inst.op0);
+    std::vector<double> sums(parts, 0.0);
+    for (size_t i = 0; i < in.size(); ++i) {
+      double x = static_cast<float>(static_cast<float>(in[i]) * static_cast<float>(inst.imm0) +
+                                    static_cast<float>(inst.imm1));
+      out[i] = activation(func, x);
+      sums[i / free] += out[i];
+    }
+    if (inst.numOperands == 3) {
+      scatter(m, inst.operands[2], sums);
+    }
+    break;
+  }
+  case isa::Opcode::TensorTensor: {
+    std::vector<double> a = gather(m, inst.operands[1]), b = gather(m, inst.operands[2]);
+    out.resize(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      out[i] = alu(op0, a[i], b[i]);
+    }
+    break;
+  }
+  case isa::Opcode::TensorScalar: {
+    out = gather(m, inst.operands[1]);
+    for (double &v : out) {
+      v = alu(static_cast<isa::AluOp>(inst.op1), alu(op0, v, inst.imm0), inst.imm1);
+    }
+    break;
+  }
+  case isa::Opcode::TensorReduce: {
+    const isa::AccessPattern &src = inst.operands[1];
+    std::vector<double> in = gather(m, src);
+    int64_t inner = src.sizes[src.rank - 1];
+    out.assign(in.size() / inner, reduceInit(op0));
+    for (size_t i = 0; i < in.size(); ++i) {
+      out[i / inner] = reduceStep(op0, out[i / inner], in[i]);
+    }
+    break;
+  }
+  case isa::Opcode::TensorCopy:
+    out = gather(m, inst.operands[1]);
+    break;
+  case isa::Opcode::Iota:
+  case isa::Opcode::AffineSelect: {
+    std::vector<double> src;
+    if (inst.opcode == isa::Opcode::AffineSelect) {
+      src = gather(m, inst.operands[1]);
+    }
+    out.resize(parts * free);
+    for (int64_t p = 0; p < parts; ++p) {
+      for (int64_t i = 0; i < free; ++i) {
+        double v = static_cast<double>(inst.int0 + inst.int1 * p + inst.int2 * i);
+        out[p * free + i] = inst.opcode == isa::Opcode::Iota
+                                ? v
+                                : (alu(op0, v, 0.0) != 0.0 ? src[p * free + i] : inst.imm0);
+      }
+    }
+    break;
+  }
+  case isa::Opcode::Memset:
+    out.assign(parts * free, inst.imm0);
+    break;
+  case isa::Opcode::PartitionReduce: {
+    const isa::AccessPattern &src = inst.operands[1];
+    std::vector<double> in = gather(m, src);
+    out.assign(free, reduceInit(op0));
+    for (int64_t p = 0; p < src.partitions; ++p) {
+      for (int64_t i = 0; i < free; ++i) {
+        out[i] = reduceStep(op0, out[i], in[p * free + i]);
+      }
+    }
+    break;
+  }
+  case isa::Opcode::PartitionBroadcast: {
+    std::vector<double> in = gather(m, inst.operands[1]);
+    out.resize(parts * free);
+    for (int64_t p = 0; p < parts; ++p) {
+      std::copy(in.begin(), in.end(), out.begin() + p * free);
+    }
+    break;
+  }
+  case isa::Opcode::DmaCopy:
+    out = gather(m, inst.operands[1]);
+    break;
+  case isa::Opcode::Collective:
+    // A group of one: sums, means, gathers and scatters are all the copy.
+    // Multi-worker groups go through the communicator (data-parallel issue).
+    out = gather(m, inst.operands[1]);
+    break;
+  }
+  scatter(m, dst, out);
+}
+
+} // namespace kiln::sim

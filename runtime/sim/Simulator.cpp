@@ -1,0 +1,445 @@
+//===- Simulator.cpp - scheduling, timing and hazard checking ------------===//
+//
+// The scheduler repeatedly starts, among the engines whose next instruction
+// has its semaphore waits satisfied, the one that can start earliest; it
+// applies the instruction's effect, and its signals land at its end time.
+// When no engine can start and some are unfinished, the program deadlocks.
+//
+// Hazards are found with vector clocks: each stream's clock counts its
+// instructions; a signal carries the signaller's clock and a satisfied wait
+// joins the clocks of the signals that satisfied it. Two accesses from
+// different streams to overlapping bytes, one a write, race unless the
+// earlier one's epoch is covered by the later one's clock.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/sim/Simulator.h"
+#include "runtime/sim/Semantics.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::sim {
+
+namespace {
+
+double engineHz(isa::Engine engine, const target::TargetDescription &t) {
+  switch (engine) {
+  case isa::Engine::Tensor:
+    return t.clocks.tensorHz;
+  case isa::Engine::Vector:
+    return t.clocks.vectorHz;
+  case isa::Engine::Scalar:
+    return t.clocks.scalarHz;
+  case isa::Engine::GpSimd:
+    return t.clocks.gpsimdHz;
+  case isa::Engine::Dma:
+    return 1;
+  }
+  return 1;
+}
+
+/// Bytes of the longest contiguous run of a tile's rows.
+int64_t contiguousRunBytes(const isa::AccessPattern &ap) {
+  int64_t inner = ap.strides[ap.rank - 1] == 1 ? ap.sizes[ap.rank - 1] : 1;
+  return inner * ap.elementBytes();
+}
+
+bool allBF16(const isa::Instruction &inst) {
+  for (int i = 0; i < inst.numOperands; ++i) {
+    if (inst.operands[i].dtype != isa::DType::BF16) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The byte region an operand touches, for the hazard checker.
+struct Region {
+  isa::Memory memory;
+  int64_t rowLo, rowHi, byteLo, byteHi;
+  bool overlaps(const Region &o) const {
+    return memory == o.memory && rowLo < o.rowHi && o.rowLo < rowHi &&
+           byteLo < o.byteHi && o.byteLo < byteHi;
+  }
+};
+
+Region regionOf(const isa::AccessPattern &ap) {
+  int64_t row = ap.rowSpanElements() * ap.elementBytes();
+  if (ap.memory == isa::Memory::Hbm) {
+    return {ap.memory, 0, 1, ap.offset,
+            ap.offset + (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() + row};
+  }
+  return {ap.memory, ap.partition, ap.partition + ap.partitions, ap.offset,
+          ap.offset + row};
+}
+
+struct Access {
+  int stream;
+  uint32_t epoch;
+  size_t index;
+  Region region;
+  bool write;
+};
+
+struct Signal {
+  double time;
+  std::vector<uint32_t> clock;
+};
+
+} // namespace
+
+double instructionSeconds(const isa::Instruction &inst,
+                          const target::TargetDescription &t, int worldSize) {
+  const isa::AccessPattern &dst = inst.operands[0];
+  auto src = [&](int i) -> const isa::AccessPattern & { return inst.operands[i]; };
+  double n = static_cast<double>(inst.numOperands > 1 ? src(1).freeElements()
+                                                      : dst.freeElements());
+  double cycles = 0;
+  auto op = static_cast<isa::AluOp>(inst.op0);
+  switch (inst.opcode) {
+  case isa::Opcode::Matmul: {
+    double m = static_cast<double>(src(1).freeElements());
+    double cols = static_cast<double>(src(2).freeElements());
+    cycles = std::max(std::min(64.0, m), cols);
+    if (src(1).dtype == isa::DType::F32) {
+      cycles *= t.fp32MatmulSlowdown;
+    }
+    break;
+  }
+  case isa::Opcode::Transpose:
+    cycles = std::max(static_cast<double>(src(1).partitions),
+                      std::min(64.0, static_cast<double>(src(1).freeElements())));
+    break;
+  case isa::Opcode::Activation:
+    cycles = static_cast<isa::ActFunc>(inst.op0) == isa::ActFunc::Reciprocal
+                 ? 8 * n
+                 : std::max(64.0, n);
+    break;
+  case isa::Opcode::TensorScalar:
+  case isa::Opcode::TensorCopy:
+  case isa::Opcode::Memset:
+    cycles = std::max(64.0, n);
+    break;
+  case isa::Opcode::TensorTensor: {
+    bool psumInput = src(1).memory == isa::Memory::Psum || src(2).memory == isa::Memory::Psum;
+    bool fastBf16 = allBF16(inst) &&
+                    (op == isa::AluOp::Add || op == isa::AluOp::Sub || op == isa::AluOp::Mul);
+    cycles = (psumInput || fastBf16) ? n : 2 * n;
+    break;
+  }
+  case isa::Opcode::TensorReduce:
+    cycles = (src(1).dtype == isa::DType::BF16 &&
+              (op == isa::AluOp::Add || op == isa::AluOp::Max))
+                 ? n / 2
+                 : n;
+    break;
+  case isa::Opcode::Iota:
+  case isa::Opcode::AffineSelect:
+  case isa::Opcode::PartitionReduce:
+  case isa::Opcode::PartitionBroadcast:
+    cycles = 150 + n;
+    break;
+  case isa::Opcode::DmaCopy: {
+    double bytes = static_cast<double>(dst.partitions * dst.freeElements() * dst.elementBytes());
+    int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
+    double bandwidth = t.dmaBytesPerSecondPerQueue;
+    if (bytes < t.dmaSmallTransferBytes || run < t.dmaMinEfficientRunBytes) {
+      bandwidth /= 2;
+    }
+    return t.dmaFixedLatencySeconds + bytes / bandwidth;
+  }
+  case isa::Opcode::Collective: {
+    double bytes = static_cast<double>(src(1).partitions * src(1).freeElements() *
+                                       src(1).elementBytes());
+    double w = worldSize;
+    if (worldSize <= 1) {
+      return 0;
+    }
+    return 2 * (w - 1) / w * bytes / t.linkBytesPerSecond +
+           2 * (w - 1) * t.collectiveHopLatencySeconds;
+  }
+  }
+  return (cycles + t.instructionOverheadCycles) / engineHz(inst.engine, t);
+}
+
+Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
+    : artifact(artifact),
+      target(*target::lookupTarget(artifact.manifest.target())),
+      options(options),
+      hbm(1, static_cast<int64_t>(artifact.manifest.hbm_bytes())),
+      sbuf(target.partitions, target.sbufBytesPerPartition),
+      psum(target.partitions, target.psumBytesPerPartition),
+      rounder(options.stochasticRounding, options.seed) {
+  for (const kneff::Buffer &b : artifact.manifest.buffers()) {
+    buffers[b.name()] = &b;
+    if (b.role() == kneff::CONSTANT) {
+      hbm.store(static_cast<int64_t>(b.offset()),
+                artifact.constants.data() + b.constant_offset(),
+                static_cast<int64_t>(b.constant_bytes()));
+    }
+  }
+}
+
+static int64_t bufferBytes(const kneff::Buffer &b) {
+  int64_t n = isa::dtypeBytes(static_cast<isa::DType>(b.dtype()));
+  for (int64_t d : b.shape()) {
+    n *= d;
+  }
+  return n;
+}
+
+llvm::Error Simulator::setBuffer(llvm::StringRef name, llvm::StringRef bytes) {
+  auto it = buffers.find(name);
+  if (it == buffers.end()) {
+    return llvm::createStringError("the program has no buffer '" + name + "'");
+  }
+  const kneff::Buffer &b = *it->second;
+  if (b.role() != kneff::INPUT && b.role() != kneff::INOUT) {
+    return llvm::createStringError("buffer '" + name + "' is an " +
+                                   kneff::BufferRole_Name(b.role()) +
+                                   ", not an input");
+  }
+  if (static_cast<int64_t>(bytes.size()) != bufferBytes(b)) {
+    return llvm::createStringError("buffer '" + name + "' takes " +
+                                   llvm::Twine(bufferBytes(b)) + " bytes, got " +
+                                   llvm::Twine(bytes.size()));
+  }
+  hbm.store(static_cast<int64_t>(b.offset()), bytes.data(),
+            static_cast<int64_t>(bytes.size()));
+  bufferSet[name] = true;
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> Simulator::getBuffer(llvm::StringRef name) const {
+  auto it = buffers.find(name);
+  if (it == buffers.end()) {
+    return llvm::createStringError("the program has no buffer '" + name + "'");
+  }
+  std::string bytes(bufferBytes(*it->second), '\0');
+  hbm.load(static_cast<int64_t>(it->second->offset()), bytes.data(),
+           static_cast<int64_t>(bytes.size()));
+  return bytes;
+}
+
+llvm::Expected<SimResult> Simulator::run() {
+  for (const kneff::Buffer &b : artifact.manifest.buffers()) {
+    if ((b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
+        !bufferSet.lookup(b.name())) {
+      return llvm::createStringError("input buffer '" + b.name() + "' was not set");
+    }
+  }
+  const auto &streams = artifact.streams;
+  size_t numStreams = streams.size();
+  std::vector<size_t> next(numStreams, 0);
+  std::vector<double> streamTime(numStreams, 0.0);
+  std::vector<std::vector<uint32_t>> clocks(numStreams,
+                                            std::vector<uint32_t>(numStreams, 0));
+  std::vector<std::vector<Signal>> signals(artifact.manifest.semaphores());
+  std::vector<Access> accesses;
+  double sbufPortFree = 0, psumPortFree = 0;
+  MachineState machine{hbm, sbuf, psum, rounder, options.worldSize};
+
+  SimResult result;
+  for (const artifact::Stream &s : streams) {
+    result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
+  }
+
+  // The time semaphore `sem` reached `value`, if it has.
+  auto reachedAt = [&](uint16_t sem, uint32_t value) -> std::optional<double> {
+    if (value == 0) {
+      return 0.0;
+    }
+    const std::vector<Signal> &list = signals[sem];
+    if (list.size() < value) {
+      return std::nullopt;
+    }
+    std::vector<double> times;
+    for (const Signal &s : list) {
+      times.push_back(s.time);
+    }
+    std::nth_element(times.begin(), times.begin() + (value - 1), times.end());
+    return times[value - 1];
+  };
+  auto usesSbufPort = [&](const isa::Instruction &inst, isa::Memory memory) {
+    for (int i = 0; i < inst.numOperands; ++i) {
+      if (inst.operands[i].memory == memory) {
+        return true;
+      }
+    }
+    return false;
+  };
+
+  while (true) {
+    int best = -1;
+    double bestStart = std::numeric_limits<double>::infinity();
+    bool unfinished = false;
+    for (size_t s = 0; s < numStreams; ++s) {
+      if (next[s] >= streams[s].instructions.size()) {
+        continue;
+      }
+      unfinished = true;
+      const isa::Instruction &inst = streams[s].instructions[next[s]];
+      double start = streamTime[s];
+      bool ready = true;
+      for (int w = 0; w < inst.numWaits && ready; ++w) {
+        std::optional<double> at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
+        ready = at.has_value();
+        start = std::max(start, at.value_or(0));
+      }
+      if (!ready) {
+        continue;
+      }
+      if (start < bestStart) {
+        bestStart = start;
+        best = static_cast<int>(s);
+      }
+    }
+    if (best < 0) {
+      if (!unfinished) {
+        break;
+      }
+      std::string blocked;
+      for (size_t s = 0; s < numStreams; ++s) {
+        if (next[s] >= streams[s].instructions.size()) {
+          continue;
+        }
+        const isa::Instruction &inst = streams[s].instructions[next[s]];
+        blocked += "; " + result.streams[s].name + " waits at instruction " +
+                   std::to_string(next[s]) + " ('" +
+                   isa::schemaOf(inst.opcode).mnemonic.str() + "') for";
+        for (int w = 0; w < inst.numWaits; ++w) {
+          uint16_t sem = inst.waitSemaphore[w];
+          blocked += " s" + std::to_string(sem) + ">=" +
+                     std::to_string(inst.waitValue[w]) + " (is " +
+                     std::to_string(signals[sem].size()) + ")";
+        }
+      }
+      return llvm::createStringError("deadlock: no engine can make progress" + blocked);
+    }
+
+    size_t s = static_cast<size_t>(best);
+    size_t index = next[s]++;
+    const isa::Instruction &inst = streams[s].instructions[index];
+    double start = bestStart;
+    bool sbufPort = target.vectorGpsimdShareSbufPort &&
+                    (inst.engine == isa::Engine::Vector || inst.engine == isa::Engine::GpSimd) &&
+                    usesSbufPort(inst, isa::Memory::Sbuf);
+    bool psumPort = target.vectorScalarSharePsumPort &&
+                    (inst.engine == isa::Engine::Vector || inst.engine == isa::Engine::Scalar) &&
+                    usesSbufPort(inst, isa::Memory::Psum);
+    if (sbufPort) {
+      start = std::max(start, sbufPortFree);
+    }
+    if (psumPort) {
+      start = std::max(start, psumPortFree);
+    }
+    double duration = instructionSeconds(inst, target, options.worldSize);
+    double end = start + duration;
+    if (sbufPort) {
+      sbufPortFree = end;
+    }
+    if (psumPort) {
+      psumPortFree = end;
+    }
+    streamTime[s] = end;
+    result.streams[s].instructions++;
+    result.streams[s].busySeconds += duration;
+    result.makespanSeconds = std::max(result.makespanSeconds, end);
+    result.trace.push_back({best, isa::schemaOf(inst.opcode).mnemonic.str(), start, duration});
+    if (inst.opcode == isa::Opcode::Matmul) {
+      result.matmulFlops += 2.0 * inst.operands[1].partitions *
+                            inst.operands[1].freeElements() *
+                            inst.operands[2].freeElements();
+    }
+
+    // Happens-before: the waits' signals, then this instruction's epoch.
+    std::vector<uint32_t> &clock = clocks[s];
+    for (int w = 0; w < inst.numWaits; ++w) {
+      const std::vector<Signal> &list = signals[inst.waitSemaphore[w]];
+      for (uint32_t k = 0; k < inst.waitValue[w] && k < list.size(); ++k) {
+        for (size_t e = 0; e < numStreams; ++e) {
+          clock[e] = std::max(clock[e], list[k].clock[e]);
+        }
+      }
+    }
+    uint32_t epoch = ++clock[s];
+
+    if (options.checkHazards) {
+      for (int i = 0; i < inst.numOperands; ++i) {
+        bool write = i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        Region region = regionOf(inst.operands[i]);
+        for (const Access &prev : accesses) {
+          if (prev.stream == best || !(prev.write || write) ||
+              !prev.region.overlaps(region) || prev.epoch <= clock[prev.stream]) {
+            continue;
+          }
+          if (result.hazards.size() < 32) {
+            const isa::Instruction &other = streams[prev.stream].instructions[prev.index];
+            result.hazards.push_back(llvm::formatv(
+                "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} instruction {6} "
+                "('{7}') {8} and {9} instruction {10} ('{11}') {12}, with no semaphore "
+                "ordering them",
+                isa::memoryName(region.memory), std::max(region.rowLo, prev.region.rowLo),
+                std::min(region.rowHi, prev.region.rowHi),
+                std::max(region.byteLo, prev.region.byteLo),
+                std::min(region.byteHi, prev.region.byteHi),
+                result.streams[prev.stream].name, prev.index,
+                isa::schemaOf(other.opcode).mnemonic, prev.write ? "writes" : "reads",
+                result.streams[s].name, index, isa::schemaOf(inst.opcode).mnemonic,
+                write ? "writes" : "reads"));
+          }
+        }
+      }
+      for (int i = 0; i < inst.numOperands; ++i) {
+        bool write = i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        accesses.push_back({best, epoch, index, regionOf(inst.operands[i]), write});
+      }
+    }
+
+    execute(machine, inst);
+    for (int i = 0; i < inst.numSignals; ++i) {
+      signals[inst.signalSemaphore[i]].push_back({end, clock});
+    }
+  }
+
+  result.modelFlops = artifact.manifest.cost().model_flops() > 0
+                          ? artifact.manifest.cost().model_flops()
+                          : result.matmulFlops;
+  if (result.makespanSeconds > 0) {
+    result.mfu = result.modelFlops /
+                 (result.makespanSeconds * target.corePeakFlopsBf16());
+  }
+  return result;
+}
+
+llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec) {
+    return llvm::createStringError("cannot write trace '" + path + "': " + ec.message());
+  }
+  out << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n";
+  for (size_t s = 0; s < result.streams.size(); ++s) {
+    out << llvm::formatv("{{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+                         "\"tid\": {0}, \"args\": {{\"name\": \"{1}\"}},\n",
+                         s, result.streams[s].name);
+  }
+  for (size_t i = 0; i < result.trace.size(); ++i) {
+    const TraceEvent &e = result.trace[i];
+    out << llvm::formatv("{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
+                         "\"ts\": {2:F4}, \"dur\": {3:F4}}{4}\n",
+                         e.name, e.stream, e.startSeconds * 1e6,
+                         e.durationSeconds * 1e6, i + 1 < result.trace.size() ? "," : "");
+  }
+  out << "]}\n";
+  return llvm::Error::success();
+}
+
+} // namespace kiln::sim

@@ -1,0 +1,94 @@
+//===- Simulator.h - the NeuronCore simulator -------------------*- C++ -*-===//
+//
+// Executes a loaded artifact's engine streams with machine-model.md's
+// semantics: every engine runs its stream in order; engines are ordered only
+// by semaphores. The same run yields the results (functional model), the
+// modelled time of every instruction (timing model), and every pair of
+// cross-engine accesses that no semaphore chain orders (hazard checker).
+// docs/runtime.md describes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SIM_SIMULATOR_H
+#define KILN_RUNTIME_SIM_SIMULATOR_H
+
+#include "runtime/artifact/Artifact.h"
+#include "runtime/sim/Memory.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::sim {
+
+struct SimOptions {
+  /// Report cross-engine accesses not ordered by semaphores (costs time).
+  bool checkHazards = true;
+  /// Round bf16 results stochastically, deterministically from `seed`.
+  bool stochasticRounding = false;
+  uint64_t seed = 0;
+  /// Workers of the data-parallel group (collectives' cost and semantics).
+  int worldSize = 1;
+};
+
+struct StreamStats {
+  std::string name;
+  size_t instructions = 0;
+  double busySeconds = 0;
+};
+
+struct TraceEvent {
+  int stream = 0;
+  std::string name;
+  double startSeconds = 0, durationSeconds = 0;
+};
+
+struct SimResult {
+  double makespanSeconds = 0;
+  std::vector<StreamStats> streams;
+  std::vector<std::string> hazards;
+  /// 2*K*M*N over the matmuls executed (the manifest's model FLOPs, when the
+  /// compiler recorded them, are the graph's instead).
+  double matmulFlops = 0;
+  double modelFlops = 0;
+  double mfu = 0;
+  std::vector<TraceEvent> trace;
+};
+
+/// The modelled duration of one instruction, from the cost table.
+double instructionSeconds(const isa::Instruction &inst,
+                          const target::TargetDescription &target, int worldSize);
+
+class Simulator {
+public:
+  Simulator(const artifact::Artifact &artifact, SimOptions options = {});
+
+  /// Copies an input or inout buffer's bytes into HBM.
+  llvm::Error setBuffer(llvm::StringRef name, llvm::StringRef bytes);
+  /// The bytes of a buffer after a run (unwritten bytes read as 0xff).
+  llvm::Expected<std::string> getBuffer(llvm::StringRef name) const;
+
+  /// Runs every stream to completion. Errors: deadlock (naming what each
+  /// blocked engine waits for) and unset input buffers.
+  llvm::Expected<SimResult> run();
+
+private:
+  const artifact::Artifact &artifact;
+  const target::TargetDescription &target;
+  SimOptions options;
+  MemoryArray hbm, sbuf, psum;
+  Rounder rounder;
+  llvm::StringMap<const kneff::Buffer *> buffers;
+  llvm::StringMap<bool> bufferSet;
+
+  friend class Execution;
+};
+
+/// Writes the run's engine timelines as a Chrome/Perfetto trace (JSON).
+llvm::Error writeTrace(llvm::StringRef path, const SimResult &result);
+
+} // namespace kiln::sim
+
+#endif // KILN_RUNTIME_SIM_SIMULATOR_H
