@@ -107,7 +107,7 @@ Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
     return ("operand '" + name + "': " + what).str();
   };
   if (ap.rank < 1 || ap.rank > kMaxRank) {
-    return fail("rank " + llvm::Twine(ap.rank) + " is not in [1, 4]");
+    return fail("rank " + llvm::Twine(static_cast<unsigned>(ap.rank)) + " is not in [1, 4]");
   }
   for (int d = 0; d < ap.rank; ++d) {
     if (ap.sizes[d] < 1 || ap.strides[d] < 0) {
@@ -493,16 +493,16 @@ std::optional<std::string> validate(const Instruction &inst, const Limits &limit
     slots += !name.empty();
   }
   if (inst.numOperands < s.requiredOperands || inst.numOperands > slots) {
-    return ("'" + s.mnemonic + "' takes " + llvm::Twine(s.requiredOperands) +
+    return ("'" + s.mnemonic + "' takes " + llvm::Twine(static_cast<unsigned>(s.requiredOperands)) +
             (slots > s.requiredOperands ? " or " + llvm::Twine(slots) : llvm::Twine("")) +
-            " operands, not " + llvm::Twine(inst.numOperands))
+            " operands, not " + llvm::Twine(static_cast<unsigned>(inst.numOperands)))
         .str();
   }
   if (s.op0Kind != FieldKind::None && inst.op0 >= namesOf(s.op0Kind).size()) {
-    return ("'" + s.op0Name + "' value " + llvm::Twine(inst.op0) + " is unknown").str();
+    return ("'" + s.op0Name + "' value " + llvm::Twine(static_cast<unsigned>(inst.op0)) + " is unknown").str();
   }
   if (s.op1Kind != FieldKind::None && inst.op1 >= namesOf(s.op1Kind).size()) {
-    return ("'" + s.op1Name + "' value " + llvm::Twine(inst.op1) + " is unknown").str();
+    return ("'" + s.op1Name + "' value " + llvm::Twine(static_cast<unsigned>(inst.op1)) + " is unknown").str();
   }
   if ((inst.opcode == Opcode::AffineSelect &&
        inst.op0 < static_cast<uint8_t>(AluOp::Eq)) ||

@@ -1,0 +1,160 @@
+//===- ArtifactTest.cpp - .kneff writing, reading and validation ---------===//
+
+#include "compiler/emit/ArtifactEmission.h"
+#include "runtime/artifact/Artifact.h"
+#include "test/support/TestSupport.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+
+#include "mlir/IR/Verifier.h"
+
+#include <cstring>
+
+using namespace kiln;
+
+namespace {
+
+std::string sourcePath(llvm::StringRef relative) {
+  return (llvm::Twine(KILN_SOURCE_DIR) + "/" + relative).str();
+}
+
+/// The tiled-matmul example, assembled.
+std::string assembleExample(mlir::MLIRContext &context, llvm::StringRef name) {
+  auto buffer = llvm::MemoryBuffer::getFile(sourcePath("examples/kisa/" + name.str() + ".mlir"));
+  EXPECT_TRUE(static_cast<bool>(buffer));
+  auto module = test::parse(context, (*buffer)->getBuffer());
+  auto program = emit::getProgram(*module);
+  EXPECT_TRUE(static_cast<bool>(program));
+  auto artifact = emit::assembleProgram(*program);
+  EXPECT_TRUE(static_cast<bool>(artifact));
+  return artifact::writeArtifact(*artifact);
+}
+
+/// Rewrites the content checksum after a deliberate edit, so that the
+/// validation behind the checksum is what a test exercises.
+void resign(std::string &bytes) {
+  llvm::SHA256 sha;
+  sha.update(llvm::StringRef(bytes).drop_front(artifact::kHeaderBytes));
+  auto hash = sha.final();
+  std::memcpy(bytes.data() + 72, hash.data(), 32);
+}
+
+std::string loadError(const std::string &bytes) {
+  return test::errorOf(artifact::readArtifact(bytes, "x.kneff"));
+}
+
+TEST(Artifact, RoundTripIsLosslessAndDeterministic) {
+  auto context = test::makeContext();
+  for (llvm::StringRef name : {"tiled_matmul", "softmax_rows", "double_buffered_elementwise"}) {
+    std::string bytes = assembleExample(*context, name);
+    EXPECT_EQ(bytes, assembleExample(*context, name)) << name.str() << ": not deterministic";
+    auto read = artifact::readArtifact(bytes, name);
+    ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+    // kisa -> kneff -> kisa -> kneff gives the same instructions and bytes
+    // (but for the source-IR section, which records the program's text).
+    auto module = emit::disassembleArtifact(*read, *context);
+    ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
+    auto again = emit::assembleProgram(*emit::getProgram(*module));
+    ASSERT_TRUE(static_cast<bool>(again));
+    again->sourceIR = read->sourceIR;
+    again->compilerVersion = read->compilerVersion;
+    again->gitHash = read->gitHash;
+    EXPECT_EQ(artifact::writeArtifact(*again), bytes) << name.str();
+    ASSERT_EQ(again->streams.size(), read->streams.size());
+    for (size_t s = 0; s < read->streams.size(); ++s) {
+      EXPECT_EQ(again->streams[s].instructions, read->streams[s].instructions);
+    }
+  }
+}
+
+TEST(Artifact, HeaderMatchesTheGoldenFile) {
+  auto context = test::makeContext();
+  std::string bytes = assembleExample(*context, "tiled_matmul");
+  // Magic, version, features, header size, section count and table, file
+  // size, and the instruction schema hash: the fields that only change when
+  // the format does. (Checksum and compiler identity follow the contents.)
+  std::string header = llvm::toHex(llvm::StringRef(bytes).take_front(72), true);
+  auto golden = llvm::MemoryBuffer::getFile(
+      sourcePath("test/runtime/artifact/Inputs/tiled_matmul.header.golden"));
+  ASSERT_TRUE(static_cast<bool>(golden));
+  EXPECT_EQ(header, llvm::StringRef((*golden)->getBuffer()).trim().str())
+      << "the .kneff header changed: if deliberate, bump the format version "
+         "and update the golden file and docs/kneff-format.md";
+}
+
+TEST(Artifact, CorruptionIsDetected) {
+  auto context = test::makeContext();
+  std::string good = assembleExample(*context, "tiled_matmul");
+
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x20;
+  EXPECT_EQ(loadError(flipped), "artifact 'x.kneff': checksum mismatch: the file is corrupt");
+
+  EXPECT_NE(loadError(good.substr(0, good.size() / 2)).find("is truncated"), std::string::npos);
+  EXPECT_NE(loadError(""), "");
+  EXPECT_NE(loadError(good.substr(0, 100)).find("bad magic"), std::string::npos);
+
+  std::string major = good;
+  llvm::support::endian::write16le(major.data() + 8, 2);
+  EXPECT_EQ(loadError(major), "artifact 'x.kneff': format version 2.0 is not readable "
+                              "by this Kiln (it reads 1.x); recompile the graph");
+
+  std::string feature = good;
+  llvm::support::endian::write32le(feature.data() + 12, 0x10);
+  EXPECT_NE(loadError(feature).find("feature bits 0x10"), std::string::npos);
+
+  std::string schema = good;
+  schema[40] ^= 1;
+  EXPECT_NE(loadError(schema).find("instruction schema differs"), std::string::npos);
+
+  EXPECT_NE(test::errorOf(artifact::readArtifact(good, "x.kneff", "trn2"))
+                .find("is compiled for trn1, not trn2"),
+            std::string::npos);
+}
+
+TEST(Artifact, HostileInstructionsAreRefusedBeforeAnythingRuns) {
+  auto context = test::makeContext();
+  std::string good = assembleExample(*context, "tiled_matmul");
+  auto read = artifact::readArtifact(good, "x");
+  ASSERT_TRUE(static_cast<bool>(read));
+  // Edit the first instruction of the first stream (TensorE's matmul) through
+  // the section table, then re-sign the file as an attacker would.
+  uint64_t table = llvm::support::endian::read64le(good.data() + 24);
+  uint64_t streamOffset = 0;
+  for (int i = 0; i < 8; ++i) {
+    const char *e = good.data() + table + 32 * i;
+    if (llvm::support::endian::read32le(e) == 2) {
+      streamOffset = llvm::support::endian::read64le(e + 8);
+      break;
+    }
+  }
+  ASSERT_NE(streamOffset, 0u);
+  auto edited = [&](auto edit) {
+    std::string bytes = good;
+    isa::Instruction inst = artifact::decodeInstruction(bytes.data() + streamOffset);
+    edit(inst);
+    artifact::encodeInstruction(inst, bytes.data() + streamOffset);
+    resign(bytes);
+    return loadError(bytes);
+  };
+  EXPECT_EQ(edited([](isa::Instruction &i) { i.operands[0].partitions = 300; }),
+            "artifact 'x.kneff': tensor instruction 0 ('matmul'): operand 'dst': 300 "
+            "partitions is not in [1, 128]");
+  EXPECT_NE(edited([](isa::Instruction &i) { i.operands[1].offset = 196600; }).find("exceed the 196608 bytes"),
+            std::string::npos);
+  EXPECT_NE(edited([](isa::Instruction &i) { i.waitSemaphore[0] = 99; }).find("waits on semaphore 99"),
+            std::string::npos);
+  EXPECT_NE(edited([](isa::Instruction &i) { i.opcode = static_cast<isa::Opcode>(77); }).find("unknown opcode 77"),
+            std::string::npos);
+  EXPECT_NE(edited([](isa::Instruction &i) { i.engine = isa::Engine::Vector; }).find("belongs to another engine's stream"),
+            std::string::npos);
+  EXPECT_NE(edited([](isa::Instruction &i) { i.numOperands = 200; }).find("bad counts"),
+            std::string::npos);
+  std::string rank = edited([](isa::Instruction &i) { i.operands[2].rank = 9; });
+  EXPECT_NE(rank.find("rank 9 is not in [1, 4]"), std::string::npos) << rank;
+}
+
+} // namespace

@@ -1,0 +1,145 @@
+//===- SimulatorTest.cpp - the timing model's cost formulas --------------===//
+//
+// Each formula of machine-model.md's cost table, pinned on trn1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/sim/Simulator.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+
+namespace {
+
+isa::AccessPattern tile(isa::Memory memory, int64_t partitions, int64_t free,
+                        isa::DType dtype = isa::DType::F32) {
+  isa::AccessPattern ap;
+  ap.memory = memory;
+  ap.dtype = dtype;
+  ap.partitions = static_cast<uint16_t>(partitions);
+  ap.rank = 1;
+  ap.strides[0] = 1;
+  ap.sizes[0] = free;
+  ap.partitionStride = free;
+  return ap;
+}
+
+isa::Instruction make(isa::Opcode opcode, isa::Engine engine,
+                      std::initializer_list<isa::AccessPattern> operands) {
+  isa::Instruction inst;
+  inst.opcode = opcode;
+  inst.engine = engine;
+  for (const isa::AccessPattern &ap : operands) {
+    inst.operands[inst.numOperands++] = ap;
+  }
+  return inst;
+}
+
+const target::TargetDescription &trn1 = *target::lookupTarget("trn1");
+constexpr double kTensorHz = 2.8e9, kVectorHz = 1.12e9, kScalarHz = 1.4e9,
+                 kGpsimdHz = 1.4e9, kOverhead = 60;
+
+double seconds(const isa::Instruction &inst, int world = 1) {
+  return sim::instructionSeconds(inst, trn1, world);
+}
+
+using isa::DType;
+using isa::Engine;
+using isa::Memory;
+using isa::Opcode;
+
+TEST(CostModel, Matmul) {
+  // max(min(64, M), N) cycles; x4 for f32 inputs.
+  auto mm = [](int64_t m, int64_t n, DType d) {
+    return make(Opcode::Matmul, Engine::Tensor,
+                {tile(Memory::Psum, m, n), tile(Memory::Sbuf, 128, m, d),
+                 tile(Memory::Sbuf, 128, n, d)});
+  };
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::BF16)), (512 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 16, DType::BF16)), (64 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(32, 16, DType::BF16)), (32 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::F32)), (4 * 512 + kOverhead) / kTensorHz);
+}
+
+TEST(CostModel, TransposeAndScalarEngine) {
+  EXPECT_DOUBLE_EQ(seconds(make(Opcode::Transpose, Engine::Tensor,
+                                {tile(Memory::Psum, 32, 128), tile(Memory::Sbuf, 128, 32)})),
+                   (128 + kOverhead) / kTensorHz);
+  auto act = make(Opcode::Activation, Engine::Scalar,
+                  {tile(Memory::Sbuf, 128, 30), tile(Memory::Sbuf, 128, 30)});
+  EXPECT_DOUBLE_EQ(seconds(act), (64 + kOverhead) / kScalarHz);
+  act.operands[0].sizes[0] = act.operands[1].sizes[0] = 1000;
+  EXPECT_DOUBLE_EQ(seconds(act), (1000 + kOverhead) / kScalarHz);
+  act.op0 = static_cast<uint8_t>(isa::ActFunc::Reciprocal);
+  EXPECT_DOUBLE_EQ(seconds(act), (8 * 1000 + kOverhead) / kScalarHz);
+}
+
+TEST(CostModel, VectorEngine) {
+  auto tt = [](Memory rhs, DType d, isa::AluOp op) {
+    isa::Instruction inst =
+        make(Opcode::TensorTensor, Engine::Vector,
+             {tile(Memory::Sbuf, 128, 256, d), tile(Memory::Sbuf, 128, 256, d),
+              tile(rhs, 128, 256, d)});
+    inst.op0 = static_cast<uint8_t>(op);
+    return inst;
+  };
+  EXPECT_DOUBLE_EQ(seconds(tt(Memory::Sbuf, DType::F32, isa::AluOp::Add)),
+                   (2 * 256 + kOverhead) / kVectorHz);
+  EXPECT_DOUBLE_EQ(seconds(tt(Memory::Psum, DType::F32, isa::AluOp::Add)),
+                   (256 + kOverhead) / kVectorHz);
+  EXPECT_DOUBLE_EQ(seconds(tt(Memory::Sbuf, DType::BF16, isa::AluOp::Mul)),
+                   (256 + kOverhead) / kVectorHz);
+  EXPECT_DOUBLE_EQ(seconds(tt(Memory::Sbuf, DType::BF16, isa::AluOp::Div)),
+                   (2 * 256 + kOverhead) / kVectorHz);
+
+  auto reduce = make(Opcode::TensorReduce, Engine::Vector,
+                     {tile(Memory::Sbuf, 128, 1), tile(Memory::Sbuf, 128, 400)});
+  reduce.op0 = static_cast<uint8_t>(isa::AluOp::Add);
+  EXPECT_DOUBLE_EQ(seconds(reduce), (400 + kOverhead) / kVectorHz);
+  reduce.operands[1].dtype = DType::BF16;
+  EXPECT_DOUBLE_EQ(seconds(reduce), (200 + kOverhead) / kVectorHz);
+
+  EXPECT_DOUBLE_EQ(seconds(make(Opcode::TensorCopy, Engine::Vector,
+                                {tile(Memory::Sbuf, 128, 10), tile(Memory::Sbuf, 128, 10)})),
+                   (64 + kOverhead) / kVectorHz);
+  EXPECT_DOUBLE_EQ(seconds(make(Opcode::Iota, Engine::GpSimd, {tile(Memory::Sbuf, 128, 100)})),
+                   (150 + 100 + kOverhead) / kGpsimdHz);
+}
+
+TEST(CostModel, DmaAndCollectives) {
+  double bandwidth = 27.0 * 1024 * 1024 * 1024;
+  // 128 x 512 f32 = 256 KiB with 2 KiB rows: full bandwidth.
+  auto dma = make(Opcode::DmaCopy, Engine::Dma,
+                  {tile(Memory::Sbuf, 128, 512), tile(Memory::Hbm, 128, 512)});
+  EXPECT_DOUBLE_EQ(seconds(dma), 2e-6 + 262144 / bandwidth);
+  // Under 32 KiB: half bandwidth.
+  auto small = make(Opcode::DmaCopy, Engine::Dma,
+                    {tile(Memory::Sbuf, 16, 64), tile(Memory::Hbm, 16, 64)});
+  EXPECT_DOUBLE_EQ(seconds(small), 2e-6 + 4096 / (bandwidth / 2));
+  // Element runs under 512 B (a strided, transposing read): half bandwidth.
+  dma.operands[1].strides[0] = 128;
+  EXPECT_DOUBLE_EQ(seconds(dma), 2e-6 + 262144 / (bandwidth / 2));
+
+  auto ar = make(Opcode::Collective, Engine::Dma,
+                 {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 20)});
+  EXPECT_DOUBLE_EQ(seconds(ar, 1), 0.0);
+  // Ring all-reduce: 2(n-1)/n * bytes / 384 GB/s + 2(n-1) * 10 us.
+  EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 384e9 + 6 * 10e-6);
+}
+
+TEST(Targets, FiguresAndProvenance) {
+  EXPECT_EQ(trn1.sbufBytes(), 24 * 1024 * 1024);
+  EXPECT_EQ(trn1.psumBytes(), 2 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(trn1.corePeakFlopsBf16(), 95e12);
+  EXPECT_FALSE(trn1.tensorFlopsBf16.assumed);
+  EXPECT_TRUE(trn1.dmaFixedLatencySeconds.assumed);
+  EXPECT_TRUE(trn1.collectiveHopLatencySeconds.assumed);
+  const target::TargetDescription *trn2 = target::lookupTarget("trn2");
+  ASSERT_NE(trn2, nullptr);
+  EXPECT_EQ(trn2->sbufBytes(), 28 * 1024 * 1024);
+  EXPECT_TRUE(trn2->linkBytesPerSecond.assumed);
+  EXPECT_EQ(target::lookupTarget("trn9"), nullptr);
+}
+
+} // namespace
