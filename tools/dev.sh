@@ -48,14 +48,14 @@ configure() {
 
 build() {
   setup
-  configure "$BUILD" -DKILN_FUZZER="$FUZZ_BUILD/bin/kiln-fuzz-graph-import"
+  configure "$BUILD" -DKILN_FUZZ_BIN_DIR="$FUZZ_BUILD/bin"
   cmake --build "$BUILD" -j "$JOBS"
 }
 
 build_fuzzer() {
-  # libFuzzer needs clang; only the fuzz target is built in this tree.
+  # libFuzzer needs clang; only the fuzz targets are built in this tree.
   CC=clang-22 CXX=clang++-22 configure "$FUZZ_BUILD" -DKILN_ENABLE_FUZZERS=ON
-  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import
+  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import kiln-fuzz-artifact-loader
 }
 
 main_job() {

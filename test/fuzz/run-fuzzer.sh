@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the graph-import fuzzer for a bounded time, seeded with real graphs.
+# Runs a fuzzer for a bounded time, seeded with real inputs: graphs for the
+# graph importer, artifacts of the example kisa programs for the loader.
 #   run-fuzzer.sh FUZZER SECONDS KILN_BIN_DIR KILN_SOURCE_DIR
 set -euo pipefail
-fuzzer="$1" seconds="$2" bin="$3" src="$4"
+fuzzer="$(realpath -m "$1")" seconds="$2" bin="$(realpath -m "$3")" src="$(realpath -m "$4")"
 if [ ! -x "$fuzzer" ]; then
   echo "fuzzer '$fuzzer' is not built (tools/dev.sh test builds it with clang-22); skipping"
   exit 77
@@ -10,8 +11,17 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus"
-"$bin/kiln-example-mlp" --emit-graph "$work/corpus/mlp.kgraph.pb" --batch 4 --hidden 8
-"$bin/kiln" export "$src/test/compiler/graph/roundtrip.mlir" -o "$work/corpus/roundtrip.kgraph.pb"
+case "$(basename "$fuzzer")" in
+  kiln-fuzz-graph-import)
+    "$bin/kiln-example-mlp" --emit-graph "$work/corpus/mlp.kgraph.pb" --batch 4 --hidden 8
+    "$bin/kiln" export "$src/test/compiler/graph/roundtrip.mlir" -o "$work/corpus/roundtrip.kgraph.pb"
+    ;;
+  *)
+    for program in "$src"/examples/kisa/*.mlir; do
+      "$bin/kiln" assemble "$program" -o "$work/corpus/$(basename "$program" .mlir).kneff"
+    done
+    ;;
+esac
 cd "$work"
 "$fuzzer" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
   -print_final_stats=1 "$work/corpus" 2>&1 | tail -n 15
