@@ -52,10 +52,11 @@ build() {
   cmake --build "$BUILD" -j "$JOBS"
 }
 
-build_fuzzer() {
-  # libFuzzer needs clang; only the fuzz targets are built in this tree.
-  CC=clang-22 CXX=clang++-22 configure "$FUZZ_BUILD" -DKILN_ENABLE_FUZZERS=ON
-  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import kiln-fuzz-artifact-loader
+build_sanitized() {
+  # A clang tree under AddressSanitizer: the libFuzzer targets and the unit
+  # tests, which the main tree's ctest runs from here.
+  CC=clang-22 CXX=clang++-22 configure "$FUZZ_BUILD" -DKILN_ENABLE_FUZZERS=ON -DKILN_ENABLE_ASAN=ON
+  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import kiln-fuzz-artifact-loader kiln-unit-tests
 }
 
 main_job() {
@@ -66,7 +67,7 @@ main_job() {
 
 run_tests() {
   build
-  build_fuzzer
+  build_sanitized
   cd "$BUILD"
   ctest --output-on-failure -j "$JOBS"
 }

@@ -143,3 +143,35 @@ TEST(Targets, FiguresAndProvenance) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Rounding, Bf16NearestEvenAndSeededStochastic) {
+  sim::Rounder nearest;
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: the even one is 1.
+  EXPECT_EQ(nearest.round(isa::DType::BF16, 1.00390625), 1.0);
+  EXPECT_EQ(nearest.round(isa::DType::BF16, 1.01171875), 1.015625);
+  EXPECT_EQ(nearest.round(isa::DType::F32, 0.1), static_cast<float>(0.1));
+
+  // Stochastic rounding is reproducible for a seed, differs across seeds,
+  // only ever picks a neighbour, and is unbiased on average.
+  auto draws = [](uint64_t seed) {
+    sim::Rounder r(/*stochastic=*/true, seed);
+    std::vector<double> values;
+    for (int i = 0; i < 20000; ++i) {
+      values.push_back(r.round(isa::DType::BF16, 1.001));
+    }
+    return values;
+  };
+  std::vector<double> a = draws(7), b = draws(7), c = draws(8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  double sum = 0;
+  for (double v : a) {
+    ASSERT_TRUE(v == 1.0 || v == 1.0078125) << v;
+    sum += v;
+  }
+  EXPECT_NEAR(sum / a.size(), 1.001, 2e-4);
+}
+
+} // namespace
