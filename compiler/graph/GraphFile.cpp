@@ -12,7 +12,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <algorithm>
-#include <unistd.h>
 
 namespace kiln::graph {
 
@@ -98,28 +97,13 @@ llvm::Error writeGraphFile(const proto::Graph &graph, llvm::StringRef path) {
   if (!graph.SerializeToString(&bytes)) {
     return llvm::createStringError("cannot serialize graph for '" + path + "'");
   }
-  std::string tmp = (path + ".tmp." + llvm::Twine(::getpid())).str();
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream out(tmp, ec);
-    if (ec) {
-      return llvm::createStringError("cannot write '" + tmp +
-                                     "': " + ec.message());
-    }
-    out << bytes;
-    out.close();
-    if (out.has_error()) {
-      ec = out.error();
-      out.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return llvm::createStringError("cannot write '" + tmp +
-                                     "': " + ec.message());
-    }
-  }
-  if ((ec = llvm::sys::fs::rename(tmp, path))) {
-    llvm::sys::fs::remove(tmp);
-    return llvm::createStringError("cannot rename '" + tmp + "' to '" + path +
-                                   "': " + ec.message());
+  // A temporary file renamed into place: no reader sees a partial graph.
+  if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+        out << bytes;
+        return llvm::Error::success();
+      })) {
+    return llvm::createStringError("cannot write '" + path +
+                                   "': " + llvm::toString(std::move(err)));
   }
   return llvm::Error::success();
 }

@@ -249,23 +249,21 @@ llvm::Error writeArrays(llvm::StringRef path,
   };
   if (path.ends_with(".npy")) {
     if (arrays.size() != 1) {
-      return llvm::createStringError(
-          "cannot write " + llvm::Twine(arrays.size()) +
-          " arrays to the single-array file '" + path + "'; use .npz");
+      return llvm::createStringError("cannot write " + llvm::Twine(arrays.size()) +
+                                     " arrays to the single-array file '" + path +
+                                     "'; use .npz");
     }
-    std::error_code ec;
-    llvm::raw_fd_ostream out(tmp, ec);
-    if (ec) {
-      return cleanup(ec.message());
+    if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+          out << serializeNpy(arrays.front());
+          return llvm::Error::success();
+        })) {
+      return llvm::createStringError("cannot write '" + path +
+                                     "': " + llvm::toString(std::move(err)));
     }
-    out << serializeNpy(arrays.front());
-    out.close();
-    if (out.has_error()) {
-      std::string why = out.error().message();
-      out.clear_error();
-      return cleanup(why);
-    }
-  } else {
+    return llvm::Error::success();
+  }
+  {
+    // libzip writes the archive itself: into a temporary, renamed below.
     int zipErr = 0;
     zip_t *archive = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &zipErr);
     if (!archive) {

@@ -7,10 +7,8 @@
 #include "runtime/artifact/Disassembler.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <unistd.h>
 
 namespace cl = llvm::cl;
 using namespace kiln;
@@ -47,23 +45,13 @@ int runAssemble() {
     return reportError(artifact.takeError());
   }
   std::string bytes = artifact::writeArtifact(*artifact);
-  // Written beside the target and renamed into place: a reader never sees a
-  // half-written artifact.
-  std::string tmp = assembleOutput + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream out(tmp, ec);
-    if (!ec) {
-      out << bytes;
-      out.close();
-      ec = out.error();
-      out.clear_error();
-    }
-  }
-  if (ec || (ec = llvm::sys::fs::rename(tmp, assembleOutput))) {
-    llvm::sys::fs::remove(tmp);
+  // A temporary file renamed into place: no reader sees a partial artifact.
+  if (llvm::Error err = llvm::writeToOutput(assembleOutput, [&](llvm::raw_ostream &out) {
+        out << bytes;
+        return llvm::Error::success();
+      })) {
     return reportError(llvm::createStringError("cannot write '" + assembleOutput +
-                                               "': " + ec.message()));
+                                               "': " + llvm::toString(std::move(err))));
   }
   return Success;
 }
