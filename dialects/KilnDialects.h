@@ -15,8 +15,9 @@ namespace kiln {
 
 /// Kiln's dialects plus the upstream ones that appear beside them in IR.
 inline void registerKilnDialects(mlir::DialectRegistry &registry) {
-  registry.insert<kgraph::KGraphDialect, kisa::KisaDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  registry
+      .insert<kgraph::KGraphDialect, kisa::KisaDialect, mlir::func::FuncDialect,
+              mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
 }
 
 } // namespace kiln

@@ -60,7 +60,8 @@ llvm::Expected<kisa::ProgramOp> getProgram(ModuleOp module) {
   kisa::ProgramOp program;
   for (auto op : module.getOps<kisa::ProgramOp>()) {
     if (program) {
-      return llvm::createStringError("the module holds more than one kisa.program");
+      return llvm::createStringError(
+          "the module holds more than one kisa.program");
     }
     program = op;
   }
@@ -105,7 +106,8 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program) {
     if (!inst) {
       return inst.takeError();
     }
-    artifact::Stream &s = streams[{static_cast<int>(inst->engine), inst->queue}];
+    artifact::Stream &s =
+        streams[{static_cast<int>(inst->engine), inst->queue}];
     s.engine = inst->engine;
     s.queue = inst->queue;
     s.instructions.push_back(*inst);
@@ -128,8 +130,8 @@ OwningOpRef<ModuleOp> disassembleArtifact(const artifact::Artifact &a,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());
   const kneff::Manifest &m = a.manifest;
-  auto program = kisa::ProgramOp::create(
-      builder, loc, m.name(), m.target(), m.hbm_bytes(), m.semaphores());
+  auto program = kisa::ProgramOp::create(builder, loc, m.name(), m.target(),
+                                         m.hbm_bytes(), m.semaphores());
   builder.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   for (const kneff::Buffer &b : m.buffers()) {
     Type dtype = kisa::toMlirType(&context, static_cast<isa::DType>(b.dtype()));

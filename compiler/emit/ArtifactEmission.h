@@ -17,7 +17,8 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program);
 
 /// The program an artifact holds, as kisa IR (engine by engine).
 mlir::OwningOpRef<mlir::ModuleOp>
-disassembleArtifact(const artifact::Artifact &artifact, mlir::MLIRContext &context);
+disassembleArtifact(const artifact::Artifact &artifact,
+                    mlir::MLIRContext &context);
 
 /// The single kisa.program of a module.
 llvm::Expected<kisa::ProgramOp> getProgram(mlir::ModuleOp module);

@@ -15,53 +15,232 @@ constexpr uint8_t bit(Engine e) { return 1u << static_cast<int>(e); }
 using L = llvm::StringLiteral;
 // One row per opcode, in Opcode order.
 const OpcodeSchema kSchemas[kOpcodes] = {
-    {Opcode::Matmul, L("matmul"), bit(Engine::Tensor), {L("dst"), L("stationary"), L("moving")}, 3,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("accumulate")},
-    {Opcode::Transpose, L("transpose"), bit(Engine::Tensor), {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Activation, L("activation"), bit(Engine::Scalar), {L("dst"), L("src"), L("reduce_dst")}, 2,
-     L("func"), L(""), FieldKind::Act, FieldKind::None, L("scale"), L("bias"), L(""), L(""), L(""), L("")},
-    {Opcode::TensorTensor, L("tensor_tensor"), bit(Engine::Vector) | bit(Engine::GpSimd),
-     {L("dst"), L("lhs"), L("rhs")}, 3,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::TensorScalar, L("tensor_scalar"), bit(Engine::Vector) | bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L("op0"), L("op1"), FieldKind::Alu, FieldKind::Alu, L("scalar0"), L("scalar1"), L(""), L(""), L(""), L("")},
-    {Opcode::TensorReduce, L("tensor_reduce"), bit(Engine::Vector), {L("dst"), L("src"), L("")}, 2,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::TensorCopy, L("tensor_copy"), bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Iota, L("iota"), bit(Engine::GpSimd) | bit(Engine::Vector), {L("dst"), L(""), L("")}, 1,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("base"), L("partition_step"),
-     L("free_step"), L("")},
-    {Opcode::Memset, L("memset"), bit(Engine::GpSimd) | bit(Engine::Vector), {L("dst"), L(""), L("")}, 1,
-     L(""), L(""), FieldKind::None, FieldKind::None, L("value"), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::AffineSelect, L("affine_select"), bit(Engine::GpSimd) | bit(Engine::Vector),
-     {L("dst"), L("src"), L("")}, 2,
-     L("compare"), L(""), FieldKind::Alu, FieldKind::None, L("fill"), L(""), L("base"),
-     L("partition_step"), L("free_step"), L("")},
-    {Opcode::PartitionReduce, L("partition_reduce"), bit(Engine::GpSimd), {L("dst"), L("src"), L("")}, 2,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::PartitionBroadcast, L("partition_broadcast"), bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::DmaCopy, L("dma_copy"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Collective, L("collective"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
-     L("kind"), L(""), FieldKind::Collective, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
+    {Opcode::Matmul,
+     L("matmul"),
+     bit(Engine::Tensor),
+     {L("dst"), L("stationary"), L("moving")},
+     3,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("accumulate")},
+    {Opcode::Transpose,
+     L("transpose"),
+     bit(Engine::Tensor),
+     {L("dst"), L("src"), L("")},
+     2,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::Activation,
+     L("activation"),
+     bit(Engine::Scalar),
+     {L("dst"), L("src"), L("reduce_dst")},
+     2,
+     L("func"),
+     L(""),
+     FieldKind::Act,
+     FieldKind::None,
+     L("scale"),
+     L("bias"),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::TensorTensor,
+     L("tensor_tensor"),
+     bit(Engine::Vector) | bit(Engine::GpSimd),
+     {L("dst"), L("lhs"), L("rhs")},
+     3,
+     L("op"),
+     L(""),
+     FieldKind::Alu,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::TensorScalar,
+     L("tensor_scalar"),
+     bit(Engine::Vector) | bit(Engine::GpSimd),
+     {L("dst"), L("src"), L("")},
+     2,
+     L("op0"),
+     L("op1"),
+     FieldKind::Alu,
+     FieldKind::Alu,
+     L("scalar0"),
+     L("scalar1"),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::TensorReduce,
+     L("tensor_reduce"),
+     bit(Engine::Vector),
+     {L("dst"), L("src"), L("")},
+     2,
+     L("op"),
+     L(""),
+     FieldKind::Alu,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::TensorCopy,
+     L("tensor_copy"),
+     bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
+     {L("dst"), L("src"), L("")},
+     2,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::Iota,
+     L("iota"),
+     bit(Engine::GpSimd) | bit(Engine::Vector),
+     {L("dst"), L(""), L("")},
+     1,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L("base"),
+     L("partition_step"),
+     L("free_step"),
+     L("")},
+    {Opcode::Memset,
+     L("memset"),
+     bit(Engine::GpSimd) | bit(Engine::Vector),
+     {L("dst"), L(""), L("")},
+     1,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L("value"),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::AffineSelect,
+     L("affine_select"),
+     bit(Engine::GpSimd) | bit(Engine::Vector),
+     {L("dst"), L("src"), L("")},
+     2,
+     L("compare"),
+     L(""),
+     FieldKind::Alu,
+     FieldKind::None,
+     L("fill"),
+     L(""),
+     L("base"),
+     L("partition_step"),
+     L("free_step"),
+     L("")},
+    {Opcode::PartitionReduce,
+     L("partition_reduce"),
+     bit(Engine::GpSimd),
+     {L("dst"), L("src"), L("")},
+     2,
+     L("op"),
+     L(""),
+     FieldKind::Alu,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::PartitionBroadcast,
+     L("partition_broadcast"),
+     bit(Engine::GpSimd),
+     {L("dst"), L("src"), L("")},
+     2,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::DmaCopy,
+     L("dma_copy"),
+     bit(Engine::Dma),
+     {L("dst"), L("src"), L("")},
+     2,
+     L(""),
+     L(""),
+     FieldKind::None,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
+    {Opcode::Collective,
+     L("collective"),
+     bit(Engine::Dma),
+     {L("dst"), L("src"), L("")},
+     2,
+     L("kind"),
+     L(""),
+     FieldKind::Collective,
+     FieldKind::None,
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L(""),
+     L("")},
 };
 
-const L kEngineNames[] = {L("tensor"), L("vector"), L("scalar"), L("gpsimd"), L("dma")};
+const L kEngineNames[] = {L("tensor"), L("vector"), L("scalar"), L("gpsimd"),
+                          L("dma")};
 const L kMemoryNames[] = {L("hbm"), L("sbuf"), L("psum")};
 const L kDTypeNames[] = {L("f32"), L("bf16"), L("f16"), L("i32")};
-const L kAluNames[] = {L("bypass"), L("add"), L("sub"), L("mul"), L("div"), L("max"), L("min"),
-                       L("eq"), L("ne"), L("lt"), L("le"), L("gt"), L("ge")};
-const L kActNames[] = {L("identity"), L("exp"), L("log"), L("tanh"), L("sigmoid"),
-                       L("relu"), L("gelu"), L("gelu_tanh"), L("gelu_derivative"),
-                       L("rsqrt"), L("sqrt"), L("square"), L("reciprocal"), L("abs")};
-const L kCollectiveNames[] = {L("all_reduce_sum"), L("all_reduce_mean"), L("all_gather"),
-                              L("reduce_scatter")};
+const L kAluNames[] = {L("bypass"), L("add"), L("sub"), L("mul"), L("div"),
+                       L("max"),    L("min"), L("eq"),  L("ne"),  L("lt"),
+                       L("le"),     L("gt"),  L("ge")};
+const L kActNames[] = {L("identity"),   L("exp"),       L("log"),
+                       L("tanh"),       L("sigmoid"),   L("relu"),
+                       L("gelu"),       L("gelu_tanh"), L("gelu_derivative"),
+                       L("rsqrt"),      L("sqrt"),      L("square"),
+                       L("reciprocal"), L("abs")};
+const L kCollectiveNames[] = {L("all_reduce_sum"), L("all_reduce_mean"),
+                              L("all_gather"), L("reduce_scatter")};
 
 template <size_t N>
 std::optional<uint8_t> indexOf(const L (&names)[N], llvm::StringRef name) {
@@ -107,15 +286,18 @@ Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
     return ("operand '" + name + "': " + what).str();
   };
   if (ap.rank < 1 || ap.rank > kMaxRank) {
-    return fail("rank " + llvm::Twine(static_cast<unsigned>(ap.rank)) + " is not in [1, 4]");
+    return fail("rank " + llvm::Twine(static_cast<unsigned>(ap.rank)) +
+                " is not in [1, 4]");
   }
   for (int d = 0; d < ap.rank; ++d) {
     if (ap.sizes[d] < 1 || ap.strides[d] < 0) {
       return fail("dimension " + llvm::Twine(d) + " has size " +
                   llvm::Twine(ap.sizes[d]) + " and stride " +
-                  llvm::Twine(ap.strides[d]) + "; sizes must be >= 1, strides >= 0");
+                  llvm::Twine(ap.strides[d]) +
+                  "; sizes must be >= 1, strides >= 0");
     }
-    if (ap.sizes[d] > (int64_t(1) << 32) || ap.strides[d] > (int64_t(1) << 40)) {
+    if (ap.sizes[d] > (int64_t(1) << 32) ||
+        ap.strides[d] > (int64_t(1) << 40)) {
       return fail("dimension " + llvm::Twine(d) + " is absurdly large");
     }
   }
@@ -133,9 +315,9 @@ Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
                   (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() +
                   rowBytes;
     if (end > limits.hbmBytes) {
-      return fail("HBM bytes [" + llvm::Twine(ap.offset) + ", " + llvm::Twine(end) +
-                  ") lie outside the program's " + llvm::Twine(limits.hbmBytes) +
-                  " bytes of HBM");
+      return fail("HBM bytes [" + llvm::Twine(ap.offset) + ", " +
+                  llvm::Twine(end) + ") lie outside the program's " +
+                  llvm::Twine(limits.hbmBytes) + " bytes of HBM");
     }
     return std::nullopt;
   }
@@ -145,13 +327,14 @@ Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
                 llvm::Twine(t.partitions));
   }
   if (!partitionStartAligned(ap.partition, ap.partitions)) {
-    return fail(llvm::Twine(ap.partitions) + " partitions cannot start at partition " +
+    return fail(llvm::Twine(ap.partitions) +
+                " partitions cannot start at partition " +
                 llvm::Twine(ap.partition) +
                 " (more than 64 start at 0; 33-64 at 0 or 64; 32 or fewer at a "
                 "multiple of 32)");
   }
   int64_t capacity = ap.memory == Memory::Sbuf ? t.sbufBytesPerPartition
-                                                : t.psumBytesPerPartition;
+                                               : t.psumBytesPerPartition;
   if (ap.offset + rowBytes > capacity) {
     return fail("bytes [" + llvm::Twine(ap.offset) + ", " +
                 llvm::Twine(ap.offset + rowBytes) + ") exceed the " +
@@ -161,11 +344,11 @@ Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
   if (engine == Engine::Vector || engine == Engine::Scalar ||
       engine == Engine::GpSimd) {
     int64_t maxFree = ap.memory == Memory::Sbuf ? t.maxFreeElementsSbuf
-                                                 : t.maxFreeElementsPsum;
+                                                : t.maxFreeElementsPsum;
     if (ap.freeElements() > maxFree) {
-      return fail(llvm::Twine(ap.freeElements()) + " free elements exceed the " +
-                  llvm::Twine(maxFree) + " an instruction may touch in " +
-                  memoryName(ap.memory));
+      return fail(llvm::Twine(ap.freeElements()) +
+                  " free elements exceed the " + llvm::Twine(maxFree) +
+                  " an instruction may touch in " + memoryName(ap.memory));
     }
   }
   return std::nullopt;
@@ -215,17 +398,21 @@ Error checkMemories(const Instruction &inst, const OpcodeSchema &s) {
       inst.operands[2].memory == Memory::Psum) {
     return std::string("tensor_tensor cannot read both inputs from PSUM");
   }
-  if (inst.opcode == Opcode::DmaCopy && inst.operands[0].memory == Memory::Hbm &&
+  if (inst.opcode == Opcode::DmaCopy &&
+      inst.operands[0].memory == Memory::Hbm &&
       inst.operands[1].memory == Memory::Hbm) {
-    return std::string("dma_copy moves HBM<->SBUF or SBUF<->SBUF, not HBM<->HBM");
+    return std::string(
+        "dma_copy moves HBM<->SBUF or SBUF<->SBUF, not HBM<->HBM");
   }
   return std::nullopt;
 }
 
 /// PSUM destinations of TensorE must sit in one bank, contiguously.
-Error checkPsumBank(const AccessPattern &dst, const target::TargetDescription &t) {
+Error checkPsumBank(const AccessPattern &dst,
+                    const target::TargetDescription &t) {
   if (dst.rank != 1 || dst.strides[0] != 1) {
-    return std::string("operand 'dst': a TensorE result is one contiguous row per partition");
+    return std::string(
+        "operand 'dst': a TensorE result is one contiguous row per partition");
   }
   int64_t first = dst.offset / t.psumBankBytes;
   int64_t last = (dst.offset + dst.freeElements() * dst.elementBytes() - 1) /
@@ -244,19 +431,22 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
   const AccessPattern &dst = inst.operands[0];
   auto same = [&](int i) {
     const AccessPattern &src = inst.operands[i];
-    return src.partitions == dst.partitions && src.freeElements() == dst.freeElements();
+    return src.partitions == dst.partitions &&
+           src.freeElements() == dst.freeElements();
   };
   auto mismatch = [&](int i) -> Error {
     return ("operand '" + schemaOf(inst.opcode).operandNames[i] + "' is [" +
             llvm::Twine(inst.operands[i].partitions) + " x " +
             llvm::Twine(inst.operands[i].freeElements()) + "] but 'dst' is [" +
-            llvm::Twine(dst.partitions) + " x " + llvm::Twine(dst.freeElements()) + "]")
+            llvm::Twine(dst.partitions) + " x " +
+            llvm::Twine(dst.freeElements()) + "]")
         .str();
   };
   switch (inst.opcode) {
   case Opcode::Matmul: {
     const AccessPattern &stat = inst.operands[1], &mov = inst.operands[2];
-    int64_t k = stat.partitions, m = stat.freeElements(), n = mov.freeElements();
+    int64_t k = stat.partitions, m = stat.freeElements(),
+            n = mov.freeElements();
     if (mov.partitions != k) {
       return ("stationary and moving contract over their partitions: " +
               llvm::Twine(k) + " vs " + llvm::Twine(mov.partitions))
@@ -264,8 +454,8 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     if (m > t.matmulMaxM || n > t.matmulMaxN) {
       return ("matmul is " + llvm::Twine(m) + " x " + llvm::Twine(n) +
-              "; M must be <= " + llvm::Twine(t.matmulMaxM) + " and N <= " +
-              llvm::Twine(t.matmulMaxN))
+              "; M must be <= " + llvm::Twine(t.matmulMaxM) +
+              " and N <= " + llvm::Twine(t.matmulMaxN))
           .str();
     }
     if (dst.partitions != m || dst.freeElements() != n) {
@@ -286,12 +476,14 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
   }
   case Opcode::Transpose: {
     const AccessPattern &src = inst.operands[1];
-    if (src.partitions > t.transposeMax || src.freeElements() > t.transposeMax) {
+    if (src.partitions > t.transposeMax ||
+        src.freeElements() > t.transposeMax) {
       return std::string("transpose is at most 128 x 128");
     }
-    if (dst.partitions != src.freeElements() || dst.freeElements() != src.partitions) {
-      return ("operand 'dst' must be [" + llvm::Twine(src.freeElements()) + " x " +
-              llvm::Twine(src.partitions) + "]")
+    if (dst.partitions != src.freeElements() ||
+        dst.freeElements() != src.partitions) {
+      return ("operand 'dst' must be [" + llvm::Twine(src.freeElements()) +
+              " x " + llvm::Twine(src.partitions) + "]")
           .str();
     }
     if (dst.dtype != DType::F32) {
@@ -303,9 +495,11 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     if (!same(1)) {
       return mismatch(1);
     }
-    if (inst.numOperands == 3 && (inst.operands[2].partitions != dst.partitions ||
-                                  inst.operands[2].freeElements() != 1)) {
-      return ("operand 'reduce_dst' must be [" + llvm::Twine(dst.partitions) + " x 1]")
+    if (inst.numOperands == 3 &&
+        (inst.operands[2].partitions != dst.partitions ||
+         inst.operands[2].freeElements() != 1)) {
+      return ("operand 'reduce_dst' must be [" + llvm::Twine(dst.partitions) +
+              " x 1]")
           .str();
     }
     for (int i = 0; i < inst.numOperands; ++i) {
@@ -336,20 +530,24 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     return std::nullopt;
   }
   case Opcode::PartitionReduce:
-    if (dst.partitions != 1 || dst.freeElements() != inst.operands[1].freeElements()) {
-      return std::string("partition_reduce writes one partition of the source's free size");
+    if (dst.partitions != 1 ||
+        dst.freeElements() != inst.operands[1].freeElements()) {
+      return std::string(
+          "partition_reduce writes one partition of the source's free size");
     }
     return std::nullopt;
   case Opcode::PartitionBroadcast:
     if (inst.operands[1].partitions != 1 ||
         dst.freeElements() != inst.operands[1].freeElements()) {
-      return std::string("partition_broadcast reads one partition of the destination's free size");
+      return std::string("partition_broadcast reads one partition of the "
+                         "destination's free size");
     }
     return std::nullopt;
   case Opcode::DmaCopy:
   case Opcode::Collective: {
     const AccessPattern &src = inst.operands[1];
-    if (dst.partitions * dst.freeElements() != src.partitions * src.freeElements()) {
+    if (dst.partitions * dst.freeElements() !=
+        src.partitions * src.freeElements()) {
       return ("'dst' has " + llvm::Twine(dst.partitions * dst.freeElements()) +
               " elements but 'src' has " +
               llvm::Twine(src.partitions * src.freeElements()))
@@ -412,7 +610,8 @@ bool Instruction::operator==(const Instruction &o) const {
     }
   }
   for (int i = 0; i < numWaits; ++i) {
-    if (waitSemaphore[i] != o.waitSemaphore[i] || waitValue[i] != o.waitValue[i]) {
+    if (waitSemaphore[i] != o.waitSemaphore[i] ||
+        waitValue[i] != o.waitValue[i]) {
       return false;
     }
   }
@@ -437,12 +636,16 @@ std::optional<Opcode> opcodeNamed(llvm::StringRef mnemonic) {
   return std::nullopt;
 }
 
-llvm::StringRef engineName(Engine e) { return kEngineNames[static_cast<int>(e)]; }
+llvm::StringRef engineName(Engine e) {
+  return kEngineNames[static_cast<int>(e)];
+}
 std::optional<Engine> engineNamed(llvm::StringRef name) {
   auto i = indexOf(kEngineNames, name);
   return i ? std::optional<Engine>(static_cast<Engine>(*i)) : std::nullopt;
 }
-llvm::StringRef memoryName(Memory m) { return kMemoryNames[static_cast<int>(m)]; }
+llvm::StringRef memoryName(Memory m) {
+  return kMemoryNames[static_cast<int>(m)];
+}
 std::optional<Memory> memoryNamed(llvm::StringRef name) {
   auto i = indexOf(kMemoryNames, name);
   return i ? std::optional<Memory>(static_cast<Memory>(*i)) : std::nullopt;
@@ -458,7 +661,8 @@ int64_t dtypeBytes(DType d) {
 
 llvm::StringRef fieldValueName(FieldKind kind, uint8_t value) {
   llvm::ArrayRef<L> names = namesOf(kind);
-  return value < names.size() ? llvm::StringRef(names[value]) : llvm::StringRef("?");
+  return value < names.size() ? llvm::StringRef(names[value])
+                              : llvm::StringRef("?");
 }
 
 std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name) {
@@ -471,13 +675,15 @@ std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::optional<std::string> validate(const Instruction &inst, const Limits &limits) {
+std::optional<std::string> validate(const Instruction &inst,
+                                    const Limits &limits) {
   if (static_cast<int>(inst.opcode) >= kOpcodes) {
     return "unknown opcode " + std::to_string(static_cast<int>(inst.opcode));
   }
   const OpcodeSchema &s = schemaOf(inst.opcode);
   const target::TargetDescription &t = *limits.target;
-  if (static_cast<int>(inst.engine) >= kEngineKinds || !(s.engines & bit(inst.engine))) {
+  if (static_cast<int>(inst.engine) >= kEngineKinds ||
+      !(s.engines & bit(inst.engine))) {
     return ("'" + s.mnemonic + "' cannot run on engine " +
             (static_cast<int>(inst.engine) < kEngineKinds
                  ? engineName(inst.engine).str()
@@ -493,16 +699,23 @@ std::optional<std::string> validate(const Instruction &inst, const Limits &limit
     slots += !name.empty();
   }
   if (inst.numOperands < s.requiredOperands || inst.numOperands > slots) {
-    return ("'" + s.mnemonic + "' takes " + llvm::Twine(static_cast<unsigned>(s.requiredOperands)) +
-            (slots > s.requiredOperands ? " or " + llvm::Twine(slots) : llvm::Twine("")) +
-            " operands, not " + llvm::Twine(static_cast<unsigned>(inst.numOperands)))
+    return ("'" + s.mnemonic + "' takes " +
+            llvm::Twine(static_cast<unsigned>(s.requiredOperands)) +
+            (slots > s.requiredOperands ? " or " + llvm::Twine(slots)
+                                        : llvm::Twine("")) +
+            " operands, not " +
+            llvm::Twine(static_cast<unsigned>(inst.numOperands)))
         .str();
   }
   if (s.op0Kind != FieldKind::None && inst.op0 >= namesOf(s.op0Kind).size()) {
-    return ("'" + s.op0Name + "' value " + llvm::Twine(static_cast<unsigned>(inst.op0)) + " is unknown").str();
+    return ("'" + s.op0Name + "' value " +
+            llvm::Twine(static_cast<unsigned>(inst.op0)) + " is unknown")
+        .str();
   }
   if (s.op1Kind != FieldKind::None && inst.op1 >= namesOf(s.op1Kind).size()) {
-    return ("'" + s.op1Name + "' value " + llvm::Twine(static_cast<unsigned>(inst.op1)) + " is unknown").str();
+    return ("'" + s.op1Name + "' value " +
+            llvm::Twine(static_cast<unsigned>(inst.op1)) + " is unknown")
+        .str();
   }
   if ((inst.opcode == Opcode::AffineSelect &&
        inst.op0 < static_cast<uint8_t>(AluOp::Eq)) ||
@@ -510,7 +723,8 @@ std::optional<std::string> validate(const Instruction &inst, const Limits &limit
        !llvm::is_contained({AluOp::Add, AluOp::Max, AluOp::Min, AluOp::Mul},
                            static_cast<AluOp>(inst.op0)))) {
     return ("'" + s.op0Name + "' must be a " +
-            (inst.opcode == Opcode::AffineSelect ? "comparison" : "add, max, min or mul"))
+            (inst.opcode == Opcode::AffineSelect ? "comparison"
+                                                 : "add, max, min or mul"))
         .str();
   }
   if (inst.flags & ~uint8_t(s.flag0Name.empty() ? 0 : 1)) {
@@ -534,9 +748,11 @@ std::optional<std::string> validate(const Instruction &inst, const Limits &limit
   for (int i = 0; i < inst.numOperands; ++i) {
     const AccessPattern &ap = inst.operands[i];
     if (static_cast<int>(ap.memory) > 2 || static_cast<int>(ap.dtype) > 3) {
-      return ("operand '" + s.operandNames[i] + "': unknown memory or dtype").str();
+      return ("operand '" + s.operandNames[i] + "': unknown memory or dtype")
+          .str();
     }
-    if (auto error = checkAccessPattern(ap, s.operandNames[i], inst.engine, limits)) {
+    if (auto error =
+            checkAccessPattern(ap, s.operandNames[i], inst.engine, limits)) {
       return error;
     }
   }
@@ -553,13 +769,15 @@ std::string encodingSchemaText() {
     for (llvm::StringRef name : s.operandNames) {
       text += "," + name.str();
     }
-    text += "|" + s.op0Name.str() + "|" + s.op1Name.str() + "|" + s.imm0Name.str() +
-            "|" + s.imm1Name.str() + "|" + s.int0Name.str() + "|" +
-            s.int1Name.str() + "|" + s.int2Name.str() + "|" + s.flag0Name.str() + "\n";
+    text += "|" + s.op0Name.str() + "|" + s.op1Name.str() + "|" +
+            s.imm0Name.str() + "|" + s.imm1Name.str() + "|" + s.int0Name.str() +
+            "|" + s.int1Name.str() + "|" + s.int2Name.str() + "|" +
+            s.flag0Name.str() + "\n";
   }
-  for (auto names : {llvm::ArrayRef<L>(kEngineNames), llvm::ArrayRef<L>(kMemoryNames),
-                     llvm::ArrayRef<L>(kDTypeNames), llvm::ArrayRef<L>(kAluNames),
-                     llvm::ArrayRef<L>(kActNames), llvm::ArrayRef<L>(kCollectiveNames)}) {
+  for (auto names :
+       {llvm::ArrayRef<L>(kEngineNames), llvm::ArrayRef<L>(kMemoryNames),
+        llvm::ArrayRef<L>(kDTypeNames), llvm::ArrayRef<L>(kAluNames),
+        llvm::ArrayRef<L>(kActNames), llvm::ArrayRef<L>(kCollectiveNames)}) {
     for (llvm::StringRef name : names) {
       text += name.str() + " ";
     }

@@ -47,17 +47,48 @@ inline constexpr int kOpcodes = 14;
 
 /// Arithmetic of tensor_tensor, tensor_scalar, reductions and affine_select.
 /// Comparisons give 1.0 or 0.0; Bypass passes its left operand through.
-enum class AluOp : uint8_t { Bypass, Add, Sub, Mul, Div, Max, Min, Eq, Ne, Lt, Le, Gt, Ge };
+enum class AluOp : uint8_t {
+  Bypass,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge
+};
 inline constexpr int kAluOps = 13;
 
 /// ScalarE's function table.
 enum class ActFunc : uint8_t {
-  Identity, Exp, Log, Tanh, Sigmoid, Relu, Gelu, GeluTanh, GeluDerivative,
-  Rsqrt, Sqrt, Square, Reciprocal, Abs
+  Identity,
+  Exp,
+  Log,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  GeluTanh,
+  GeluDerivative,
+  Rsqrt,
+  Sqrt,
+  Square,
+  Reciprocal,
+  Abs
 };
 inline constexpr int kActFuncs = 14;
 
-enum class CollectiveKind : uint8_t { AllReduceSum, AllReduceMean, AllGather, ReduceScatter };
+enum class CollectiveKind : uint8_t {
+  AllReduceSum,
+  AllReduceMean,
+  AllGather,
+  ReduceScatter
+};
 inline constexpr int kCollectiveKinds = 4;
 
 inline constexpr int kMaxRank = 4;
@@ -90,10 +121,10 @@ struct AccessPattern {
 struct Instruction {
   Opcode opcode = Opcode::TensorCopy;
   Engine engine = Engine::Vector;
-  uint8_t queue = 0;  // DMA queue, for Engine::Dma
-  uint8_t op0 = 0;    // AluOp, ActFunc or CollectiveKind (see the schema)
+  uint8_t queue = 0; // DMA queue, for Engine::Dma
+  uint8_t op0 = 0;   // AluOp, ActFunc or CollectiveKind (see the schema)
   uint8_t op1 = 0;
-  uint8_t flags = 0;  // bit 0: accumulate (matmul)
+  uint8_t flags = 0; // bit 0: accumulate (matmul)
   uint8_t numOperands = 0;
   std::array<AccessPattern, kMaxOperands> operands{}; // [0] is the destination
   double imm0 = 0, imm1 = 0;
@@ -113,11 +144,11 @@ struct Instruction {
 enum class FieldKind : uint8_t { None, Alu, Act, Collective };
 struct OpcodeSchema {
   Opcode opcode;
-  llvm::StringLiteral mnemonic;           // "matmul"
-  uint8_t engines;                        // bit set of Engine
+  llvm::StringLiteral mnemonic; // "matmul"
+  uint8_t engines;              // bit set of Engine
   std::array<llvm::StringLiteral, kMaxOperands> operandNames; // "" = unused
   uint8_t requiredOperands;
-  llvm::StringLiteral op0Name, op1Name;   // "" = unused
+  llvm::StringLiteral op0Name, op1Name; // "" = unused
   FieldKind op0Kind, op1Kind;
   llvm::StringLiteral imm0Name, imm1Name;
   llvm::StringLiteral int0Name, int1Name, int2Name;
@@ -145,7 +176,8 @@ struct Limits {
 };
 
 /// The first rule of the machine model that `inst` breaks, or nullopt.
-std::optional<std::string> validate(const Instruction &inst, const Limits &limits);
+std::optional<std::string> validate(const Instruction &inst,
+                                    const Limits &limits);
 
 /// A text of the encoding's layout (opcodes, fields, record size); its
 /// SHA-256 is the artifact's schema hash.

@@ -114,17 +114,23 @@ void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {
       false);
   row(os, "PSUM per partition / banks x bank size",
       llvm::Twine(t.psumBytesPerPartition / 1024) + " KiB / " +
-          llvm::Twine(t.psumBanks) + " x " + llvm::Twine(t.psumBankBytes) + " B",
+          llvm::Twine(t.psumBanks) + " x " + llvm::Twine(t.psumBankBytes) +
+          " B",
       false);
-  row(os, "TensorE clock", si(t.clocks.tensorHz, "Hz"), t.clocks.tensorHz.assumed);
-  row(os, "VectorE clock", si(t.clocks.vectorHz, "Hz"), t.clocks.vectorHz.assumed);
-  row(os, "ScalarE clock", si(t.clocks.scalarHz, "Hz"), t.clocks.scalarHz.assumed);
-  row(os, "GpSimd clock", si(t.clocks.gpsimdHz, "Hz"), t.clocks.gpsimdHz.assumed);
+  row(os, "TensorE clock", si(t.clocks.tensorHz, "Hz"),
+      t.clocks.tensorHz.assumed);
+  row(os, "VectorE clock", si(t.clocks.vectorHz, "Hz"),
+      t.clocks.vectorHz.assumed);
+  row(os, "ScalarE clock", si(t.clocks.scalarHz, "Hz"),
+      t.clocks.scalarHz.assumed);
+  row(os, "GpSimd clock", si(t.clocks.gpsimdHz, "Hz"),
+      t.clocks.gpsimdHz.assumed);
   row(os, "TensorE bf16 / fp32",
       si(t.tensorFlopsBf16, "FLOPS") + " / " + si(t.tensorFlopsFp32, "FLOPS"),
       false);
   row(os, "chip peak bf16 (cores per chip)",
-      si(t.chipPeakFlopsBf16, "FLOPS") + " (" + llvm::Twine(t.coresPerChip) + ")",
+      si(t.chipPeakFlopsBf16, "FLOPS") + " (" + llvm::Twine(t.coresPerChip) +
+          ")",
       false);
   row(os, "matmul limits K x M x N",
       llvm::Twine(t.matmulMaxK) + " x " + llvm::Twine(t.matmulMaxM) + " x " +
@@ -146,11 +152,13 @@ void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {
   row(os, "DMA fixed latency", si(t.dmaFixedLatencySeconds * 1e6, "us"),
       t.dmaFixedLatencySeconds.assumed);
   row(os, "DMA half-bandwidth below (transfer / run)",
-      si(t.dmaSmallTransferBytes, "B") + " / " + si(t.dmaMinEfficientRunBytes, "B"),
+      si(t.dmaSmallTransferBytes, "B") + " / " +
+          si(t.dmaMinEfficientRunBytes, "B"),
       t.dmaSmallTransferBytes.assumed);
   row(os, "collective link bandwidth", si(t.linkBytesPerSecond, "B/s"),
       t.linkBytesPerSecond.assumed);
-  row(os, "collective latency per hop", si(t.collectiveHopLatencySeconds * 1e6, "us"),
+  row(os, "collective latency per hop",
+      si(t.collectiveHopLatencySeconds * 1e6, "us"),
       t.collectiveHopLatencySeconds.assumed);
   row(os, "semaphores", llvm::Twine(static_cast<int64_t>(t.semaphores)),
       t.semaphores.assumed);

@@ -1,4 +1,5 @@
-//===- TargetDescription.h - the NeuronCore targets Kiln compiles for -*- C++ -*-===//
+//===- TargetDescription.h - the NeuronCore targets Kiln compiles for -*- C++
+//-*-===//
 //
 // Every figure of ../shared/design/machine-model.md, in one place, for the
 // compiler, the artifact loader, the simulator and its timing model. Each
@@ -64,7 +65,7 @@ struct TargetDescription {
   int64_t dmaQueues = 16;
   Figure dmaBytesPerSecondPerQueue;
   Figure dmaFixedLatencySeconds;
-  Figure dmaSmallTransferBytes; // below this, half bandwidth
+  Figure dmaSmallTransferBytes;   // below this, half bandwidth
   Figure dmaMinEfficientRunBytes; // element runs below this, half bandwidth
 
   // Collectives.

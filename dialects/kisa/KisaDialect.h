@@ -41,7 +41,8 @@ mlir::Operation *createInstructionOp(mlir::OpBuilder &builder,
 llvm::Expected<isa::Limits> limitsOf(ProgramOp program);
 
 isa::AccessPattern toAccessPattern(AccessPatternAttr attr);
-AccessPatternAttr toAttr(mlir::MLIRContext *context, const isa::AccessPattern &ap);
+AccessPatternAttr toAttr(mlir::MLIRContext *context,
+                         const isa::AccessPattern &ap);
 mlir::Type toMlirType(mlir::MLIRContext *context, isa::DType dtype);
 std::optional<isa::DType> toIsaType(mlir::Type type);
 

@@ -43,8 +43,8 @@ llvm::Expected<uint8_t> fieldValue(Operation *op, llvm::StringRef name,
   }
   std::optional<uint8_t> value = isa::fieldValueNamed(kind, attr.getValue());
   if (!value) {
-    return error("'" + name + "' is '" + attr.getValue() + "', not one of: " +
-                 choices(kind));
+    return error("'" + name + "' is '" + attr.getValue() +
+                 "', not one of: " + choices(kind));
   }
   return *value;
 }
@@ -71,7 +71,8 @@ llvm::Expected<isa::Instruction> kiln::kisa::toInstruction(Operation *op) {
   std::optional<isa::Opcode> opcode =
       isa::opcodeNamed(op->getName().stripDialect());
   if (!opcode || !llvm::isa<KisaDialect>(op->getDialect())) {
-    return error("'" + op->getName().getStringRef() + "' is not an instruction");
+    return error("'" + op->getName().getStringRef() +
+                 "' is not an instruction");
   }
   const isa::OpcodeSchema &s = isa::schemaOf(*opcode);
   isa::Instruction inst;
@@ -126,7 +127,8 @@ llvm::Expected<isa::Instruction> kiln::kisa::toInstruction(Operation *op) {
     inst.op1 = *value;
   }
   // An activation's scale defaults to 1: dst = func(src) unless told otherwise.
-  inst.imm0 = floatField(op, s.imm0Name, *opcode == isa::Opcode::Activation ? 1.0 : 0.0);
+  inst.imm0 = floatField(op, s.imm0Name,
+                         *opcode == isa::Opcode::Activation ? 1.0 : 0.0);
   inst.imm1 = floatField(op, s.imm1Name, 0.0);
   inst.int0 = intField(op, s.int0Name);
   inst.int1 = intField(op, s.int1Name);
@@ -178,20 +180,22 @@ Operation *kiln::kisa::createInstructionOp(OpBuilder &builder, Location loc,
     state.addAttribute(s.operandNames[i], toAttr(context, inst.operands[i]));
   }
   if (s.op0Kind != isa::FieldKind::None) {
-    state.addAttribute(s.op0Name, builder.getStringAttr(
-                                      isa::fieldValueName(s.op0Kind, inst.op0)));
+    state.addAttribute(s.op0Name, builder.getStringAttr(isa::fieldValueName(
+                                      s.op0Kind, inst.op0)));
   }
   if (s.op1Kind != isa::FieldKind::None) {
-    state.addAttribute(s.op1Name, builder.getStringAttr(
-                                      isa::fieldValueName(s.op1Kind, inst.op1)));
+    state.addAttribute(s.op1Name, builder.getStringAttr(isa::fieldValueName(
+                                      s.op1Kind, inst.op1)));
   }
-  for (auto [name, value] : {std::pair(s.imm0Name, inst.imm0), std::pair(s.imm1Name, inst.imm1)}) {
+  for (auto [name, value] :
+       {std::pair(s.imm0Name, inst.imm0), std::pair(s.imm1Name, inst.imm1)}) {
     if (!name.empty()) {
       state.addAttribute(name, builder.getF64FloatAttr(value));
     }
   }
-  for (auto [name, value] : {std::pair(s.int0Name, inst.int0), std::pair(s.int1Name, inst.int1),
-                             std::pair(s.int2Name, inst.int2)}) {
+  for (auto [name, value] :
+       {std::pair(s.int0Name, inst.int0), std::pair(s.int1Name, inst.int1),
+        std::pair(s.int2Name, inst.int2)}) {
     if (!name.empty()) {
       state.addAttribute(name, builder.getI64IntegerAttr(value));
     }
@@ -200,7 +204,8 @@ Operation *kiln::kisa::createInstructionOp(OpBuilder &builder, Location loc,
     state.addAttribute(s.flag0Name, builder.getBoolAttr(inst.accumulate()));
   }
   if (llvm::popcount(static_cast<unsigned>(s.engines)) > 1) {
-    state.addAttribute("engine", builder.getStringAttr(isa::engineName(inst.engine)));
+    state.addAttribute("engine",
+                       builder.getStringAttr(isa::engineName(inst.engine)));
   }
   if (inst.engine == isa::Engine::Dma) {
     state.addAttribute("queue", builder.getI64IntegerAttr(inst.queue));
@@ -259,13 +264,16 @@ LogicalResult ProgramOp::verify() {
   }
   auto hbm = static_cast<int64_t>(getHbmBytes());
   if (hbm < 1 || hbm > static_cast<int64_t>(t->hbmBytesPerChip.value)) {
-    return emitOpError("hbm_bytes ") << hbm << " must be in [1, "
-                                     << static_cast<int64_t>(t->hbmBytesPerChip.value) << "]";
+    return emitOpError("hbm_bytes ")
+           << hbm << " must be in [1, "
+           << static_cast<int64_t>(t->hbmBytesPerChip.value) << "]";
   }
   auto semaphores = static_cast<int64_t>(getSemaphores());
-  if (semaphores < 0 || semaphores > static_cast<int64_t>(t->semaphores.value)) {
-    return emitOpError("semaphores ") << semaphores << " must be in [0, "
-                                      << static_cast<int64_t>(t->semaphores.value) << "]";
+  if (semaphores < 0 ||
+      semaphores > static_cast<int64_t>(t->semaphores.value)) {
+    return emitOpError("semaphores ")
+           << semaphores << " must be in [0, "
+           << static_cast<int64_t>(t->semaphores.value) << "]";
   }
   return success();
 }
@@ -273,8 +281,8 @@ LogicalResult ProgramOp::verify() {
 LogicalResult BufferOp::verify() {
   llvm::StringRef role = getRole();
   if (!llvm::is_contained({"input", "output", "inout", "constant"}, role)) {
-    return emitOpError("role '") << role
-                                 << "' is not one of: input, output, inout, constant";
+    return emitOpError("role '")
+           << role << "' is not one of: input, output, inout, constant";
   }
   std::optional<isa::DType> dtype = toIsaType(getDtype());
   if (!dtype) {
@@ -291,12 +299,13 @@ LogicalResult BufferOp::verify() {
   int64_t end = offset + elements * isa::dtypeBytes(*dtype);
   auto program = (*this)->getParentOfType<ProgramOp>();
   if (offset < 0 || end > static_cast<int64_t>(program.getHbmBytes())) {
-    return emitOpError("bytes [") << offset << ", " << end
-                                  << ") lie outside the program's HBM";
+    return emitOpError("bytes [")
+           << offset << ", " << end << ") lie outside the program's HBM";
   }
   bool isConstant = role == "constant";
   if (isConstant != getValue().has_value()) {
-    return emitOpError("a constant buffer, and only a constant buffer, has a value");
+    return emitOpError(
+        "a constant buffer, and only a constant buffer, has a value");
   }
   if (isConstant) {
     auto type = llvm::cast<ShapedType>(getValue()->getType());

@@ -49,7 +49,9 @@ llvm::StringRef getString(const char *in, size_t size) {
   return llvm::StringRef(in, strnlen(in, size));
 }
 
-size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+size_t alignUp(size_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 uint64_t doubleBits(double v) {
   uint64_t bits;
@@ -65,9 +67,20 @@ double bitsDouble(uint64_t bits) {
 
 // Instruction record layout.
 enum : size_t {
-  kInstOpcode = 0, kInstEngine = 1, kInstQueue = 2, kInstOp0 = 3, kInstOp1 = 4,
-  kInstFlags = 5, kInstNumOperands = 6, kInstNumWaits = 7, kInstNumSignals = 8,
-  kInstImm0 = 16, kInstImm1 = 24, kInstInt0 = 32, kInstInt1 = 40, kInstInt2 = 48,
+  kInstOpcode = 0,
+  kInstEngine = 1,
+  kInstQueue = 2,
+  kInstOp0 = 3,
+  kInstOp1 = 4,
+  kInstFlags = 5,
+  kInstNumOperands = 6,
+  kInstNumWaits = 7,
+  kInstNumSignals = 8,
+  kInstImm0 = 16,
+  kInstImm1 = 24,
+  kInstInt0 = 32,
+  kInstInt1 = 40,
+  kInstInt2 = 48,
   kInstWaits = 56,    // 4 x (u16 semaphore, u16 0, u32 value)
   kInstSignals = 88,  // 4 x u16
   kInstOperands = 96, // 3 x 88
@@ -135,10 +148,12 @@ void encodeInstruction(const isa::Instruction &inst, char *out) {
     write32le(out + kInstWaits + 8 * i + 4, used ? inst.waitValue[i] : 0);
   }
   for (int i = 0; i < isa::kMaxSignals; ++i) {
-    write16le(out + kInstSignals + 2 * i, i < inst.numSignals ? inst.signalSemaphore[i] : 0);
+    write16le(out + kInstSignals + 2 * i,
+              i < inst.numSignals ? inst.signalSemaphore[i] : 0);
   }
   for (int i = 0; i < isa::kMaxOperands; ++i) {
-    encodeAccessPattern(i < inst.numOperands ? inst.operands[i] : isa::AccessPattern{},
+    encodeAccessPattern(i < inst.numOperands ? inst.operands[i]
+                                             : isa::AccessPattern{},
                         out + kInstOperands + kApBytes * i);
   }
 }
@@ -189,7 +204,8 @@ std::string writeArtifact(const Artifact &artifact) {
   std::vector<std::pair<SectionEntry, std::string>> sections;
   std::string manifest;
   artifact.manifest.SerializeToString(&manifest);
-  sections.push_back({{SectionKind::Manifest, 0, 0, manifest.size(), 0}, manifest});
+  sections.push_back(
+      {{SectionKind::Manifest, 0, 0, manifest.size(), 0}, manifest});
 
   std::vector<const Stream *> streams;
   for (const Stream &s : artifact.streams) {
@@ -197,24 +213,28 @@ std::string writeArtifact(const Artifact &artifact) {
       streams.push_back(&s);
     }
   }
-  std::sort(streams.begin(), streams.end(), [](const Stream *a, const Stream *b) {
-    return std::pair(a->engine, a->queue) < std::pair(b->engine, b->queue);
-  });
+  std::sort(
+      streams.begin(), streams.end(), [](const Stream *a, const Stream *b) {
+        return std::pair(a->engine, a->queue) < std::pair(b->engine, b->queue);
+      });
   for (const Stream *s : streams) {
     std::string bytes(s->instructions.size() * kInstructionBytes, '\0');
     for (size_t i = 0; i < s->instructions.size(); ++i) {
-      encodeInstruction(s->instructions[i], bytes.data() + i * kInstructionBytes);
+      encodeInstruction(s->instructions[i],
+                        bytes.data() + i * kInstructionBytes);
     }
     uint32_t key = (static_cast<uint32_t>(s->engine) << 8) | s->queue;
-    sections.push_back({{SectionKind::Stream, key, 0, bytes.size(),
-                         s->instructions.size()},
-                        std::move(bytes)});
+    sections.push_back(
+        {{SectionKind::Stream, key, 0, bytes.size(), s->instructions.size()},
+         std::move(bytes)});
   }
-  sections.push_back({{SectionKind::Constants, 0, 0, artifact.constants.size(), 0},
-                      artifact.constants});
+  sections.push_back(
+      {{SectionKind::Constants, 0, 0, artifact.constants.size(), 0},
+       artifact.constants});
   if (!artifact.sourceIR.empty()) {
-    sections.push_back({{SectionKind::SourceIR, 0, 0, artifact.sourceIR.size(), 0},
-                        artifact.sourceIR});
+    sections.push_back(
+        {{SectionKind::SourceIR, 0, 0, artifact.sourceIR.size(), 0},
+         artifact.sourceIR});
   }
 
   size_t tableOffset = kHeaderBytes;
@@ -253,24 +273,28 @@ std::string writeArtifact(const Artifact &artifact) {
   return file;
 }
 
-llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef origin,
+llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
+                                      llvm::StringRef origin,
                                       llvm::StringRef expectedTarget) {
   auto fail = [&](const llvm::Twine &what) -> llvm::Error {
     return llvm::createStringError("artifact '" + origin + "': " + what);
   };
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+  if (bytes.size() < kHeaderBytes ||
+      std::memcmp(bytes.data(), kMagic, 8) != 0) {
     return fail("not a .kneff file (bad magic or shorter than its header)");
   }
   const char *h = bytes.data();
   uint16_t major = read16le(h + kOffMajor), minor = read16le(h + kOffMinor);
   if (major != kFormatMajor) {
-    return fail("format version " + llvm::Twine(major) + "." + llvm::Twine(minor) +
-                " is not readable by this Kiln (it reads " + llvm::Twine(kFormatMajor) +
-                ".x); recompile the graph");
+    return fail("format version " + llvm::Twine(major) + "." +
+                llvm::Twine(minor) +
+                " is not readable by this Kiln (it reads " +
+                llvm::Twine(kFormatMajor) + ".x); recompile the graph");
   }
   uint32_t features = read32le(h + kOffFeatures);
   if (features & ~kKnownFeatures) {
-    return fail("uses feature bits 0x" + llvm::utohexstr(features & ~kKnownFeatures) +
+    return fail("uses feature bits 0x" +
+                llvm::utohexstr(features & ~kKnownFeatures) +
                 " that this Kiln does not know; upgrade Kiln");
   }
   if (read32le(h + kOffHeaderBytes) != kHeaderBytes ||
@@ -284,7 +308,8 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
     return fail("checksum mismatch: the file is corrupt");
   }
   if (schemaHash() != llvm::StringRef(h + kOffSchemaHash, 32)) {
-    return fail("instruction schema differs from this Kiln's; recompile the graph");
+    return fail(
+        "instruction schema differs from this Kiln's; recompile the graph");
   }
   Artifact artifact;
   artifact.compilerVersion = getString(h + kOffCompilerVersion, 16).str();
@@ -312,7 +337,8 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
     SectionEntry entry{static_cast<SectionKind>(read32le(e)), read32le(e + 4),
                        read64le(e + 8), read64le(e + 16), read64le(e + 24)};
     if (entry.offset % kAlignment != 0 || entry.offset < previousEnd ||
-        entry.offset > bytes.size() || entry.size > bytes.size() - entry.offset) {
+        entry.offset > bytes.size() ||
+        entry.size > bytes.size() - entry.offset) {
       return fail("section " + llvm::Twine(i) +
                   " is misaligned, overlaps another or lies outside the file");
     }
@@ -320,7 +346,8 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
     llvm::StringRef data = bytes.substr(entry.offset, entry.size);
     switch (entry.kind) {
     case SectionKind::Manifest:
-      if (haveManifest || !artifact.manifest.ParseFromArray(data.data(), data.size())) {
+      if (haveManifest ||
+          !artifact.manifest.ParseFromArray(data.data(), data.size())) {
         return fail("manifest section is repeated or not a valid manifest");
       }
       haveManifest = true;
@@ -353,15 +380,17 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
   }
   const kneff::Manifest &m = artifact.manifest;
   if (m.target() != headerTarget) {
-    return fail("manifest target '" + m.target() + "' differs from the header's '" +
-                headerTarget + "'");
+    return fail("manifest target '" + m.target() +
+                "' differs from the header's '" + headerTarget + "'");
   }
   isa::Limits limits{t, static_cast<int64_t>(m.hbm_bytes()),
                      static_cast<int64_t>(m.semaphores())};
-  if (m.hbm_bytes() == 0 || m.hbm_bytes() > static_cast<uint64_t>(t->hbmBytesPerChip.value) ||
+  if (m.hbm_bytes() == 0 ||
+      m.hbm_bytes() > static_cast<uint64_t>(t->hbmBytesPerChip.value) ||
       m.semaphores() > static_cast<uint32_t>(t->semaphores.value)) {
-    return fail("manifest asks for " + llvm::Twine(m.hbm_bytes()) + " bytes of HBM and " +
-                llvm::Twine(m.semaphores()) + " semaphores, beyond " + t->name);
+    return fail("manifest asks for " + llvm::Twine(m.hbm_bytes()) +
+                " bytes of HBM and " + llvm::Twine(m.semaphores()) +
+                " semaphores, beyond " + t->name);
   }
   for (const kneff::Buffer &buffer : m.buffers()) {
     uint64_t elements = 1;
@@ -378,9 +407,12 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
       return fail("buffer '" + buffer.name() + "' has unknown dtype " +
                   llvm::Twine(buffer.dtype()));
     }
-    uint64_t size = elements * isa::dtypeBytes(static_cast<isa::DType>(buffer.dtype()));
-    if (buffer.offset() > m.hbm_bytes() || size > m.hbm_bytes() - buffer.offset()) {
-      return fail("buffer '" + buffer.name() + "' lies outside the program's HBM");
+    uint64_t size =
+        elements * isa::dtypeBytes(static_cast<isa::DType>(buffer.dtype()));
+    if (buffer.offset() > m.hbm_bytes() ||
+        size > m.hbm_bytes() - buffer.offset()) {
+      return fail("buffer '" + buffer.name() +
+                  "' lies outside the program's HBM");
     }
     if (buffer.role() == kneff::CONSTANT &&
         (buffer.constant_bytes() != size ||
@@ -401,7 +433,8 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
     s.engine = static_cast<isa::Engine>(entry.stream >> 8);
     s.queue = static_cast<uint8_t>(entry.stream & 0xff);
     if ((entry.stream >> 8) >= isa::kEngineKinds) {
-      return fail("stream for unknown engine " + llvm::Twine(entry.stream >> 8));
+      return fail("stream for unknown engine " +
+                  llvm::Twine(entry.stream >> 8));
     }
     std::string name = streamName(s.engine, s.queue);
     for (uint64_t k = 0; k < entry.count; ++k) {
@@ -411,9 +444,11 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes, llvm::StringRef ori
         return fail(name + " instruction " + llvm::Twine(k) +
                     " belongs to another engine's stream");
       }
-      if (inst.numOperands > isa::kMaxOperands || inst.numWaits > isa::kMaxWaits ||
+      if (inst.numOperands > isa::kMaxOperands ||
+          inst.numWaits > isa::kMaxWaits ||
           inst.numSignals > isa::kMaxSignals) {
-        return fail(name + " instruction " + llvm::Twine(k) + " has bad counts");
+        return fail(name + " instruction " + llvm::Twine(k) +
+                    " has bad counts");
       }
       if (std::optional<std::string> broken = isa::validate(inst, limits)) {
         return fail(name + " instruction " + llvm::Twine(k) + " ('" +

@@ -32,7 +32,12 @@ inline constexpr size_t kSectionEntryBytes = 32;
 inline constexpr size_t kInstructionBytes = 360;
 inline constexpr size_t kAlignment = 64;
 
-enum class SectionKind : uint32_t { Manifest = 1, Stream = 2, Constants = 3, SourceIR = 4 };
+enum class SectionKind : uint32_t {
+  Manifest = 1,
+  Stream = 2,
+  Constants = 3,
+  SourceIR = 4
+};
 
 /// One engine's in-order instruction stream. DMA queues are engines of their
 /// own (engine Dma, queue 0..15).

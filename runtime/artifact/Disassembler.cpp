@@ -9,10 +9,10 @@
 namespace kiln::artifact {
 
 std::string formatAccessPattern(const isa::AccessPattern &ap) {
-  std::string s = isa::memoryName(ap.memory).str() + "[" +
-                  std::to_string(ap.partition) + ":" +
-                  std::to_string(ap.partition + ap.partitions) + "] " +
-                  isa::dtypeName(ap.dtype).str() + " +" + std::to_string(ap.offset) + " [";
+  std::string s =
+      isa::memoryName(ap.memory).str() + "[" + std::to_string(ap.partition) +
+      ":" + std::to_string(ap.partition + ap.partitions) + "] " +
+      isa::dtypeName(ap.dtype).str() + " +" + std::to_string(ap.offset) + " [";
   for (int d = 0; d < ap.rank && d < isa::kMaxRank; ++d) {
     s += (d ? ", " : "") + std::to_string(ap.strides[d]) + "x" +
          std::to_string(ap.sizes[d]);
@@ -28,21 +28,26 @@ std::string formatInstruction(const isa::Instruction &inst) {
   const isa::OpcodeSchema &s = isa::schemaOf(inst.opcode);
   std::string text = s.mnemonic.str();
   for (int i = 0; i < inst.numOperands; ++i) {
-    text += " " + s.operandNames[i].str() + "=" + formatAccessPattern(inst.operands[i]);
+    text += " " + s.operandNames[i].str() + "=" +
+            formatAccessPattern(inst.operands[i]);
   }
   if (s.op0Kind != isa::FieldKind::None) {
-    text += " " + s.op0Name.str() + "=" + isa::fieldValueName(s.op0Kind, inst.op0).str();
+    text += " " + s.op0Name.str() + "=" +
+            isa::fieldValueName(s.op0Kind, inst.op0).str();
   }
   if (s.op1Kind != isa::FieldKind::None) {
-    text += " " + s.op1Name.str() + "=" + isa::fieldValueName(s.op1Kind, inst.op1).str();
+    text += " " + s.op1Name.str() + "=" +
+            isa::fieldValueName(s.op1Kind, inst.op1).str();
   }
-  for (auto [name, value] : {std::pair(s.imm0Name, inst.imm0), std::pair(s.imm1Name, inst.imm1)}) {
+  for (auto [name, value] :
+       {std::pair(s.imm0Name, inst.imm0), std::pair(s.imm1Name, inst.imm1)}) {
     if (!name.empty()) {
       text += " " + name.str() + "=" + llvm::formatv("{0}", value).str();
     }
   }
-  for (auto [name, value] : {std::pair(s.int0Name, inst.int0), std::pair(s.int1Name, inst.int1),
-                             std::pair(s.int2Name, inst.int2)}) {
+  for (auto [name, value] :
+       {std::pair(s.int0Name, inst.int0), std::pair(s.int1Name, inst.int1),
+        std::pair(s.int2Name, inst.int2)}) {
     if (!name.empty()) {
       text += " " + name.str() + "=" + std::to_string(value);
     }
@@ -68,8 +73,9 @@ std::string formatInstruction(const isa::Instruction &inst) {
 
 void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
   const kneff::Manifest &m = a.manifest;
-  os << "kneff " << kFormatMajor << "." << kFormatMinor << "  target " << m.target()
-     << "  compiler " << a.compilerVersion << " (" << a.gitHash << ")  schema "
+  os << "kneff " << kFormatMajor << "." << kFormatMinor << "  target "
+     << m.target() << "  compiler " << a.compilerVersion << " (" << a.gitHash
+     << ")  schema "
      << llvm::toHex(schemaHash(), /*LowerCase=*/true).substr(0, 16) << "\n";
   size_t instructions = 0;
   for (const Stream &s : a.streams) {
@@ -85,17 +91,19 @@ void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
     for (int64_t d : b.shape()) {
       shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     }
-    os << llvm::format("  %-16s %-9s hbm +%-10llu %s[%s]\n", b.name().c_str(),
-                       kneff::BufferRole_Name(b.role()).c_str(),
-                       static_cast<unsigned long long>(b.offset()),
-                       isa::dtypeName(static_cast<isa::DType>(b.dtype())).str().c_str(),
-                       shape.c_str());
+    os << llvm::format(
+        "  %-16s %-9s hbm +%-10llu %s[%s]\n", b.name().c_str(),
+        kneff::BufferRole_Name(b.role()).c_str(),
+        static_cast<unsigned long long>(b.offset()),
+        isa::dtypeName(static_cast<isa::DType>(b.dtype())).str().c_str(),
+        shape.c_str());
   }
   for (const Stream &s : a.streams) {
     os << streamName(s.engine, s.queue) << " (" << s.instructions.size()
        << " instructions):\n";
     for (size_t i = 0; i < s.instructions.size(); ++i) {
-      os << llvm::format("  %4zu  ", i) << formatInstruction(s.instructions[i]) << "\n";
+      os << llvm::format("  %4zu  ", i) << formatInstruction(s.instructions[i])
+         << "\n";
     }
   }
 }

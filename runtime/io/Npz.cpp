@@ -249,14 +249,15 @@ llvm::Error writeArrays(llvm::StringRef path,
   };
   if (path.ends_with(".npy")) {
     if (arrays.size() != 1) {
-      return llvm::createStringError("cannot write " + llvm::Twine(arrays.size()) +
-                                     " arrays to the single-array file '" + path +
-                                     "'; use .npz");
+      return llvm::createStringError(
+          "cannot write " + llvm::Twine(arrays.size()) +
+          " arrays to the single-array file '" + path + "'; use .npz");
     }
-    if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
-          out << serializeNpy(arrays.front());
-          return llvm::Error::success();
-        })) {
+    if (llvm::Error err =
+            llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+              out << serializeNpy(arrays.front());
+              return llvm::Error::success();
+            })) {
       return llvm::createStringError("cannot write '" + path +
                                      "': " + llvm::toString(std::move(err)));
     }

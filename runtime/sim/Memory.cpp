@@ -14,12 +14,14 @@ namespace {
 uint16_t toHalfBits(float value) {
   llvm::APFloat f(value);
   bool losesInfo = false;
-  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
+            &losesInfo);
   return static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
 }
 
 float fromHalfBits(uint16_t bits) {
-  return llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits)).convertToFloat();
+  return llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits))
+      .convertToFloat();
 }
 
 uint16_t toBF16BitsNearest(float value) {
@@ -74,7 +76,8 @@ double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
   return NAN;
 }
 
-void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype, double value) {
+void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype,
+                        double value) {
   int64_t at = row * rowBytes + byte;
   uint8_t *p = bytes.data() + at;
   switch (dtype) {

@@ -87,7 +87,8 @@ double alu(isa::AluOp op, double a, double b) {
 }
 
 double activation(isa::ActFunc f, double x) {
-  constexpr double kSqrt2OverPi = 0.7978845608028654, kInvSqrt2 = 0.7071067811865476;
+  constexpr double kSqrt2OverPi = 0.7978845608028654,
+                   kInvSqrt2 = 0.7071067811865476;
   float v = static_cast<float>(x);
   switch (f) {
   case isa::ActFunc::Identity:
@@ -105,7 +106,8 @@ double activation(isa::ActFunc f, double x) {
   case isa::ActFunc::Gelu:
     return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
   case isa::ActFunc::GeluTanh:
-    return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+    return 0.5 * x *
+           (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
   case isa::ActFunc::GeluDerivative:
     return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) +
            x * std::exp(-0.5 * x * x) * 0.3989422804014327;
@@ -142,7 +144,8 @@ double reduceStep(isa::AluOp op, double acc, double v) {
 
 } // namespace
 
-std::vector<double> gather(const MachineState &m, const isa::AccessPattern &ap) {
+std::vector<double> gather(const MachineState &m,
+                           const isa::AccessPattern &ap) {
   std::vector<double> values;
   values.reserve(ap.partitions * ap.freeElements());
   const MemoryArray &memory = memoryOf(m, ap.memory);
@@ -170,7 +173,8 @@ void execute(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::Matmul: {
     const isa::AccessPattern &stat = inst.operands[1], &mov = inst.operands[2];
     std::vector<double> a = gather(m, stat), b = gather(m, mov);
-    int64_t k = stat.partitions, mm = stat.freeElements(), n = mov.freeElements();
+    int64_t k = stat.partitions, mm = stat.freeElements(),
+            n = mov.freeElements();
     out = inst.accumulate() ? gather(m, dst) : std::vector<double>(mm * n, 0.0);
     std::vector<float> acc(n);
     for (int64_t i = 0; i < mm; ++i) {
@@ -208,7 +212,8 @@ void execute(MachineState &m, const isa::Instruction &inst) {
     auto func = static_cast<isa::ActFunc>(inst.op0);
     std::vector<double> sums(parts, 0.0);
     for (size_t i = 0; i < in.size(); ++i) {
-      double x = static_cast<float>(static_cast<float>(in[i]) * static_cast<float>(inst.imm0) +
+      double x = static_cast<float>(static_cast<float>(in[i]) *
+                                        static_cast<float>(inst.imm0) +
                                     static_cast<float>(inst.imm1));
       out[i] = activation(func, x);
       sums[i / free] += out[i];
@@ -219,7 +224,8 @@ void execute(MachineState &m, const isa::Instruction &inst) {
     break;
   }
   case isa::Opcode::TensorTensor: {
-    std::vector<double> a = gather(m, inst.operands[1]), b = gather(m, inst.operands[2]);
+    std::vector<double> a = gather(m, inst.operands[1]),
+                        b = gather(m, inst.operands[2]);
     out.resize(a.size());
     for (size_t i = 0; i < a.size(); ++i) {
       out[i] = alu(op0, a[i], b[i]);
@@ -229,7 +235,8 @@ void execute(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::TensorScalar: {
     out = gather(m, inst.operands[1]);
     for (double &v : out) {
-      v = alu(static_cast<isa::AluOp>(inst.op1), alu(op0, v, inst.imm0), inst.imm1);
+      v = alu(static_cast<isa::AluOp>(inst.op1), alu(op0, v, inst.imm0),
+              inst.imm1);
     }
     break;
   }
@@ -255,10 +262,12 @@ void execute(MachineState &m, const isa::Instruction &inst) {
     out.resize(parts * free);
     for (int64_t p = 0; p < parts; ++p) {
       for (int64_t i = 0; i < free; ++i) {
-        double v = static_cast<double>(inst.int0 + inst.int1 * p + inst.int2 * i);
-        out[p * free + i] = inst.opcode == isa::Opcode::Iota
-                                ? v
-                                : (alu(op0, v, 0.0) != 0.0 ? src[p * free + i] : inst.imm0);
+        double v =
+            static_cast<double>(inst.int0 + inst.int1 * p + inst.int2 * i);
+        out[p * free + i] =
+            inst.opcode == isa::Opcode::Iota
+                ? v
+                : (alu(op0, v, 0.0) != 0.0 ? src[p * free + i] : inst.imm0);
       }
     }
     break;

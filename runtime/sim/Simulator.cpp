@@ -74,7 +74,9 @@ Region regionOf(const isa::AccessPattern &ap) {
   int64_t row = ap.rowSpanElements() * ap.elementBytes();
   if (ap.memory == isa::Memory::Hbm) {
     return {ap.memory, 0, 1, ap.offset,
-            ap.offset + (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() + row};
+            ap.offset +
+                (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() +
+                row};
   }
   return {ap.memory, ap.partition, ap.partition + ap.partitions, ap.offset,
           ap.offset + row};
@@ -98,7 +100,9 @@ struct Signal {
 double instructionSeconds(const isa::Instruction &inst,
                           const target::TargetDescription &t, int worldSize) {
   const isa::AccessPattern &dst = inst.operands[0];
-  auto src = [&](int i) -> const isa::AccessPattern & { return inst.operands[i]; };
+  auto src = [&](int i) -> const isa::AccessPattern & {
+    return inst.operands[i];
+  };
   double n = static_cast<double>(inst.numOperands > 1 ? src(1).freeElements()
                                                       : dst.freeElements());
   double cycles = 0;
@@ -114,8 +118,9 @@ double instructionSeconds(const isa::Instruction &inst,
     break;
   }
   case isa::Opcode::Transpose:
-    cycles = std::max(static_cast<double>(src(1).partitions),
-                      std::min(64.0, static_cast<double>(src(1).freeElements())));
+    cycles =
+        std::max(static_cast<double>(src(1).partitions),
+                 std::min(64.0, static_cast<double>(src(1).freeElements())));
     break;
   case isa::Opcode::Activation:
     cycles = static_cast<isa::ActFunc>(inst.op0) == isa::ActFunc::Reciprocal
@@ -128,9 +133,11 @@ double instructionSeconds(const isa::Instruction &inst,
     cycles = std::max(64.0, n);
     break;
   case isa::Opcode::TensorTensor: {
-    bool psumInput = src(1).memory == isa::Memory::Psum || src(2).memory == isa::Memory::Psum;
-    bool fastBf16 = allBF16(inst) &&
-                    (op == isa::AluOp::Add || op == isa::AluOp::Sub || op == isa::AluOp::Mul);
+    bool psumInput = src(1).memory == isa::Memory::Psum ||
+                     src(2).memory == isa::Memory::Psum;
+    bool fastBf16 =
+        allBF16(inst) && (op == isa::AluOp::Add || op == isa::AluOp::Sub ||
+                          op == isa::AluOp::Mul);
     cycles = (psumInput || fastBf16) ? n : 2 * n;
     break;
   }
@@ -147,7 +154,8 @@ double instructionSeconds(const isa::Instruction &inst,
     cycles = 150 + n;
     break;
   case isa::Opcode::DmaCopy: {
-    double bytes = static_cast<double>(dst.partitions * dst.freeElements() * dst.elementBytes());
+    double bytes = static_cast<double>(dst.partitions * dst.freeElements() *
+                                       dst.elementBytes());
     int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
     double bandwidth = t.dmaBytesPerSecondPerQueue;
     if (bytes < t.dmaSmallTransferBytes || run < t.dmaMinEfficientRunBytes) {
@@ -156,8 +164,8 @@ double instructionSeconds(const isa::Instruction &inst,
     return t.dmaFixedLatencySeconds + bytes / bandwidth;
   }
   case isa::Opcode::Collective: {
-    double bytes = static_cast<double>(src(1).partitions * src(1).freeElements() *
-                                       src(1).elementBytes());
+    double bytes = static_cast<double>(
+        src(1).partitions * src(1).freeElements() * src(1).elementBytes());
     double w = worldSize;
     if (worldSize <= 1) {
       return 0;
@@ -208,8 +216,8 @@ llvm::Error Simulator::setBuffer(llvm::StringRef name, llvm::StringRef bytes) {
   }
   if (static_cast<int64_t>(bytes.size()) != bufferBytes(b)) {
     return llvm::createStringError("buffer '" + name + "' takes " +
-                                   llvm::Twine(bufferBytes(b)) + " bytes, got " +
-                                   llvm::Twine(bytes.size()));
+                                   llvm::Twine(bufferBytes(b)) +
+                                   " bytes, got " + llvm::Twine(bytes.size()));
   }
   hbm.store(static_cast<int64_t>(b.offset()), bytes.data(),
             static_cast<int64_t>(bytes.size()));
@@ -232,15 +240,16 @@ llvm::Expected<SimResult> Simulator::run() {
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
     if ((b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
         !bufferSet.lookup(b.name())) {
-      return llvm::createStringError("input buffer '" + b.name() + "' was not set");
+      return llvm::createStringError("input buffer '" + b.name() +
+                                     "' was not set");
     }
   }
   const auto &streams = artifact.streams;
   size_t numStreams = streams.size();
   std::vector<size_t> next(numStreams, 0);
   std::vector<double> streamTime(numStreams, 0.0);
-  std::vector<std::vector<uint32_t>> clocks(numStreams,
-                                            std::vector<uint32_t>(numStreams, 0));
+  std::vector<std::vector<uint32_t>> clocks(
+      numStreams, std::vector<uint32_t>(numStreams, 0));
   std::vector<std::vector<Signal>> signals(artifact.manifest.semaphores());
   std::vector<Access> accesses;
   double sbufPortFree = 0, psumPortFree = 0;
@@ -289,7 +298,8 @@ llvm::Expected<SimResult> Simulator::run() {
       double start = streamTime[s];
       bool ready = true;
       for (int w = 0; w < inst.numWaits && ready; ++w) {
-        std::optional<double> at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
+        std::optional<double> at =
+            reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
         ready = at.has_value();
         start = std::max(start, at.value_or(0));
       }
@@ -316,12 +326,13 @@ llvm::Expected<SimResult> Simulator::run() {
                    isa::schemaOf(inst.opcode).mnemonic.str() + "') for";
         for (int w = 0; w < inst.numWaits; ++w) {
           uint16_t sem = inst.waitSemaphore[w];
-          blocked += " s" + std::to_string(sem) + ">=" +
-                     std::to_string(inst.waitValue[w]) + " (is " +
+          blocked += " s" + std::to_string(sem) +
+                     ">=" + std::to_string(inst.waitValue[w]) + " (is " +
                      std::to_string(signals[sem].size()) + ")";
         }
       }
-      return llvm::createStringError("deadlock: no engine can make progress" + blocked);
+      return llvm::createStringError("deadlock: no engine can make progress" +
+                                     blocked);
     }
 
     size_t s = static_cast<size_t>(best);
@@ -329,10 +340,12 @@ llvm::Expected<SimResult> Simulator::run() {
     const isa::Instruction &inst = streams[s].instructions[index];
     double start = bestStart;
     bool sbufPort = target.vectorGpsimdShareSbufPort &&
-                    (inst.engine == isa::Engine::Vector || inst.engine == isa::Engine::GpSimd) &&
+                    (inst.engine == isa::Engine::Vector ||
+                     inst.engine == isa::Engine::GpSimd) &&
                     usesSbufPort(inst, isa::Memory::Sbuf);
     bool psumPort = target.vectorScalarSharePsumPort &&
-                    (inst.engine == isa::Engine::Vector || inst.engine == isa::Engine::Scalar) &&
+                    (inst.engine == isa::Engine::Vector ||
+                     inst.engine == isa::Engine::Scalar) &&
                     usesSbufPort(inst, isa::Memory::Psum);
     if (sbufPort) {
       start = std::max(start, sbufPortFree);
@@ -352,7 +365,8 @@ llvm::Expected<SimResult> Simulator::run() {
     result.streams[s].instructions++;
     result.streams[s].busySeconds += duration;
     result.makespanSeconds = std::max(result.makespanSeconds, end);
-    result.trace.push_back({best, isa::schemaOf(inst.opcode).mnemonic.str(), start, duration});
+    result.trace.push_back(
+        {best, isa::schemaOf(inst.opcode).mnemonic.str(), start, duration});
     if (inst.opcode == isa::Opcode::Matmul) {
       result.matmulFlops += 2.0 * inst.operands[1].partitions *
                             inst.operands[1].freeElements() *
@@ -373,33 +387,42 @@ llvm::Expected<SimResult> Simulator::run() {
 
     if (options.checkHazards) {
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write = i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        bool write =
+            i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
         Region region = regionOf(inst.operands[i]);
         for (const Access &prev : accesses) {
           if (prev.stream == best || !(prev.write || write) ||
-              !prev.region.overlaps(region) || prev.epoch <= clock[prev.stream]) {
+              !prev.region.overlaps(region) ||
+              prev.epoch <= clock[prev.stream]) {
             continue;
           }
           if (result.hazards.size() < 32) {
-            const isa::Instruction &other = streams[prev.stream].instructions[prev.index];
+            const isa::Instruction &other =
+                streams[prev.stream].instructions[prev.index];
             result.hazards.push_back(llvm::formatv(
-                "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} instruction {6} "
-                "('{7}') {8} and {9} instruction {10} ('{11}') {12}, with no semaphore "
+                "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} "
+                "instruction {6} "
+                "('{7}') {8} and {9} instruction {10} ('{11}') {12}, with no "
+                "semaphore "
                 "ordering them",
-                isa::memoryName(region.memory), std::max(region.rowLo, prev.region.rowLo),
+                isa::memoryName(region.memory),
+                std::max(region.rowLo, prev.region.rowLo),
                 std::min(region.rowHi, prev.region.rowHi),
                 std::max(region.byteLo, prev.region.byteLo),
                 std::min(region.byteHi, prev.region.byteHi),
                 result.streams[prev.stream].name, prev.index,
-                isa::schemaOf(other.opcode).mnemonic, prev.write ? "writes" : "reads",
-                result.streams[s].name, index, isa::schemaOf(inst.opcode).mnemonic,
+                isa::schemaOf(other.opcode).mnemonic,
+                prev.write ? "writes" : "reads", result.streams[s].name, index,
+                isa::schemaOf(inst.opcode).mnemonic,
                 write ? "writes" : "reads"));
           }
         }
       }
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write = i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
-        accesses.push_back({best, epoch, index, regionOf(inst.operands[i]), write});
+        bool write =
+            i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        accesses.push_back(
+            {best, epoch, index, regionOf(inst.operands[i]), write});
       }
     }
 
@@ -423,20 +446,23 @@ llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec);
   if (ec) {
-    return llvm::createStringError("cannot write trace '" + path + "': " + ec.message());
+    return llvm::createStringError("cannot write trace '" + path +
+                                   "': " + ec.message());
   }
   out << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n";
   for (size_t s = 0; s < result.streams.size(); ++s) {
-    out << llvm::formatv("{{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
-                         "\"tid\": {0}, \"args\": {{\"name\": \"{1}\"}},\n",
-                         s, result.streams[s].name);
+    out << llvm::formatv(
+        "{{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+        "\"tid\": {0}, \"args\": {{\"name\": \"{1}\"}},\n",
+        s, result.streams[s].name);
   }
   for (size_t i = 0; i < result.trace.size(); ++i) {
     const TraceEvent &e = result.trace[i];
-    out << llvm::formatv("{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
-                         "\"ts\": {2:F4}, \"dur\": {3:F4}}{4}\n",
-                         e.name, e.stream, e.startSeconds * 1e6,
-                         e.durationSeconds * 1e6, i + 1 < result.trace.size() ? "," : "");
+    out << llvm::formatv(
+        "{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
+        "\"ts\": {2:F4}, \"dur\": {3:F4}}{4}\n",
+        e.name, e.stream, e.startSeconds * 1e6, e.durationSeconds * 1e6,
+        i + 1 < result.trace.size() ? "," : "");
   }
   out << "]}\n";
   return llvm::Error::success();

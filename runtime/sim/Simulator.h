@@ -59,7 +59,8 @@ struct SimResult {
 
 /// The modelled duration of one instruction, from the cost table.
 double instructionSeconds(const isa::Instruction &inst,
-                          const target::TargetDescription &target, int worldSize);
+                          const target::TargetDescription &target,
+                          int worldSize);
 
 class Simulator {
 public:

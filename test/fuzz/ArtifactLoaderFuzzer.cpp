@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   kiln::sim::Simulator simulator(*artifact, options);
   for (const kiln::kneff::Buffer &b : artifact->manifest.buffers()) {
     if (b.role() == kiln::kneff::INPUT || b.role() == kiln::kneff::INOUT) {
-      int64_t n = kiln::isa::dtypeBytes(static_cast<kiln::isa::DType>(b.dtype()));
+      int64_t n =
+          kiln::isa::dtypeBytes(static_cast<kiln::isa::DType>(b.dtype()));
       for (int64_t d : b.shape()) {
         n *= d;
       }

@@ -1,4 +1,5 @@
-//===- ArtifactCommands.cpp - kiln assemble | dump -------------------------===//
+//===- ArtifactCommands.cpp - kiln assemble | dump
+//-------------------------===//
 
 #include "tools/kiln/Commands.h"
 #include "tools/kiln/ToolSupport.h"
@@ -9,19 +10,19 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
-
 namespace cl = llvm::cl;
 using namespace kiln;
 using namespace kiln::tool;
 
 namespace {
 
-cl::SubCommand assembleCommand("assemble",
-                               "Assemble a kisa program (.mlir) into a .kneff artifact");
+cl::SubCommand
+    assembleCommand("assemble",
+                    "Assemble a kisa program (.mlir) into a .kneff artifact");
 cl::opt<std::string> assembleInput(cl::Positional, cl::desc("<program.mlir>"),
                                    cl::Required, cl::sub(assembleCommand));
-cl::opt<std::string> assembleOutput("o", cl::desc("Output .kneff"), cl::Required,
-                                    cl::sub(assembleCommand));
+cl::opt<std::string> assembleOutput("o", cl::desc("Output .kneff"),
+                                    cl::Required, cl::sub(assembleCommand));
 
 cl::SubCommand dumpCommand("dump", "Print an artifact: header, manifest, "
                                    "disassembly per engine");
@@ -46,12 +47,14 @@ int runAssemble() {
   }
   std::string bytes = artifact::writeArtifact(*artifact);
   // A temporary file renamed into place: no reader sees a partial artifact.
-  if (llvm::Error err = llvm::writeToOutput(assembleOutput, [&](llvm::raw_ostream &out) {
-        out << bytes;
-        return llvm::Error::success();
-      })) {
-    return reportError(llvm::createStringError("cannot write '" + assembleOutput +
-                                               "': " + llvm::toString(std::move(err))));
+  if (llvm::Error err =
+          llvm::writeToOutput(assembleOutput, [&](llvm::raw_ostream &out) {
+            out << bytes;
+            return llvm::Error::success();
+          })) {
+    return reportError(
+        llvm::createStringError("cannot write '" + assembleOutput +
+                                "': " + llvm::toString(std::move(err))));
   }
   return Success;
 }

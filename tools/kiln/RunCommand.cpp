@@ -27,23 +27,27 @@ namespace {
 cl::SubCommand runCommand("run", "Run an artifact on the NeuronCore simulator");
 cl::opt<std::string> artifactPath(cl::Positional, cl::desc("<artifact.kneff>"),
                                   cl::Required, cl::sub(runCommand));
-cl::list<std::string> inputPaths("inputs",
-                                 cl::desc("Input arrays (.npz or .npy), by buffer name"),
-                                 cl::CommaSeparated, cl::sub(runCommand));
-cl::opt<std::string> outputPath("outputs", cl::desc("Where to write outputs (.npz)"),
+cl::list<std::string>
+    inputPaths("inputs",
+               cl::desc("Input arrays (.npz or .npy), by buffer name"),
+               cl::CommaSeparated, cl::sub(runCommand));
+cl::opt<std::string> outputPath("outputs",
+                                cl::desc("Where to write outputs (.npz)"),
                                 cl::sub(runCommand));
-cl::opt<std::string> profilePath("profile",
-                                 cl::desc("Write a Chrome/Perfetto trace of the engines"),
-                                 cl::sub(runCommand));
-cl::opt<bool> noHazards("no-hazard-check", cl::desc("Skip the hazard checker (faster)"),
+cl::opt<std::string>
+    profilePath("profile",
+                cl::desc("Write a Chrome/Perfetto trace of the engines"),
+                cl::sub(runCommand));
+cl::opt<bool> noHazards("no-hazard-check",
+                        cl::desc("Skip the hazard checker (faster)"),
                         cl::sub(runCommand));
-cl::opt<bool> stochastic("stochastic-rounding",
-                         cl::desc("Round bf16 results stochastically"),
-                         cl::init(std::getenv("KILN_STOCHASTIC_ROUNDING") &&
-                                  std::string(std::getenv("KILN_STOCHASTIC_ROUNDING")) == "1"),
-                         cl::sub(runCommand));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of stochastic rounding"), cl::init(0),
-                       cl::sub(runCommand));
+cl::opt<bool> stochastic(
+    "stochastic-rounding", cl::desc("Round bf16 results stochastically"),
+    cl::init(std::getenv("KILN_STOCHASTIC_ROUNDING") &&
+             std::string(std::getenv("KILN_STOCHASTIC_ROUNDING")) == "1"),
+    cl::sub(runCommand));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of stochastic rounding"),
+                       cl::init(0), cl::sub(runCommand));
 
 /// The graph-format dtype a buffer travels as in .npy files (bf16 as f32).
 proto::DType fileDtype(isa::DType dtype) {
@@ -64,7 +68,8 @@ std::string f32ToBF16Bytes(llvm::StringRef f32) {
   for (size_t i = 0; i < f32.size() / 4; ++i) {
     uint32_t bits;
     std::memcpy(&bits, f32.data() + 4 * i, 4);
-    uint16_t b = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    uint16_t b =
+        static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
     std::memcpy(out.data() + 2 * i, &b, 2);
   }
   return out;
@@ -118,40 +123,46 @@ int runRun() {
     auto it = arrays.find(b.name());
     if (it == arrays.end()) {
       return reportError(llvm::createStringError(
-          "input '" + b.name() + "' of '" + artifactPath + "' is missing from the inputs"));
+          "input '" + b.name() + "' of '" + artifactPath +
+          "' is missing from the inputs"));
     }
     auto dtype = static_cast<isa::DType>(b.dtype());
     llvm::ArrayRef<int64_t> shape(b.shape().data(), b.shape().size());
-    if (it->second.dtype != fileDtype(dtype) || llvm::ArrayRef<int64_t>(it->second.shape) != shape) {
+    if (it->second.dtype != fileDtype(dtype) ||
+        llvm::ArrayRef<int64_t>(it->second.shape) != shape) {
       return reportError(llvm::createStringError(
-          "input '" + b.name() + "': expected " + isa::dtypeName(dtype) + shapeText(shape) +
+          "input '" + b.name() + "': expected " + isa::dtypeName(dtype) +
+          shapeText(shape) +
           (dtype == isa::DType::BF16 ? " (as float32)" : "") + ", got " +
           graph::dtypeName(it->second.dtype) + shapeText(it->second.shape)));
     }
-    std::string bytes = dtype == isa::DType::BF16 ? f32ToBF16Bytes(it->second.data)
-                                                  : it->second.data;
+    std::string bytes = dtype == isa::DType::BF16
+                            ? f32ToBF16Bytes(it->second.data)
+                            : it->second.data;
     if (llvm::Error err = simulator.setBuffer(b.name(), bytes)) {
       return reportError(std::move(err));
     }
     arrays.erase(it);
   }
   if (!arrays.empty()) {
-    return reportError(llvm::createStringError(
-        "input array '" + arrays.begin()->getKey() + "' matches no input buffer"));
+    return reportError(llvm::createStringError("input array '" +
+                                               arrays.begin()->getKey() +
+                                               "' matches no input buffer"));
   }
 
   auto result = simulator.run();
   if (!result) {
     return reportError(result.takeError());
   }
-  llvm::outs() << llvm::format("modelled time %.3f us; MFU %.2f%% (%.3g model FLOPs)\n",
-                               result->makespanSeconds * 1e6, result->mfu * 100,
-                               result->modelFlops);
+  llvm::outs() << llvm::format(
+      "modelled time %.3f us; MFU %.2f%% (%.3g model FLOPs)\n",
+      result->makespanSeconds * 1e6, result->mfu * 100, result->modelFlops);
   for (const sim::StreamStats &s : result->streams) {
     llvm::outs() << llvm::format("  %-8s %5zu instructions, busy %6.2f%%\n",
                                  s.name.c_str(), s.instructions,
                                  result->makespanSeconds > 0
-                                     ? 100 * s.busySeconds / result->makespanSeconds
+                                     ? 100 * s.busySeconds /
+                                           result->makespanSeconds
                                      : 0.0);
   }
   if (!profilePath.empty()) {
@@ -186,8 +197,8 @@ int runRun() {
       llvm::errs() << "kiln: hazard: " << h << "\n";
     }
     llvm::errs() << "kiln: error: " << result->hazards.size()
-                 << " unordered cross-engine accesses (hazards) in '" << artifactPath
-                 << "'\n";
+                 << " unordered cross-engine accesses (hazards) in '"
+                 << artifactPath << "'\n";
     return InternalFailure;
   }
   return Success;

@@ -13,8 +13,9 @@ using namespace kiln::tool;
 
 namespace {
 
-cl::SubCommand targetsCommand(
-    "targets", "Print the targets and their machine-model figures");
+cl::SubCommand
+    targetsCommand("targets",
+                   "Print the targets and their machine-model figures");
 cl::opt<std::string> targetName("target", cl::desc("Print only this target"),
                                 cl::sub(targetsCommand));
 

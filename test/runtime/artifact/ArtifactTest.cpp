@@ -1,7 +1,7 @@
 //===- ArtifactTest.cpp - .kneff writing, reading and validation ---------===//
 
-#include "compiler/emit/ArtifactEmission.h"
 #include "runtime/artifact/Artifact.h"
+#include "compiler/emit/ArtifactEmission.h"
 #include "test/support/TestSupport.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -23,7 +23,8 @@ std::string sourcePath(llvm::StringRef relative) {
 
 /// The tiled-matmul example, assembled.
 std::string assembleExample(mlir::MLIRContext &context, llvm::StringRef name) {
-  auto buffer = llvm::MemoryBuffer::getFile(sourcePath("examples/kisa/" + name.str() + ".mlir"));
+  auto buffer = llvm::MemoryBuffer::getFile(
+      sourcePath("examples/kisa/" + name.str() + ".mlir"));
   EXPECT_TRUE(static_cast<bool>(buffer));
   auto module = test::parse(context, (*buffer)->getBuffer());
   auto program = emit::getProgram(*module);
@@ -48,9 +49,11 @@ std::string loadError(const std::string &bytes) {
 
 TEST(Artifact, RoundTripIsLosslessAndDeterministic) {
   auto context = test::makeContext();
-  for (llvm::StringRef name : {"tiled_matmul", "softmax_rows", "double_buffered_elementwise"}) {
+  for (llvm::StringRef name :
+       {"tiled_matmul", "softmax_rows", "double_buffered_elementwise"}) {
     std::string bytes = assembleExample(*context, name);
-    EXPECT_EQ(bytes, assembleExample(*context, name)) << name.str() << ": not deterministic";
+    EXPECT_EQ(bytes, assembleExample(*context, name))
+        << name.str() << ": not deterministic";
     auto read = artifact::readArtifact(bytes, name);
     ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
     // kisa -> kneff -> kisa -> kneff gives the same instructions and bytes
@@ -91,16 +94,20 @@ TEST(Artifact, CorruptionIsDetected) {
 
   std::string flipped = good;
   flipped[good.size() / 2] ^= 0x20;
-  EXPECT_EQ(loadError(flipped), "artifact 'x.kneff': checksum mismatch: the file is corrupt");
+  EXPECT_EQ(loadError(flipped),
+            "artifact 'x.kneff': checksum mismatch: the file is corrupt");
 
-  EXPECT_NE(loadError(good.substr(0, good.size() / 2)).find("is truncated"), std::string::npos);
+  EXPECT_NE(loadError(good.substr(0, good.size() / 2)).find("is truncated"),
+            std::string::npos);
   EXPECT_NE(loadError(""), "");
-  EXPECT_NE(loadError(good.substr(0, 100)).find("bad magic"), std::string::npos);
+  EXPECT_NE(loadError(good.substr(0, 100)).find("bad magic"),
+            std::string::npos);
 
   std::string major = good;
   llvm::support::endian::write16le(major.data() + 8, 2);
-  EXPECT_EQ(loadError(major), "artifact 'x.kneff': format version 2.0 is not readable "
-                              "by this Kiln (it reads 1.x); recompile the graph");
+  EXPECT_EQ(loadError(major),
+            "artifact 'x.kneff': format version 2.0 is not readable "
+            "by this Kiln (it reads 1.x); recompile the graph");
 
   std::string feature = good;
   llvm::support::endian::write32le(feature.data() + 12, 0x10);
@@ -108,7 +115,8 @@ TEST(Artifact, CorruptionIsDetected) {
 
   std::string schema = good;
   schema[40] ^= 1;
-  EXPECT_NE(loadError(schema).find("instruction schema differs"), std::string::npos);
+  EXPECT_NE(loadError(schema).find("instruction schema differs"),
+            std::string::npos);
 
   EXPECT_NE(test::errorOf(artifact::readArtifact(good, "x.kneff", "trn2"))
                 .find("is compiled for trn1, not trn2"),
@@ -134,26 +142,39 @@ TEST(Artifact, HostileInstructionsAreRefusedBeforeAnythingRuns) {
   ASSERT_NE(streamOffset, 0u);
   auto edited = [&](auto edit) {
     std::string bytes = good;
-    isa::Instruction inst = artifact::decodeInstruction(bytes.data() + streamOffset);
+    isa::Instruction inst =
+        artifact::decodeInstruction(bytes.data() + streamOffset);
     edit(inst);
     artifact::encodeInstruction(inst, bytes.data() + streamOffset);
     resign(bytes);
     return loadError(bytes);
   };
-  EXPECT_EQ(edited([](isa::Instruction &i) { i.operands[0].partitions = 300; }),
-            "artifact 'x.kneff': tensor instruction 0 ('matmul'): operand 'dst': 300 "
-            "partitions is not in [1, 128]");
-  EXPECT_NE(edited([](isa::Instruction &i) { i.operands[1].offset = 196600; }).find("exceed the 196608 bytes"),
+  EXPECT_EQ(
+      edited([](isa::Instruction &i) { i.operands[0].partitions = 300; }),
+      "artifact 'x.kneff': tensor instruction 0 ('matmul'): operand 'dst': 300 "
+      "partitions is not in [1, 128]");
+  EXPECT_NE(edited([](isa::Instruction &i) {
+              i.operands[1].offset = 196600;
+            }).find("exceed the 196608 bytes"),
             std::string::npos);
-  EXPECT_NE(edited([](isa::Instruction &i) { i.waitSemaphore[0] = 99; }).find("waits on semaphore 99"),
+  EXPECT_NE(edited([](isa::Instruction &i) {
+              i.waitSemaphore[0] = 99;
+            }).find("waits on semaphore 99"),
             std::string::npos);
-  EXPECT_NE(edited([](isa::Instruction &i) { i.opcode = static_cast<isa::Opcode>(77); }).find("unknown opcode 77"),
+  EXPECT_NE(edited([](isa::Instruction &i) {
+              i.opcode = static_cast<isa::Opcode>(77);
+            }).find("unknown opcode 77"),
             std::string::npos);
-  EXPECT_NE(edited([](isa::Instruction &i) { i.engine = isa::Engine::Vector; }).find("belongs to another engine's stream"),
+  EXPECT_NE(edited([](isa::Instruction &i) {
+              i.engine = isa::Engine::Vector;
+            }).find("belongs to another engine's stream"),
             std::string::npos);
-  EXPECT_NE(edited([](isa::Instruction &i) { i.numOperands = 200; }).find("bad counts"),
+  EXPECT_NE(edited([](isa::Instruction &i) {
+              i.numOperands = 200;
+            }).find("bad counts"),
             std::string::npos);
-  std::string rank = edited([](isa::Instruction &i) { i.operands[2].rank = 9; });
+  std::string rank =
+      edited([](isa::Instruction &i) { i.operands[2].rank = 9; });
   EXPECT_NE(rank.find("rank 9 is not in [1, 4]"), std::string::npos) << rank;
 }
 

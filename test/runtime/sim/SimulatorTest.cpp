@@ -56,16 +56,21 @@ TEST(CostModel, Matmul) {
                 {tile(Memory::Psum, m, n), tile(Memory::Sbuf, 128, m, d),
                  tile(Memory::Sbuf, 128, n, d)});
   };
-  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::BF16)), (512 + kOverhead) / kTensorHz);
-  EXPECT_DOUBLE_EQ(seconds(mm(128, 16, DType::BF16)), (64 + kOverhead) / kTensorHz);
-  EXPECT_DOUBLE_EQ(seconds(mm(32, 16, DType::BF16)), (32 + kOverhead) / kTensorHz);
-  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::F32)), (4 * 512 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::BF16)),
+                   (512 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 16, DType::BF16)),
+                   (64 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(32, 16, DType::BF16)),
+                   (32 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(seconds(mm(128, 512, DType::F32)),
+                   (4 * 512 + kOverhead) / kTensorHz);
 }
 
 TEST(CostModel, TransposeAndScalarEngine) {
-  EXPECT_DOUBLE_EQ(seconds(make(Opcode::Transpose, Engine::Tensor,
-                                {tile(Memory::Psum, 32, 128), tile(Memory::Sbuf, 128, 32)})),
-                   (128 + kOverhead) / kTensorHz);
+  EXPECT_DOUBLE_EQ(
+      seconds(make(Opcode::Transpose, Engine::Tensor,
+                   {tile(Memory::Psum, 32, 128), tile(Memory::Sbuf, 128, 32)})),
+      (128 + kOverhead) / kTensorHz);
   auto act = make(Opcode::Activation, Engine::Scalar,
                   {tile(Memory::Sbuf, 128, 30), tile(Memory::Sbuf, 128, 30)});
   EXPECT_DOUBLE_EQ(seconds(act), (64 + kOverhead) / kScalarHz);
@@ -93,17 +98,20 @@ TEST(CostModel, VectorEngine) {
   EXPECT_DOUBLE_EQ(seconds(tt(Memory::Sbuf, DType::BF16, isa::AluOp::Div)),
                    (2 * 256 + kOverhead) / kVectorHz);
 
-  auto reduce = make(Opcode::TensorReduce, Engine::Vector,
-                     {tile(Memory::Sbuf, 128, 1), tile(Memory::Sbuf, 128, 400)});
+  auto reduce =
+      make(Opcode::TensorReduce, Engine::Vector,
+           {tile(Memory::Sbuf, 128, 1), tile(Memory::Sbuf, 128, 400)});
   reduce.op0 = static_cast<uint8_t>(isa::AluOp::Add);
   EXPECT_DOUBLE_EQ(seconds(reduce), (400 + kOverhead) / kVectorHz);
   reduce.operands[1].dtype = DType::BF16;
   EXPECT_DOUBLE_EQ(seconds(reduce), (200 + kOverhead) / kVectorHz);
 
-  EXPECT_DOUBLE_EQ(seconds(make(Opcode::TensorCopy, Engine::Vector,
-                                {tile(Memory::Sbuf, 128, 10), tile(Memory::Sbuf, 128, 10)})),
-                   (64 + kOverhead) / kVectorHz);
-  EXPECT_DOUBLE_EQ(seconds(make(Opcode::Iota, Engine::GpSimd, {tile(Memory::Sbuf, 128, 100)})),
+  EXPECT_DOUBLE_EQ(
+      seconds(make(Opcode::TensorCopy, Engine::Vector,
+                   {tile(Memory::Sbuf, 128, 10), tile(Memory::Sbuf, 128, 10)})),
+      (64 + kOverhead) / kVectorHz);
+  EXPECT_DOUBLE_EQ(seconds(make(Opcode::Iota, Engine::GpSimd,
+                                {tile(Memory::Sbuf, 128, 100)})),
                    (150 + 100 + kOverhead) / kGpsimdHz);
 }
 
@@ -121,8 +129,9 @@ TEST(CostModel, DmaAndCollectives) {
   dma.operands[1].strides[0] = 128;
   EXPECT_DOUBLE_EQ(seconds(dma), 2e-6 + 262144 / (bandwidth / 2));
 
-  auto ar = make(Opcode::Collective, Engine::Dma,
-                 {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 20)});
+  auto ar =
+      make(Opcode::Collective, Engine::Dma,
+           {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 20)});
   EXPECT_DOUBLE_EQ(seconds(ar, 1), 0.0);
   // Ring all-reduce: 2(n-1)/n * bytes / 384 GB/s + 2(n-1) * 10 us.
   EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 384e9 + 6 * 10e-6);
