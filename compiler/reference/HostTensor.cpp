@@ -4,7 +4,7 @@
 
 #include "compiler/graph/GraphFile.h"
 
-#include "llvm/ADT/APFloat.h"
+#include "compiler/target/FloatFormats.h"
 
 #include <cmath>
 #include <cstring>
@@ -27,39 +27,16 @@ bool isFloat(proto::DType dtype) {
   return dtype == proto::F32 || dtype == proto::BF16 || dtype == proto::F16;
 }
 
-uint16_t floatToBF16Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value)) {
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  }
-  uint32_t roundingBias = 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>((bits + roundingBias) >> 16);
-}
-
-float bf16BitsToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, 4);
-  return value;
-}
-
-static double roundToHalf(double value) {
-  llvm::APFloat f(static_cast<float>(value));
-  bool losesInfo = false;
-  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
-            &losesInfo);
-  return f.convertToDouble();
-}
-
 double roundTo(proto::DType dtype, double value) {
   switch (dtype) {
   case proto::F32:
     return static_cast<float>(value);
   case proto::BF16:
-    return bf16BitsToFloat(floatToBF16Bits(static_cast<float>(value)));
+    return numerics::bf16BitsToFloat(
+        numerics::floatToBF16Bits(static_cast<float>(value)));
   case proto::F16:
-    return roundToHalf(value);
+    return numerics::halfBitsToFloat(
+        numerics::floatToHalfBits(static_cast<float>(value)));
   case proto::I32:
   case proto::I64: {
     if (std::isnan(value)) {
@@ -100,14 +77,13 @@ llvm::Expected<HostTensor> HostTensor::fromRaw(proto::DType dtype, Shape shape,
     case proto::BF16: {
       uint16_t b;
       std::memcpy(&b, p, 2);
-      v = bf16BitsToFloat(b);
+      v = numerics::bf16BitsToFloat(b);
       break;
     }
     case proto::F16: {
       uint16_t b;
       std::memcpy(&b, p, 2);
-      v = llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, b))
-              .convertToDouble();
+      v = numerics::halfBitsToFloat(b);
       break;
     }
     case proto::I32: {
@@ -145,16 +121,12 @@ std::string HostTensor::toRaw() const {
       break;
     }
     case proto::BF16: {
-      uint16_t b = floatToBF16Bits(static_cast<float>(v));
+      uint16_t b = numerics::floatToBF16Bits(static_cast<float>(v));
       std::memcpy(p, &b, 2);
       break;
     }
     case proto::F16: {
-      llvm::APFloat f(static_cast<float>(v));
-      bool losesInfo = false;
-      f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
-                &losesInfo);
-      uint16_t b = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+      uint16_t b = numerics::floatToHalfBits(static_cast<float>(v));
       std::memcpy(p, &b, 2);
       break;
     }

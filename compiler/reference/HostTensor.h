@@ -46,10 +46,6 @@ double roundTo(proto::DType dtype, double value);
 
 bool isFloat(proto::DType dtype);
 
-/// bf16 bit patterns <-> float.
-uint16_t floatToBF16Bits(float value);
-float bf16BitsToFloat(uint16_t bits);
-
 } // namespace kiln::reference
 
 #endif // KILN_COMPILER_REFERENCE_HOSTTENSOR_H

@@ -2,45 +2,16 @@
 
 #include "runtime/sim/Memory.h"
 
-#include "llvm/ADT/APFloat.h"
+#include "compiler/target/FloatFormats.h"
 
 #include <cmath>
 #include <cstring>
 
 namespace kiln::sim {
 
-namespace {
-
-uint16_t toHalfBits(float value) {
-  llvm::APFloat f(value);
-  bool losesInfo = false;
-  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
-            &losesInfo);
-  return static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
-}
-
-float fromHalfBits(uint16_t bits) {
-  return llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits))
-      .convertToFloat();
-}
-
-uint16_t toBF16BitsNearest(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value)) {
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  }
-  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-
-float fromBF16Bits(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, 4);
-  return value;
-}
-
-} // namespace
+using numerics::bf16BitsToFloat;
+using numerics::floatToHalfBits;
+using numerics::halfBitsToFloat;
 
 double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
   int64_t size = isa::dtypeBytes(dtype);
@@ -60,12 +31,12 @@ double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
   case isa::DType::BF16: {
     uint16_t b;
     std::memcpy(&b, p, 2);
-    return fromBF16Bits(b);
+    return bf16BitsToFloat(b);
   }
   case isa::DType::F16: {
     uint16_t b;
     std::memcpy(&b, p, 2);
-    return fromHalfBits(b);
+    return halfBitsToFloat(b);
   }
   case isa::DType::I32: {
     int32_t i;
@@ -87,12 +58,12 @@ void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype,
     break;
   }
   case isa::DType::BF16: {
-    uint16_t b = toBF16BitsNearest(static_cast<float>(value));
+    uint16_t b = numerics::floatToBF16Bits(static_cast<float>(value));
     std::memcpy(p, &b, 2);
     break;
   }
   case isa::DType::F16: {
-    uint16_t b = toHalfBits(static_cast<float>(value));
+    uint16_t b = floatToHalfBits(static_cast<float>(value));
     std::memcpy(p, &b, 2);
     break;
   }
@@ -125,7 +96,7 @@ double Rounder::round(isa::DType dtype, double value) {
   case isa::DType::BF16: {
     float f = static_cast<float>(value);
     if (!stochastic || !std::isfinite(f)) {
-      return fromBF16Bits(toBF16BitsNearest(f));
+      return bf16BitsToFloat(numerics::floatToBF16Bits(f));
     }
     // Add 16 random bits below the bf16 mantissa, then truncate: rounds up
     // with probability equal to the discarded fraction.
@@ -137,10 +108,10 @@ double Rounder::round(isa::DType dtype, double value) {
     uint32_t bits;
     std::memcpy(&bits, &f, 4);
     bits += static_cast<uint32_t>(z & 0xffff);
-    return fromBF16Bits(static_cast<uint16_t>(bits >> 16));
+    return bf16BitsToFloat(static_cast<uint16_t>(bits >> 16));
   }
   case isa::DType::F16:
-    return fromHalfBits(toHalfBits(static_cast<float>(value)));
+    return halfBitsToFloat(floatToHalfBits(static_cast<float>(value)));
   case isa::DType::I32:
     return std::isnan(value) ? 0 : std::trunc(value);
   }

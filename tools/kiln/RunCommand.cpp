@@ -9,6 +9,7 @@
 #include "tools/kiln/ToolSupport.h"
 
 #include "compiler/graph/GraphFile.h"
+#include "compiler/target/FloatFormats.h"
 #include "runtime/io/Npz.h"
 #include "runtime/sim/Simulator.h"
 
@@ -66,10 +67,9 @@ proto::DType fileDtype(isa::DType dtype) {
 std::string f32ToBF16Bytes(llvm::StringRef f32) {
   std::string out(f32.size() / 2, '\0');
   for (size_t i = 0; i < f32.size() / 4; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, f32.data() + 4 * i, 4);
-    uint16_t b =
-        static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    float value;
+    std::memcpy(&value, f32.data() + 4 * i, 4);
+    uint16_t b = numerics::floatToBF16Bits(value);
     std::memcpy(out.data() + 2 * i, &b, 2);
   }
   return out;
@@ -80,8 +80,8 @@ std::string bf16ToF32Bytes(llvm::StringRef bf16) {
   for (size_t i = 0; i < bf16.size() / 2; ++i) {
     uint16_t b;
     std::memcpy(&b, bf16.data() + 2 * i, 2);
-    uint32_t bits = static_cast<uint32_t>(b) << 16;
-    std::memcpy(out.data() + 4 * i, &bits, 4);
+    float value = numerics::bf16BitsToFloat(b);
+    std::memcpy(out.data() + 4 * i, &value, 4);
   }
   return out;
 }
