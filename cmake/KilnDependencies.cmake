@@ -45,3 +45,6 @@ kiln_require(LIBZIP_FOUND "libzip" "libzip-dev")
 
 find_package(ZLIB QUIET)
 kiln_require(ZLIB_FOUND "zlib" "zlib1g-dev")
+
+find_package(dnnl CONFIG QUIET)
+kiln_require(dnnl_FOUND "oneDNN (the simulator's GEMM)" "libdnnl-dev")

@@ -140,7 +140,7 @@ OwningOpRef<ModuleOp> disassembleArtifact(const artifact::Artifact &a,
     if (b.role() == kneff::CONSTANT) {
       value = DenseElementsAttr::getFromRawBuffer(
           RankedTensorType::get(shape, dtype),
-          llvm::ArrayRef<char>(a.constants.data() + b.constant_offset(),
+          llvm::ArrayRef<char>(a.constantBytes().data() + b.constant_offset(),
                                b.constant_bytes()));
     }
     kisa::BufferOp::create(builder, loc, b.name(), b.offset(), dtype, shape,

@@ -229,8 +229,8 @@ std::string writeArtifact(const Artifact &artifact) {
          std::move(bytes)});
   }
   sections.push_back(
-      {{SectionKind::Constants, 0, 0, artifact.constants.size(), 0},
-       artifact.constants});
+      {{SectionKind::Constants, 0, 0, artifact.constantBytes().size(), 0},
+       artifact.constantBytes().str()});
   if (!artifact.sourceIR.empty()) {
     sections.push_back(
         {{SectionKind::SourceIR, 0, 0, artifact.sourceIR.size(), 0},
@@ -273,9 +273,13 @@ std::string writeArtifact(const Artifact &artifact) {
   return file;
 }
 
-llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
-                                      llvm::StringRef origin,
-                                      llvm::StringRef expectedTarget) {
+namespace {
+
+/// readArtifact, borrowing the constants from `mapping` when it is set.
+llvm::Expected<Artifact>
+parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
+              llvm::StringRef expectedTarget,
+              const std::shared_ptr<const llvm::MemoryBuffer> &mapping) {
   auto fail = [&](const llvm::Twine &what) -> llvm::Error {
     return llvm::createStringError("artifact '" + origin + "': " + what);
   };
@@ -364,7 +368,12 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
       if (haveConstants) {
         return fail("constants section is repeated");
       }
-      artifact.constants = data.str();
+      if (mapping) {
+        artifact.mapping = mapping;
+        artifact.mappedConstants = data;
+      } else {
+        artifact.constants = data.str();
+      }
       haveConstants = true;
       break;
     case SectionKind::SourceIR:
@@ -416,8 +425,8 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
     }
     if (buffer.role() == kneff::CONSTANT &&
         (buffer.constant_bytes() != size ||
-         buffer.constant_offset() > artifact.constants.size() ||
-         size > artifact.constants.size() - buffer.constant_offset())) {
+         buffer.constant_offset() > artifact.constantBytes().size() ||
+         size > artifact.constantBytes().size() - buffer.constant_offset())) {
       return fail("constant buffer '" + buffer.name() +
                   "' does not lie inside the constants section");
     }
@@ -464,6 +473,14 @@ llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
   return artifact;
 }
 
+} // namespace
+
+llvm::Expected<Artifact> readArtifact(llvm::StringRef bytes,
+                                      llvm::StringRef origin,
+                                      llvm::StringRef expectedTarget) {
+  return parseArtifact(bytes, origin, expectedTarget, nullptr);
+}
+
 llvm::Expected<Artifact> loadArtifactFile(llvm::StringRef path,
                                           llvm::StringRef expectedTarget) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -472,7 +489,8 @@ llvm::Expected<Artifact> loadArtifactFile(llvm::StringRef path,
     return llvm::createStringError("cannot read artifact '" + path +
                                    "': " + buffer.getError().message());
   }
-  return readArtifact((*buffer)->getBuffer(), path, expectedTarget);
+  std::shared_ptr<const llvm::MemoryBuffer> mapping = std::move(*buffer);
+  return parseArtifact(mapping->getBuffer(), path, expectedTarget, mapping);
 }
 
 } // namespace kiln::artifact

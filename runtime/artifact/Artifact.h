@@ -51,11 +51,21 @@ struct Stream {
 struct Artifact {
   kneff::Manifest manifest;
   std::vector<Stream> streams;
+  /// The constants section as the compiler builds it. An artifact loaded by
+  /// loadArtifactFile leaves this empty and serves its constants straight
+  /// from the file mapping, which `mapping` keeps alive: weights are not
+  /// copied at load. Read them through constantBytes().
   std::string constants;
+  std::shared_ptr<const llvm::MemoryBuffer> mapping;
+  llvm::StringRef mappedConstants;
   std::string sourceIR;
   // Header fields.
   std::string compilerVersion;
   std::string gitHash;
+
+  llvm::StringRef constantBytes() const {
+    return mapping ? mappedConstants : llvm::StringRef(constants);
+  }
 };
 
 /// The artifact's bytes (deterministic: the same artifact gives the same

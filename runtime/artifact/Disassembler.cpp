@@ -83,7 +83,7 @@ void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
   }
   os << "program " << m.name() << ": " << m.hbm_bytes() << " bytes of HBM, "
      << m.semaphores() << " semaphores, " << instructions << " instructions in "
-     << a.streams.size() << " streams, " << a.constants.size()
+     << a.streams.size() << " streams, " << a.constantBytes().size()
      << " bytes of constants\n";
   os << "buffers:\n";
   for (const kneff::Buffer &b : m.buffers()) {

@@ -89,6 +89,16 @@ void MemoryArray::load(int64_t byte, char *data, int64_t size) const {
   }
 }
 
+bool MemoryArray::isWritten(int64_t row, int64_t byte, int64_t size) const {
+  // glibc's memchr scans with the widest vectors the host has.
+  return std::memchr(written.data() + row * rowBytes + byte, 0, size) ==
+         nullptr;
+}
+
+void MemoryArray::markWritten(int64_t row, int64_t byte, int64_t size) {
+  std::memset(written.data() + row * rowBytes + byte, 1, size);
+}
+
 double Rounder::round(isa::DType dtype, double value) {
   switch (dtype) {
   case isa::DType::F32:

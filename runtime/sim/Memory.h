@@ -29,6 +29,22 @@ public:
   void store(int64_t byte, const char *data, int64_t size);
   void load(int64_t byte, char *data, int64_t size) const;
 
+  /// Direct access for the fast kernels (runtime/sim/Kernels.cpp), which
+  /// move whole contiguous runs instead of one element at a time.
+  const uint8_t *data(int64_t row, int64_t byte) const {
+    return bytes.data() + row * rowBytes + byte;
+  }
+  uint8_t *data(int64_t row, int64_t byte) {
+    return bytes.data() + row * rowBytes + byte;
+  }
+  const uint8_t *writtenData(int64_t row, int64_t byte) const {
+    return written.data() + row * rowBytes + byte;
+  }
+  int64_t bytesPerRow() const { return rowBytes; }
+  /// Whether every one of `size` bytes at (row, byte) has been written.
+  bool isWritten(int64_t row, int64_t byte, int64_t size) const;
+  void markWritten(int64_t row, int64_t byte, int64_t size);
+
 private:
   int64_t rows = 0, rowBytes = 0;
   std::vector<uint8_t> bytes, written;
@@ -42,6 +58,7 @@ public:
   explicit Rounder(bool stochastic = false, uint64_t seed = 0)
       : stochastic(stochastic), state(seed) {}
   double round(isa::DType dtype, double value);
+  bool isStochastic() const { return stochastic; }
 
 private:
   bool stochastic;

@@ -7,148 +7,20 @@
 
 #include "runtime/sim/Semantics.h"
 
+#include "runtime/sim/Arithmetic.h"
+#include "runtime/sim/Kernels.h"
+#include "runtime/sim/TileWalk.h"
+
 #include <cmath>
 #include <limits>
 
 namespace kiln::sim {
 
-namespace {
-
-MemoryArray &memoryOf(const MachineState &m, isa::Memory memory) {
-  switch (memory) {
-  case isa::Memory::Hbm:
-    return m.hbm;
-  case isa::Memory::Sbuf:
-    return m.sbuf;
-  case isa::Memory::Psum:
-    return m.psum;
-  }
-  return m.sbuf;
-}
-
-/// Calls fn(row, byte) for every element of the tile in (partition, free)
-/// row-major order.
-template <typename Fn>
-void forEachElement(const isa::AccessPattern &ap, Fn &&fn) {
-  int64_t elem = ap.elementBytes();
-  bool hbm = ap.memory == isa::Memory::Hbm;
-  std::array<int64_t, isa::kMaxRank> index{};
-  int64_t free = ap.freeElements();
-  for (int64_t p = 0; p < ap.partitions; ++p) {
-    int64_t row = hbm ? 0 : ap.partition + p;
-    int64_t base = hbm ? ap.offset + p * ap.partitionStride * elem : ap.offset;
-    index.fill(0);
-    for (int64_t i = 0; i < free; ++i) {
-      int64_t offset = 0;
-      for (int d = 0; d < ap.rank; ++d) {
-        offset += index[d] * ap.strides[d];
-      }
-      fn(row, base + offset * elem);
-      for (int d = ap.rank - 1; d >= 0; --d) {
-        if (++index[d] < ap.sizes[d]) {
-          break;
-        }
-        index[d] = 0;
-      }
-    }
-  }
-}
-
-double alu(isa::AluOp op, double a, double b) {
-  switch (op) {
-  case isa::AluOp::Bypass:
-    return a;
-  case isa::AluOp::Add:
-    return static_cast<float>(a) + static_cast<float>(b);
-  case isa::AluOp::Sub:
-    return static_cast<float>(a) - static_cast<float>(b);
-  case isa::AluOp::Mul:
-    return static_cast<float>(a) * static_cast<float>(b);
-  case isa::AluOp::Div:
-    return static_cast<float>(a) / static_cast<float>(b);
-  case isa::AluOp::Max:
-    return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
-  case isa::AluOp::Min:
-    return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
-  case isa::AluOp::Eq:
-    return a == b;
-  case isa::AluOp::Ne:
-    return a != b;
-  case isa::AluOp::Lt:
-    return a < b;
-  case isa::AluOp::Le:
-    return a <= b;
-  case isa::AluOp::Gt:
-    return a > b;
-  case isa::AluOp::Ge:
-    return a >= b;
-  }
-  return NAN;
-}
-
-double activation(isa::ActFunc f, double x) {
-  constexpr double kSqrt2OverPi = 0.7978845608028654,
-                   kInvSqrt2 = 0.7071067811865476;
-  float v = static_cast<float>(x);
-  switch (f) {
-  case isa::ActFunc::Identity:
-    return v;
-  case isa::ActFunc::Exp:
-    return std::exp(v);
-  case isa::ActFunc::Log:
-    return std::log(v);
-  case isa::ActFunc::Tanh:
-    return std::tanh(v);
-  case isa::ActFunc::Sigmoid:
-    return 1.0f / (1.0f + std::exp(-v));
-  case isa::ActFunc::Relu:
-    return std::isnan(v) ? v : std::max(v, 0.0f);
-  case isa::ActFunc::Gelu:
-    return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
-  case isa::ActFunc::GeluTanh:
-    return 0.5 * x *
-           (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-  case isa::ActFunc::GeluDerivative:
-    return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) +
-           x * std::exp(-0.5 * x * x) * 0.3989422804014327;
-  case isa::ActFunc::Rsqrt:
-    return 1.0f / std::sqrt(v);
-  case isa::ActFunc::Sqrt:
-    return std::sqrt(v);
-  case isa::ActFunc::Square:
-    return v * v;
-  case isa::ActFunc::Reciprocal:
-    return 1.0f / v;
-  case isa::ActFunc::Abs:
-    return std::fabs(v);
-  }
-  return NAN;
-}
-
-double reduceInit(isa::AluOp op) {
-  switch (op) {
-  case isa::AluOp::Max:
-    return -std::numeric_limits<double>::infinity();
-  case isa::AluOp::Min:
-    return std::numeric_limits<double>::infinity();
-  case isa::AluOp::Mul:
-    return 1.0;
-  default:
-    return 0.0;
-  }
-}
-
-double reduceStep(isa::AluOp op, double acc, double v) {
-  return op == isa::AluOp::Add ? acc + v : alu(op, acc, v);
-}
-
-} // namespace
-
 std::vector<double> gather(const MachineState &m,
                            const isa::AccessPattern &ap) {
   std::vector<double> values;
   values.reserve(ap.partitions * ap.freeElements());
-  const MemoryArray &memory = memoryOf(m, ap.memory);
+  const MemoryArray &memory = m.memory(ap.memory);
   forEachElement(ap, [&](int64_t row, int64_t byte) {
     values.push_back(memory.read(row, byte, ap.dtype));
   });
@@ -157,14 +29,14 @@ std::vector<double> gather(const MachineState &m,
 
 void scatter(MachineState &m, const isa::AccessPattern &ap,
              const std::vector<double> &values) {
-  MemoryArray &memory = memoryOf(m, ap.memory);
+  MemoryArray &memory = m.memory(ap.memory);
   size_t i = 0;
   forEachElement(ap, [&](int64_t row, int64_t byte) {
     memory.write(row, byte, ap.dtype, m.rounder.round(ap.dtype, values[i++]));
   });
 }
 
-void execute(MachineState &m, const isa::Instruction &inst) {
+void executeReference(MachineState &m, const isa::Instruction &inst) {
   const isa::AccessPattern &dst = inst.operands[0];
   int64_t parts = dst.partitions, free = dst.freeElements();
   auto op0 = static_cast<isa::AluOp>(inst.op0);
@@ -304,6 +176,12 @@ void execute(MachineState &m, const isa::Instruction &inst) {
     break;
   }
   scatter(m, dst, out);
+}
+
+void execute(MachineState &m, const isa::Instruction &inst) {
+  if (!executeFast(m, inst)) {
+    executeReference(m, inst);
+  }
 }
 
 } // namespace kiln::sim

@@ -13,6 +13,18 @@ struct MachineState {
   MemoryArray &hbm, &sbuf, &psum;
   Rounder &rounder;
   int worldSize;
+
+  MemoryArray &memory(isa::Memory which) const {
+    switch (which) {
+    case isa::Memory::Hbm:
+      return hbm;
+    case isa::Memory::Sbuf:
+      return sbuf;
+    case isa::Memory::Psum:
+      return psum;
+    }
+    return sbuf;
+  }
 };
 
 /// A tile's elements in (partition, free) row-major order; NaN where unwritten.
@@ -21,8 +33,12 @@ std::vector<double> gather(const MachineState &m, const isa::AccessPattern &ap);
 void scatter(MachineState &m, const isa::AccessPattern &ap,
              const std::vector<double> &values);
 
-/// Applies one instruction's effect on the memories.
+/// Applies one instruction's effect on the memories: a fast kernel where one
+/// applies (Kernels.h), the reference semantics otherwise.
 void execute(MachineState &m, const isa::Instruction &inst);
+/// The reference semantics alone, element by element: the specification the
+/// kernels are tested against.
+void executeReference(MachineState &m, const isa::Instruction &inst);
 
 } // namespace kiln::sim
 

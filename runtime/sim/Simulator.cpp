@@ -189,7 +189,7 @@ Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
     buffers[b.name()] = &b;
     if (b.role() == kneff::CONSTANT) {
       hbm.store(static_cast<int64_t>(b.offset()),
-                artifact.constants.data() + b.constant_offset(),
+                artifact.constantBytes().data() + b.constant_offset(),
                 static_cast<int64_t>(b.constant_bytes()));
     }
   }

@@ -179,3 +179,45 @@ TEST(Artifact, HostileInstructionsAreRefusedBeforeAnythingRuns) {
 }
 
 } // namespace
+
+namespace {
+
+class ArtifactFile : public test::TempDirTest {};
+
+TEST_F(ArtifactFile, ConstantsAreServedFromTheMappingNotCopied) {
+  artifact::Artifact a;
+  a.manifest.set_name("weights");
+  a.manifest.set_target("trn1");
+  // Large enough that the file is memory-mapped rather than read.
+  std::string weights(1 << 20, '\0');
+  for (size_t i = 0; i < weights.size(); ++i) {
+    weights[i] = static_cast<char>(i * 7 % 251);
+  }
+  a.constants = weights;
+  a.manifest.set_hbm_bytes(weights.size());
+  kneff::Buffer *b = a.manifest.add_buffers();
+  b->set_name("w");
+  b->set_role(kneff::CONSTANT);
+  b->set_dtype(static_cast<uint32_t>(isa::DType::F32));
+  b->add_shape(static_cast<int64_t>(weights.size() / 4));
+  b->set_constant_bytes(weights.size());
+  writeBytes("w.kneff", artifact::writeArtifact(a));
+
+  auto loaded = artifact::loadArtifactFile(path("w.kneff"), "trn1");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_TRUE(loaded->mapping);
+  EXPECT_TRUE(loaded->constants.empty());
+  llvm::StringRef mapped = loaded->mapping->getBuffer();
+  EXPECT_GE(loaded->constantBytes().data(), mapped.begin());
+  EXPECT_LE(loaded->constantBytes().end(), mapped.end());
+  EXPECT_EQ(loaded->constantBytes(), weights);
+  // The view outlives copies of the artifact, and writes back identically.
+  artifact::Artifact copy = *loaded;
+  loaded = llvm::make_error<llvm::StringError>("dropped",
+                                               llvm::inconvertibleErrorCode());
+  llvm::consumeError(loaded.takeError());
+  EXPECT_EQ(copy.constantBytes(), weights);
+  EXPECT_EQ(artifact::writeArtifact(copy), artifact::writeArtifact(a));
+}
+
+} // namespace

@@ -1,0 +1,39 @@
+//===- Kernels.h - fast paths for the common instructions -------*- C++ -*-===//
+//
+// The element-at-a-time semantics (Semantics.cpp) are the specification: they
+// read every element through its dtype, as a double, checking that it was
+// written. The kernels here compute the same results for the instructions
+// training steps spend their time in, moving whole contiguous runs as f32 and
+// multiplying with oneDNN's GEMM. They give up (and the specification runs)
+// when an operand holds unwritten memory, so NaN-on-unwritten still holds, or
+// when an operand is an integer tile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SIM_KERNELS_H
+#define KILN_RUNTIME_SIM_KERNELS_H
+
+#include "runtime/sim/Semantics.h"
+
+namespace kiln::sim {
+
+/// Executes `inst` with a fast kernel. Returns false, having changed nothing,
+/// when no kernel applies.
+bool executeFast(MachineState &m, const isa::Instruction &inst);
+
+/// A tile as f32 in (partition, free) order; false if an element is
+/// unwritten or the tile is an integer tile.
+bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
+                  float *out);
+/// Writes f32 values into a tile, rounding to its dtype like scatter().
+void scatterFloats(MachineState &m, const isa::AccessPattern &ap,
+                   const float *values);
+
+/// C[m x n] = A^T B (+ C when `accumulate`), A stored [k x m] and B [k x n],
+/// all row-major f32: TensorE's stationary-transposed product.
+void matmulF32(const float *a, const float *b, float *c, int64_t k, int64_t m,
+               int64_t n, bool accumulate);
+
+} // namespace kiln::sim
+
+#endif // KILN_RUNTIME_SIM_KERNELS_H

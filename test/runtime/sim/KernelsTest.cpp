@@ -1,0 +1,219 @@
+//===- KernelsTest.cpp - fast kernels agree with the specification -------===//
+//
+// Each fast kernel runs beside the element-at-a-time reference semantics on
+// the same memories; both must leave identical bytes (Matmul: within f32
+// re-association), and the kernels must step aside for unwritten memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/sim/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace kiln;
+using isa::AluOp;
+using isa::DType;
+using isa::Memory;
+using isa::Opcode;
+
+namespace {
+
+constexpr int64_t kRowBytes = 16384;
+
+/// Two identical machines: one runs the reference, one the fast path.
+struct Twin {
+  sim::MemoryArray hbm[2] = {{1, 1 << 20}, {1, 1 << 20}};
+  sim::MemoryArray sbuf[2] = {{128, kRowBytes}, {128, kRowBytes}};
+  sim::MemoryArray psum[2] = {{128, 2048}, {128, 2048}};
+  sim::Rounder rounder[2];
+  sim::MachineState state(int i) {
+    return {hbm[i], sbuf[i], psum[i], rounder[i], 1};
+  }
+
+  /// Fills `ap` on both machines with the same random values.
+  void fill(const isa::AccessPattern &ap, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    std::vector<double> values(ap.partitions * ap.freeElements());
+    for (double &v : values) {
+      v = dist(gen);
+    }
+    for (int i = 0; i < 2; ++i) {
+      sim::MachineState m = state(i);
+      sim::scatter(m, ap, values);
+    }
+  }
+
+  bool sbufIdentical() const {
+    return std::memcmp(sbuf[0].data(0, 0), sbuf[1].data(0, 0),
+                       128 * kRowBytes) == 0;
+  }
+};
+
+isa::AccessPattern tile(Memory memory, int64_t partitions, int64_t free,
+                        int64_t offset, DType dtype = DType::F32) {
+  isa::AccessPattern ap;
+  ap.memory = memory;
+  ap.dtype = dtype;
+  ap.partitions = static_cast<uint16_t>(partitions);
+  ap.offset = offset;
+  ap.rank = 1;
+  ap.strides[0] = 1;
+  ap.sizes[0] = free;
+  ap.partitionStride = free;
+  return ap;
+}
+
+isa::Instruction make(Opcode opcode,
+                      std::initializer_list<isa::AccessPattern> operands,
+                      uint8_t op0 = 0, uint8_t op1 = 0, double imm0 = 0,
+                      double imm1 = 0) {
+  isa::Instruction inst;
+  inst.opcode = opcode;
+  for (const isa::AccessPattern &ap : operands) {
+    inst.operands[inst.numOperands++] = ap;
+  }
+  inst.op0 = op0;
+  inst.op1 = op1;
+  inst.imm0 = imm0;
+  inst.imm1 = imm1;
+  return inst;
+}
+
+/// Runs `inst` both ways; expects the fast path taken and identical bytes.
+void expectAgreement(Twin &t, const isa::Instruction &inst) {
+  sim::MachineState reference = t.state(0), fast = t.state(1);
+  sim::executeReference(reference, inst);
+  ASSERT_TRUE(sim::executeFast(fast, inst));
+  EXPECT_TRUE(t.sbufIdentical());
+}
+
+TEST(Kernels, ElementwiseAgreeBitForBit) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    Twin t;
+    auto a = tile(Memory::Sbuf, 128, 300, 0, dtype),
+         b = tile(Memory::Sbuf, 128, 300, 2048, dtype),
+         out = tile(Memory::Sbuf, 128, 300, 4096, dtype),
+         sums = tile(Memory::Sbuf, 128, 1, 8192);
+    t.fill(a, 1);
+    t.fill(b, 2);
+    for (AluOp op : {AluOp::Add, AluOp::Sub, AluOp::Mul, AluOp::Div, AluOp::Max,
+                     AluOp::Lt}) {
+      expectAgreement(
+          t, make(Opcode::TensorTensor, {out, a, b}, static_cast<uint8_t>(op)));
+    }
+    expectAgreement(t, make(Opcode::TensorScalar, {out, a},
+                            static_cast<uint8_t>(AluOp::Mul),
+                            static_cast<uint8_t>(AluOp::Add), 0.37, -1.25));
+    expectAgreement(t, make(Opcode::TensorScalar, {out, a},
+                            static_cast<uint8_t>(AluOp::Max),
+                            static_cast<uint8_t>(AluOp::Bypass), 0.1, 0));
+    for (isa::ActFunc f : {isa::ActFunc::Exp, isa::ActFunc::Gelu,
+                           isa::ActFunc::Tanh, isa::ActFunc::Relu}) {
+      expectAgreement(t, make(Opcode::Activation, {out, a, sums},
+                              static_cast<uint8_t>(f), 0, 0.5, 0.25));
+    }
+    auto rows = tile(Memory::Sbuf, 128, 1, 12288);
+    for (AluOp op : {AluOp::Add, AluOp::Max}) {
+      expectAgreement(
+          t, make(Opcode::TensorReduce, {rows, a}, static_cast<uint8_t>(op)));
+    }
+    expectAgreement(t, make(Opcode::TensorCopy, {out, a}));
+  }
+}
+
+TEST(Kernels, StridedAndHbmPatternsAgree) {
+  Twin t;
+  // Every other column of a [128 x 8 x 64] box, into a dense tile.
+  isa::AccessPattern strided = tile(Memory::Sbuf, 128, 0, 0);
+  strided.rank = 2;
+  strided.sizes = {8, 32};
+  strided.strides = {64, 2};
+  t.fill(tile(Memory::Sbuf, 128, 512, 0), 3);
+  auto dense = tile(Memory::Sbuf, 128, 256, 4096);
+  expectAgreement(t, make(Opcode::TensorCopy, {dense, strided}));
+
+  // A DMA from HBM rows 1000 elements apart.
+  isa::AccessPattern hbm = tile(Memory::Hbm, 64, 200, 4096);
+  hbm.partitionStride = 1000;
+  t.fill(hbm, 4);
+  expectAgreement(
+      t, make(Opcode::DmaCopy, {tile(Memory::Sbuf, 64, 200, 8192), hbm}));
+}
+
+TEST(Kernels, MatmulMatchesReferenceWithinF32Reassociation) {
+  // In place into f32 PSUM (the usual case), and through a copy into a bf16
+  // SBUF tile.
+  for (isa::AccessPattern acc :
+       {tile(Memory::Psum, 128, 512, 0),
+        tile(Memory::Sbuf, 128, 512, 4096, DType::BF16)}) {
+    for (bool accumulate : {false, true}) {
+      Twin t;
+      auto stat = tile(Memory::Sbuf, 128, 128, 0, DType::BF16),
+           mov = tile(Memory::Sbuf, 128, 512, 1024, DType::BF16);
+      t.fill(stat, 5);
+      t.fill(mov, 6);
+      t.fill(acc, 7);
+      isa::Instruction inst = make(Opcode::Matmul, {acc, stat, mov});
+      inst.flags = accumulate ? 1 : 0;
+      sim::MachineState reference = t.state(0), fast = t.state(1);
+      sim::executeReference(reference, inst);
+      ASSERT_TRUE(sim::executeFast(fast, inst));
+      std::vector<double> want = sim::gather(reference, acc),
+                          got = sim::gather(fast, acc);
+      double tolerance = acc.dtype == DType::BF16 ? 1e-2 : 1e-5;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], tolerance * (1 + std::fabs(want[i]))) << i;
+      }
+    }
+  }
+}
+
+TEST(Kernels, MatmulAccumulatingIntoUnwrittenPsumGivesNaN) {
+  Twin t;
+  sim::MachineState m = t.state(0);
+  auto stat = tile(Memory::Sbuf, 2, 2, 0), mov = tile(Memory::Sbuf, 2, 2, 64),
+       acc = tile(Memory::Psum, 2, 2, 0);
+  sim::scatter(m, stat, {1, 2, 3, 4});
+  sim::scatter(m, mov, {1, 0, 0, 1});
+  isa::Instruction inst = make(Opcode::Matmul, {acc, stat, mov});
+  inst.flags = 1;
+  sim::execute(m, inst);
+  for (double v : sim::gather(m, acc)) {
+    EXPECT_TRUE(std::isnan(v));
+  }
+  inst.flags = 0; // A fresh product: stat^T mov = [[1, 3], [2, 4]].
+  sim::execute(m, inst);
+  EXPECT_EQ(sim::gather(m, acc), (std::vector<double>{1, 3, 2, 4}));
+}
+
+TEST(Kernels, UnwrittenInputsFallBackToNaN) {
+  Twin t;
+  sim::MachineState m = t.state(0);
+  auto a = tile(Memory::Sbuf, 4, 16, 0), out = tile(Memory::Sbuf, 4, 16, 256);
+  // Only the first of a's four partitions is written.
+  sim::scatter(m, tile(Memory::Sbuf, 1, 16, 0), std::vector<double>(16, 1.0));
+  isa::Instruction inst =
+      make(Opcode::TensorScalar, {out, a}, static_cast<uint8_t>(AluOp::Add),
+           static_cast<uint8_t>(AluOp::Bypass), 1.0, 0);
+  EXPECT_FALSE(sim::executeFast(m, inst));
+  sim::execute(m, inst);
+  std::vector<double> result = sim::gather(m, out);
+  EXPECT_EQ(result[0], 2.0);
+  EXPECT_TRUE(std::isnan(result[16]));
+}
+
+TEST(Kernels, IntegerTilesUseTheReference) {
+  Twin t;
+  sim::MachineState m = t.state(0);
+  auto src = tile(Memory::Sbuf, 1, 4, 0, DType::I32);
+  sim::scatter(m, src, {1, 2, 3, 4});
+  EXPECT_FALSE(sim::executeFast(
+      m, make(Opcode::TensorCopy, {tile(Memory::Sbuf, 1, 4, 64), src})));
+}
+
+} // namespace
