@@ -48,3 +48,6 @@ kiln_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 
 find_package(dnnl CONFIG QUIET)
 kiln_require(dnnl_FOUND "oneDNN (the simulator's GEMM)" "libdnnl-dev")
+
+find_package(OpenSSL QUIET)
+kiln_require(OpenSSL_FOUND "OpenSSL's libcrypto (SHA-256)" "libssl-dev")

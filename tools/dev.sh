@@ -20,7 +20,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
-  libzip-dev zlib1g-dev libdnnl-dev
+  libzip-dev zlib1g-dev libdnnl-dev libssl-dev iproute2
   python3-torch python3-numpy python3-protobuf
   dataset-fashion-mnist
 )

@@ -2,11 +2,12 @@
 
 #include "compiler/graph/GraphFile.h"
 
+#include "compiler/support/Sha256.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -164,9 +165,7 @@ llvm::Expected<std::string> graphHash(const proto::Graph &graph) {
 }
 
 std::string sha256Hex(llvm::StringRef bytes) {
-  llvm::SHA256 sha;
-  sha.update(bytes);
-  return llvm::toHex(sha.final(), /*LowerCase=*/true);
+  return support::sha256Hex(bytes);
 }
 
 size_t dtypeSize(proto::DType dtype) {

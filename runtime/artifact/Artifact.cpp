@@ -2,9 +2,10 @@
 
 #include "runtime/artifact/Artifact.h"
 
+#include "compiler/support/Sha256.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/SHA256.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,9 +36,7 @@ enum : size_t {
 };
 
 std::array<uint8_t, 32> sha256(llvm::StringRef bytes) {
-  llvm::SHA256 hasher;
-  hasher.update(bytes);
-  return hasher.final();
+  return support::sha256(bytes);
 }
 
 void putString(char *out, llvm::StringRef value, size_t size) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/kiln/CacheCommand.h"
 #include "tools/kiln/Commands.h"
 #include "tools/kiln/ToolSupport.h"
 
@@ -14,10 +15,22 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+#include <vector>
+
 static llvm::cl::SubCommand versionCommand("version", "Print Kiln's version");
+// Listed in --help; `kiln cache ...` parses its own arguments (see
+// CacheCommand.cpp).
+static llvm::cl::SubCommand
+    cacheCommand("cache", "Inspect and maintain the compile cache (kiln cache "
+                          "--help)");
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  if (argc >= 2 && llvm::StringRef(argv[1]) == "cache") {
+    return kiln::tool::runCacheCommand(
+        std::vector<std::string>(argv + 2, argv + argc));
+  }
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "kiln " << KILN_VERSION << " (" << KILN_GIT_HASH << ")\n";
   });

@@ -1,0 +1,235 @@
+//===- Cache.cpp - getOrCompile -------------------------------------------===//
+
+#include "cache/Cache.h"
+
+#include "compiler/Version.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+namespace kiln::cache {
+
+namespace {
+
+double monotonicSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void warn(const llvm::Twine &message) {
+  llvm::WithColor::warning(llvm::errs(), "kiln") << message << "\n";
+}
+
+} // namespace
+
+std::string Stats::toJson() const {
+  llvm::json::Object o{{"hits", hits},
+                       {"misses", misses},
+                       {"compiles", compiles},
+                       {"bypasses", bypasses},
+                       {"failures", failures},
+                       {"corrupt", corrupt},
+                       {"lease_waits", leaseWaits},
+                       {"lease_wait_seconds", leaseWaitSeconds},
+                       {"compile_seconds", compileSeconds},
+                       {"bytes_read", bytesRead},
+                       {"bytes_written", bytesWritten}};
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(o));
+  return text;
+}
+
+GetOptions GetOptions::fromEnvironment() {
+  GetOptions o;
+  const char *retry = std::getenv("KILN_CACHE_RETRY_FAILED");
+  o.retryFailed = retry && *retry && llvm::StringRef(retry) != "0";
+  if (const char *ttl = std::getenv("KILN_CACHE_FAILED_TTL")) {
+    double value = 0;
+    if (!llvm::StringRef(ttl).getAsDouble(value) && value >= 0) {
+      o.failedTtlSeconds = value;
+    }
+  }
+  return o;
+}
+
+std::string Cache::defaultRoot() {
+  if (const char *url = std::getenv("KILN_CACHE_URL"); url && *url) {
+    return url;
+  }
+  const char *home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/kiln";
+}
+
+llvm::Expected<Cache> Cache::open(llvm::StringRef root) {
+  return open(root, Store::optionsFromEnvironment(),
+              LeaseOptions::fromEnvironment(), GetOptions::fromEnvironment());
+}
+
+llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
+                                  LeaseOptions leases, GetOptions get) {
+  auto opened = Store::open(root, store);
+  if (!opened) {
+    return opened.takeError();
+  }
+  return Cache(std::move(*opened), leases, get);
+}
+
+llvm::Expected<Cache> Cache::openDefault() { return open(defaultRoot()); }
+
+void Cache::record(Event event) { appendEvent(files, event); }
+
+llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
+                                                const CompileOptions &options,
+                                                const CompileFunction &compile,
+                                                Key key, bool publish) {
+  double start = monotonicSeconds();
+  auto bytes = compile(graph, options);
+  double seconds = monotonicSeconds() - start;
+  counters.compileSeconds += seconds;
+  std::string name = graph.name();
+  if (!bytes) {
+    std::string error = llvm::toString(bytes.takeError());
+    ++counters.failures;
+    if (publish) {
+      FailedEntry entry{error, compilerBuildId(), wallSeconds(),
+                        wallSeconds() + get.failedTtlSeconds};
+      if (auto err = files.recordFailure(key.hex, entry)) {
+        warn("cannot record the failure of " + key.hex + ": " +
+             llvm::toString(std::move(err)));
+      }
+      record({"failure", key.hex, 0, seconds, name, compilerBuildId()});
+    }
+    return llvm::createStringError("compiling graph '" + name + "' (key " +
+                                   key.hex.substr(0, 16) +
+                                   ") failed: " + error);
+  }
+  auto loaded = artifact::readArtifact(*bytes, "compiled graph '" + name + "'",
+                                       options.target);
+  if (!loaded) {
+    return llvm::createStringError(
+        "the compiler produced an invalid artifact for graph '" + name +
+        "': " + llvm::toString(loaded.takeError()));
+  }
+  ++counters.compiles;
+  Result result{std::move(*loaded), std::move(key), Outcome::InMemory, seconds};
+  if (!publish) {
+    ++counters.bypasses;
+    record({"bypass", result.key.hex});
+    return result;
+  }
+  // The artifact first, then its graph: an object never refers to anything
+  // that is not there yet, and a graph alone is harmless.
+  auto published = files.publish(files.objectPath(result.key.hex), *bytes);
+  if (!published) {
+    // ENOSPC, EIO, ...: this run goes on with the artifact in memory.
+    warn(llvm::toString(published.takeError()) +
+         "; going on with the artifact in memory");
+    ++counters.bypasses;
+    return result;
+  }
+  std::string graphBytes;
+  if (graph.SerializeToString(&graphBytes)) {
+    auto graphPublished =
+        files.publish(files.graphPath(result.key.hex), graphBytes);
+    if (!graphPublished) {
+      llvm::consumeError(graphPublished.takeError());
+    }
+  }
+  files.forgetFailure(result.key.hex);
+  counters.bytesWritten += static_cast<int64_t>(bytes->size());
+  record({"compile", result.key.hex, static_cast<double>(bytes->size()),
+          seconds, name, compilerBuildId()});
+  result.outcome = Outcome::Compiled;
+  return result;
+}
+
+llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
+                                           const CompileOptions &options,
+                                           const CompileFunction &compile) {
+  auto key = deriveKey(graph, options);
+  if (!key) {
+    return key.takeError();
+  }
+  std::mt19937_64 jitter(std::random_device{}());
+  double waitStart = 0, delay = 0.02;
+  bool waited = false, missed = false;
+  while (true) {
+    auto object = files.loadObject(key->hex);
+    if (!object) {
+      // Corrupt: it has been quarantined; count it and compile.
+      warn(llvm::toString(object.takeError()) + "; recompiling");
+      ++counters.corrupt;
+      record({"corrupt", key->hex});
+    } else if (*object) {
+      ++counters.hits;
+      int64_t size = static_cast<int64_t>(
+          (*object)->mapping ? (*object)->mapping->getBufferSize() : 0);
+      counters.bytesRead += size;
+      record({"hit", key->hex, static_cast<double>(size)});
+      if (waited) {
+        counters.leaseWaitSeconds += monotonicSeconds() - waitStart;
+        record({"lease_wait", key->hex, 0, monotonicSeconds() - waitStart});
+      }
+      return Result{std::move(**object), std::move(*key), Outcome::Hit, 0};
+    }
+    if (!missed) {
+      missed = true;
+      ++counters.misses;
+      record({"miss", key->hex});
+    }
+    if (auto failed = files.failedEntry(key->hex); failed && !get.retryFailed) {
+      ++counters.failures;
+      return llvm::createStringError(
+          "graph '" + graph.name() + "' (key " + key->hex.substr(0, 16) +
+          ") failed to compile earlier (" + failed->compiler +
+          "); not retrying until the entry expires or --retry-failed "
+          "(KILN_CACHE_RETRY_FAILED=1): " +
+          failed->error);
+    }
+    if (files.options().readOnly) {
+      return compileAndPublish(graph, options, compile, std::move(*key),
+                               /*publish=*/false);
+    }
+    if (auto lease = Lease::tryAcquire(files.leasePath(key->hex), leases)) {
+      // Someone may have published between our lookup and our lease.
+      auto object = files.loadObject(key->hex);
+      if (object && *object) {
+        continue;
+      }
+      if (!object) {
+        llvm::consumeError(object.takeError());
+      }
+      return compileAndPublish(graph, options, compile, std::move(*key),
+                               /*publish=*/true);
+    }
+    // Another process is compiling this key: wait for its result.
+    if (!waited) {
+      waited = true;
+      waitStart = monotonicSeconds();
+      ++counters.leaseWaits;
+    }
+    if (monotonicSeconds() - waitStart > leases.maxWaitSeconds) {
+      warn("waited " + llvm::formatv("{0:f0}", leases.maxWaitSeconds).str() +
+           " s for another process to compile " + key->hex.substr(0, 16) +
+           "; compiling it here too");
+      counters.leaseWaitSeconds += monotonicSeconds() - waitStart;
+      record({"lease_wait", key->hex, 0, monotonicSeconds() - waitStart});
+      return compileAndPublish(graph, options, compile, std::move(*key),
+                               /*publish=*/true);
+    }
+    std::uniform_real_distribution<double> spread(0.5, 1.5);
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(delay * spread(jitter)));
+    delay = std::min(delay * 1.5, 0.5);
+  }
+}
+
+} // namespace kiln::cache

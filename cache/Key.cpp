@@ -1,0 +1,108 @@
+//===- Key.cpp - deriving cache keys --------------------------------------===//
+
+#include "cache/Key.h"
+
+#include "compiler/Version.h"
+#include "compiler/graph/GraphFile.h"
+#include "compiler/support/Sha256.h"
+#include "compiler/target/TargetDescription.h"
+#include "runtime/artifact/Artifact.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
+
+#include <cstdlib>
+
+namespace kiln::cache {
+
+std::string compilerBuildId() {
+  return std::string("kiln ") + KILN_VERSION + " git " + KILN_GIT_HASH +
+         " kneff " + std::to_string(artifact::kFormatMajor) + "." +
+         std::to_string(artifact::kFormatMinor) + " kgraph " +
+         std::to_string(graph::kGraphFormatVersion) + " schema " +
+         artifact::schemaHash().substr(0, 16);
+}
+
+namespace {
+
+bool hasCollectives(const proto::Graph &graph) {
+  for (const auto &node : graph.nodes()) {
+    if (node.op() == "all_reduce") {
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+std::string hashFields(const std::vector<KeyField> &fields) {
+  support::Sha256 sha;
+  auto put = [&](llvm::StringRef bytes) {
+    char length[8];
+    llvm::support::endian::write64le(length, bytes.size());
+    sha.update(llvm::StringRef(length, 8));
+    sha.update(bytes);
+  };
+  for (const KeyField &f : fields) {
+    put(f.name);
+    put(f.value);
+  }
+  return support::toHex(sha.final());
+}
+
+llvm::Expected<Key> deriveKey(const proto::Graph &graph,
+                              const CompileOptions &options,
+                              llvm::StringRef salt) {
+  auto canonical = graph::canonicalBytes(graph);
+  if (!canonical) {
+    return canonical.takeError();
+  }
+  const target::TargetDescription *t = target::lookupTarget(options.target);
+  if (!t) {
+    return llvm::createStringError("cache key: unknown target '" +
+                                   options.target + "'");
+  }
+  Key key;
+  key.fields.push_back({"graph", std::move(*canonical),
+                        "the canonical graph bytes (debug names and source "
+                        "locations stripped)"});
+  key.fields.push_back({"compiler", compilerBuildId(),
+                        "compiler version, git hash, artifact, graph and "
+                        "instruction-schema versions"});
+  // One NeuronCore per artifact; the topology is the data-parallel group's,
+  // which only graphs with collectives depend on.
+  bool collective = hasCollectives(graph);
+  key.fields.push_back(
+      {"target",
+       t->name.str() + " cores=1 topology=" +
+           (collective && options.worldSize > 1 ? "ring" : "single"),
+       "target kind, cores per artifact and topology"});
+  for (auto &[name, value] : options.keyFields()) {
+    if (name == "world-size") {
+      continue; // keyed below, only where it changes the artifact
+    }
+    key.fields.push_back({"option." + name, value, "compile option " + name});
+  }
+  key.fields.push_back(
+      {"world-size", collective ? std::to_string(options.worldSize) : "n/a",
+       "data-parallel world size (only for graphs with collectives)"});
+  key.fields.push_back(
+      {"salt", salt.str(), "KILN_CACHE_SALT, for deliberate separation"});
+  key.hex = hashFields(key.fields);
+  return key;
+}
+
+llvm::Expected<Key> deriveKey(const proto::Graph &graph,
+                              const CompileOptions &options) {
+  const char *salt = std::getenv("KILN_CACHE_SALT");
+  return deriveKey(graph, options, salt ? salt : "");
+}
+
+bool isKey(llvm::StringRef text) {
+  return text.size() == 64 && llvm::all_of(text, [](char c) {
+           return llvm::isDigit(c) || (c >= 'a' && c <= 'f');
+         });
+}
+
+} // namespace kiln::cache

@@ -1,0 +1,414 @@
+//===- Maintenance.cpp - gc, prune, verify, export/import, doctor --------===//
+
+#include "cache/Maintenance.h"
+
+#include "cache/Key.h"
+#include "cache/Lease.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <zip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+namespace kiln::cache {
+
+namespace {
+
+struct ObjectFile {
+  std::string key, path;
+  int64_t size = 0;
+  double mtime = 0;
+};
+
+double mtimeOf(const struct stat &info) {
+  return info.st_mtim.tv_sec + info.st_mtim.tv_nsec * 1e-9;
+}
+
+/// The objects on disk (the truth), not the index's idea of them.
+std::vector<ObjectFile> scanObjects(const Store &store) {
+  std::vector<ObjectFile> out;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator
+           it(store.subdir("objects"), ec),
+       end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef path = it->path();
+    llvm::StringRef key = llvm::sys::path::stem(path);
+    struct stat info;
+    if (!path.ends_with(".kneff") || !isKey(key) ||
+        ::stat(path.str().c_str(), &info) != 0) {
+      continue;
+    }
+    out.push_back({key.str(), path.str(), info.st_size, mtimeOf(info)});
+  }
+  std::sort(
+      out.begin(), out.end(),
+      [](const ObjectFile &a, const ObjectFile &b) { return a.key < b.key; });
+  return out;
+}
+
+/// Removes files in `dir` (recursively) for which `dead(path, info)`.
+int sweep(llvm::StringRef dir,
+          const std::function<bool(llvm::StringRef, const struct stat &)> &dead,
+          bool dryRun) {
+  int count = 0;
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    struct stat info;
+    if (::stat(it->path().c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        dead(it->path(), info)) {
+      doomed.push_back(it->path());
+    }
+  }
+  for (const std::string &path : doomed) {
+    if (dryRun || ::unlink(path.c_str()) == 0) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+} // namespace
+
+llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
+                                        const GcPolicy &policy) {
+  LeaseOptions leaseOptions = LeaseOptions::fromEnvironment();
+  auto lease = Lease::tryAcquire(store.leasePath("gc"), leaseOptions);
+  if (!lease) {
+    return llvm::createStringError("another gc holds the cache's gc lease (" +
+                                   store.leasePath("gc") +
+                                   "); try again when it is done");
+  }
+  GcReport report;
+  double now = wallSeconds();
+  std::map<std::string, IndexEntry> known;
+  for (IndexEntry &e : index.entries()) {
+    known[e.key] = e;
+  }
+  std::string current = compilerBuildId();
+  std::vector<ObjectFile> objects = scanObjects(store);
+  auto lastUsed = [&](const ObjectFile &o) {
+    auto it = known.find(o.key);
+    return it != known.end() ? std::max(it->second.lastUsed, o.mtime) : o.mtime;
+  };
+  // Least recently used first, so that --max-size removes those.
+  std::sort(objects.begin(), objects.end(),
+            [&](const ObjectFile &a, const ObjectFile &b) {
+              return lastUsed(a) < lastUsed(b);
+            });
+  int64_t total = 0;
+  for (const ObjectFile &o : objects) {
+    total += o.size;
+  }
+  for (const ObjectFile &o : objects) {
+    auto entry = known.find(o.key);
+    bool wanted = false;
+    if (policy.maxBytes && total > *policy.maxBytes) {
+      wanted = true;
+    }
+    if (policy.maxAgeSeconds && now - lastUsed(o) > *policy.maxAgeSeconds) {
+      wanted = true;
+    }
+    if (policy.olderThanSeconds && now - o.mtime > *policy.olderThanSeconds) {
+      wanted = true;
+    }
+    if (policy.otherCompilers) {
+      auto loaded = artifact::loadArtifactFile(o.path);
+      std::string compiler =
+          loaded ? "" : "unreadable"; // unreadable entries are other builds
+      if (loaded) {
+        compiler = entry != known.end() ? entry->second.compiler : "";
+      } else {
+        llvm::consumeError(loaded.takeError());
+      }
+      // Keys embed the compiler build, so an entry of another build can
+      // never be hit again by this one.
+      auto graphOk = entry != known.end() && !entry->second.compiler.empty() &&
+                     entry->second.compiler != current;
+      wanted = wanted || graphOk || compiler == "unreadable";
+    }
+    if (!wanted) {
+      ++report.kept;
+      report.keptBytes += o.size;
+      continue;
+    }
+    if (now - o.mtime < policy.graceSeconds) {
+      ++report.skippedYoung;
+      report.keptBytes += o.size;
+      ++report.kept;
+      continue;
+    }
+    if (leaseIsLive(store.leasePath(o.key), leaseOptions)) {
+      ++report.skippedLeased;
+      report.keptBytes += o.size;
+      ++report.kept;
+      continue;
+    }
+    if (!policy.dryRun) {
+      ::unlink(o.path.c_str());
+      ::unlink(store.graphPath(o.key).c_str());
+      llvm::consumeError(index.remove(o.key));
+    }
+    report.removed.push_back(o.key);
+    report.freedBytes += o.size;
+    total -= o.size;
+  }
+
+  // Other format versions' directories beside ours.
+  if (policy.keepVersions) {
+    std::vector<std::pair<int, std::string>> versions;
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(store.root(), ec), end;
+         it != end && !ec; it.increment(ec)) {
+      llvm::StringRef name = llvm::sys::path::filename(it->path());
+      int v = 0;
+      if (name.consume_front("kiln-") && !name.getAsInteger(10, v)) {
+        versions.push_back({v, it->path()});
+      }
+    }
+    std::sort(versions.rbegin(), versions.rend());
+    for (size_t i = 0; i < versions.size(); ++i) {
+      if (static_cast<int>(i) < *policy.keepVersions ||
+          versions[i].second == store.dir()) {
+        continue;
+      }
+      if (!policy.dryRun) {
+        llvm::sys::fs::remove_directories(versions[i].second);
+      }
+      ++report.versionsRemoved;
+    }
+  }
+
+  // Staging files of writers that died, leases nobody renews, expired
+  // negative entries.
+  report.tmpSwept = sweep(
+      store.subdir("tmp"),
+      [&](llvm::StringRef, const struct stat &info) {
+        return now - mtimeOf(info) > policy.graceSeconds;
+      },
+      policy.dryRun);
+  report.leasesBroken = sweep(
+      store.subdir("leases"),
+      [&](llvm::StringRef path, const struct stat &) {
+        return !llvm::StringRef(path).ends_with("/gc.lease") &&
+               !leaseIsLive(path.str(), leaseOptions);
+      },
+      policy.dryRun);
+  report.failedExpired = sweep(
+      store.subdir("failed"),
+      [&](llvm::StringRef path, const struct stat &) {
+        llvm::StringRef key = llvm::sys::path::stem(path);
+        return isKey(key) && !store.failedEntry(key);
+      },
+      policy.dryRun);
+  return report;
+}
+
+VerifyReport verifyObjects(const Store &store, Index *index, bool repair) {
+  VerifyReport report;
+  for (const ObjectFile &o : scanObjects(store)) {
+    ++report.checked;
+    auto loaded = artifact::loadArtifactFile(o.path);
+    if (loaded) {
+      continue;
+    }
+    report.bad.push_back({o.key, llvm::toString(loaded.takeError())});
+    if (repair) {
+      store.quarantine(o.key);
+      if (index) {
+        llvm::consumeError(index->remove(o.key));
+      }
+    }
+  }
+  return report;
+}
+
+llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file) {
+  int error = 0;
+  ::unlink(file.str().c_str());
+  zip_t *zip = zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
+  if (!zip) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, error);
+    std::string why = zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    return llvm::createStringError("cannot create '" + file + "': " + why);
+  }
+  int count = 0;
+  for (const ObjectFile &o : scanObjects(store)) {
+    for (auto [path, name] : {std::pair{o.path, "objects/" + o.key + ".kneff"},
+                              std::pair{store.graphPath(o.key),
+                                        "graphs/" + o.key + ".kgraph.pb"}}) {
+      if (!llvm::sys::fs::exists(path)) {
+        continue;
+      }
+      zip_source_t *source = zip_source_file(zip, path.c_str(), 0, -1);
+      if (!source || zip_file_add(zip, name.c_str(), source, 0) < 0) {
+        if (source) {
+          zip_source_free(source);
+        }
+        std::string why = zip_strerror(zip);
+        zip_discard(zip);
+        return llvm::createStringError("cannot add '" + path + "' to '" + file +
+                                       "': " + why);
+      }
+    }
+    ++count;
+  }
+  if (zip_close(zip) != 0) {
+    std::string why = zip_strerror(zip);
+    zip_discard(zip);
+    return llvm::createStringError("cannot write '" + file + "': " + why);
+  }
+  return count;
+}
+
+llvm::Expected<std::pair<int, int>> importCache(const Store &store,
+                                                llvm::StringRef file) {
+  int error = 0;
+  zip_t *zip = zip_open(file.str().c_str(), ZIP_RDONLY, &error);
+  if (!zip) {
+    return llvm::createStringError("cannot open '" + file +
+                                   "' as a cache export (zip error " +
+                                   llvm::Twine(error) + ")");
+  }
+  int imported = 0, skipped = 0;
+  zip_int64_t entries = zip_get_num_entries(zip, 0);
+  for (zip_int64_t i = 0; i < entries; ++i) {
+    llvm::StringRef name = zip_get_name(zip, i, 0);
+    zip_stat_t st;
+    if (zip_stat_index(zip, i, 0, &st) != 0) {
+      ++skipped;
+      continue;
+    }
+    std::string bytes(st.size, '\0');
+    zip_file_t *f = zip_fopen_index(zip, i, 0);
+    bool read = f && zip_fread(f, bytes.data(), st.size) ==
+                         static_cast<zip_int64_t>(st.size);
+    if (f) {
+      zip_fclose(f);
+    }
+    llvm::StringRef key = llvm::sys::path::stem(llvm::sys::path::stem(name));
+    if (!read || !isKey(key)) {
+      ++skipped;
+      continue;
+    }
+    std::string target;
+    if (name.starts_with("objects/") && name.ends_with(".kneff")) {
+      // Never trust an import: an artifact is verified before it is shared.
+      auto valid = artifact::readArtifact(bytes, name);
+      if (!valid) {
+        llvm::consumeError(valid.takeError());
+        ++skipped;
+        continue;
+      }
+      target = store.objectPath(key);
+      ++imported;
+    } else if (name.starts_with("graphs/")) {
+      target = store.graphPath(key);
+    } else {
+      ++skipped;
+      continue;
+    }
+    auto published = store.publish(target, bytes);
+    if (!published) {
+      zip_discard(zip);
+      return published.takeError();
+    }
+  }
+  zip_discard(zip);
+  return std::pair{imported, skipped};
+}
+
+std::vector<DoctorCheck> diagnose(const Store &store) {
+  std::vector<DoctorCheck> checks;
+  auto add = [&](std::string name, bool ok, std::string detail) {
+    checks.push_back({std::move(name), ok, std::move(detail)});
+  };
+  struct stat info;
+  ::stat(store.root().str().c_str(), &info);
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%03o", info.st_mode & 0777);
+  add("owner", info.st_uid == ::geteuid() || ::geteuid() == 0,
+      "root owned by uid " + std::to_string(info.st_uid) + ", mode " + mode);
+
+  std::string probe = store.subdir("tmp") + "/doctor-" + hostIdentity() + "-" +
+                      std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
+  add("write", fd >= 0,
+      fd >= 0 ? "tmp/ is writable"
+              : std::string("cannot create a file in tmp/: ") +
+                    std::strerror(errno));
+  if (fd >= 0) {
+    ::close(fd);
+    int again = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
+    add("exclusive create", again < 0 && errno == EEXIST,
+        again < 0
+            ? "a second O_EXCL create fails with EEXIST, as leases need"
+            : "a second O_EXCL create succeeded: leases are not safe here");
+    if (again >= 0) {
+      ::close(again);
+    }
+    std::string linked = probe + ".link", renamed = probe + ".renamed";
+    bool link1 = ::link(probe.c_str(), linked.c_str()) == 0;
+    bool link2 = ::link(probe.c_str(), linked.c_str()) != 0 && errno == EEXIST;
+    add("atomic link", link1 && link2,
+        link1 && link2 ? "link() publishes and refuses an existing name"
+                       : "link() does not behave atomically; publishing is "
+                         "unsafe on this filesystem");
+    bool rename = ::rename(linked.c_str(), renamed.c_str()) == 0;
+    add("atomic rename", rename,
+        rename ? "rename() works"
+               : std::string("rename() failed: ") + std::strerror(errno));
+    ::unlink(probe.c_str());
+    ::unlink(linked.c_str());
+    ::unlink(renamed.c_str());
+  }
+
+  struct statvfs fs;
+  if (::statvfs(store.dir().str().c_str(), &fs) == 0) {
+    double free = static_cast<double>(fs.f_bavail) * fs.f_frsize;
+    add("free space", free > 1e9,
+        llvm::formatv("{0:f1} GiB free", free / (1 << 30)).str() +
+            (free > 1e9 ? "" : ": under 1 GB, publishing may fail"));
+  }
+  struct statfs type;
+  if (::statfs(store.dir().str().c_str(), &type) == 0) {
+    std::string kind = "local";
+    switch (static_cast<uint32_t>(type.f_type)) {
+    case 0x6969:
+      kind = "NFS (shared: per-host event logs, no WAL)";
+      break;
+    case 0x0BD00BD0:
+      kind = "Lustre (shared: per-host event logs, no WAL)";
+      break;
+    case 0x01021994:
+      kind = "tmpfs (not shared between hosts)";
+      break;
+    }
+    add("filesystem", true, kind);
+  }
+  auto index = Index::openReadOnly(store);
+  add("index", static_cast<bool>(index),
+      index ? "index.sqlite is readable"
+            : llvm::toString(index.takeError()) +
+                  " (kiln cache index rebuild recreates it)");
+  return checks;
+}
+
+} // namespace kiln::cache

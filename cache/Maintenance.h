@@ -1,0 +1,63 @@
+//===- Maintenance.h - gc, prune, verify, export/import, doctor -*- C++ -*-===//
+
+#ifndef KILN_CACHE_MAINTENANCE_H
+#define KILN_CACHE_MAINTENANCE_H
+
+#include "cache/Index.h"
+#include "cache/Store.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::cache {
+
+struct GcPolicy {
+  std::optional<int64_t> maxBytes;        // --max-size: oldest-used go first
+  std::optional<double> maxAgeSeconds;    // --max-age: unused for this long
+  std::optional<int> keepVersions;        // --keep-versions: kiln-<v> dirs
+  std::optional<double> olderThanSeconds; // prune --older-than: created
+  bool otherCompilers = false;            // prune --version: other builds
+  /// Nothing younger than this is removed (a compile may be using it).
+  double graceSeconds = 3600;
+  bool dryRun = false;
+};
+
+struct GcReport {
+  std::vector<std::string> removed;
+  int64_t freedBytes = 0, keptBytes = 0;
+  int kept = 0, skippedYoung = 0, skippedLeased = 0;
+  int tmpSwept = 0, leasesBroken = 0, failedExpired = 0, versionsRemoved = 0;
+};
+
+/// Applies `policy` under the gc lease, then sweeps stale tmp/ files, dead
+/// leases and expired negative entries.
+llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
+                                        const GcPolicy &policy);
+
+struct VerifyReport {
+  int checked = 0;
+  std::vector<std::pair<std::string, std::string>> bad; // key, why
+};
+/// Verifies every object; with `repair`, quarantines the bad ones.
+VerifyReport verifyObjects(const Store &store, Index *index, bool repair);
+
+/// Writes every object and graph into a zip file; returns how many objects.
+llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file);
+/// Publishes every valid object and graph of a zip file written by
+/// exportCache; returns (imported, skipped as invalid).
+llvm::Expected<std::pair<int, int>> importCache(const Store &store,
+                                                llvm::StringRef file);
+
+struct DoctorCheck {
+  std::string name;
+  bool ok = true;
+  std::string detail;
+};
+/// Probes the root: ownership, write access, atomic link and rename, lease
+/// exclusivity, free space, filesystem type, the index.
+std::vector<DoctorCheck> diagnose(const Store &store);
+
+} // namespace kiln::cache
+
+#endif // KILN_CACHE_MAINTENANCE_H

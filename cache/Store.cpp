@@ -1,0 +1,356 @@
+//===- Store.cpp - the cache's files
+//---------------------------------------===//
+
+#include "cache/Store.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kiln::cache {
+
+std::string hostIdentity() {
+  if (const char *id = std::getenv("KILN_HOST_ID"); id && *id) {
+    return id;
+  }
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || !*name) {
+    return "unknown-host";
+  }
+  return name;
+}
+
+double wallSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+llvm::Error errnoError(const llvm::Twine &what, int error) {
+  return llvm::createStringError(
+      std::error_code(error, std::generic_category()),
+      what + ": " + std::strerror(error));
+}
+
+/// The fault KILN_CACHE_FAULT injects at `step`: 0 for none, else an errno.
+/// A `kill` fault does not return.
+int injectedFault(PublishStep step) {
+  const char *spec = std::getenv("KILN_CACHE_FAULT");
+  if (!spec) {
+    return 0;
+  }
+  static const char *names[] = {"open", "write", "fsync", "link"};
+  llvm::SmallVector<llvm::StringRef> faults;
+  llvm::StringRef(spec).split(faults, ',', -1, false);
+  for (llvm::StringRef fault : faults) {
+    auto [action, where] = fault.trim().split('@');
+    if (where != names[static_cast<int>(step)]) {
+      continue;
+    }
+    if (action == "kill") {
+      std::raise(SIGKILL);
+    }
+    if (action == "enospc") {
+      return ENOSPC;
+    }
+    if (action == "eio") {
+      return EIO;
+    }
+  }
+  return 0;
+}
+
+std::string fanOut(llvm::StringRef dir, llvm::StringRef key,
+                   llvm::StringRef suffix) {
+  return (dir + "/" + key.take_front(2) + "/" + key + suffix).str();
+}
+
+std::string uniqueSuffix() {
+  std::random_device device;
+  return llvm::utohexstr((static_cast<uint64_t>(device()) << 32) | device(),
+                         /*LowerCase=*/true);
+}
+
+/// Writes all of `bytes` to `fd`, retrying short writes and EINTR.
+int writeAll(int fd, llvm::StringRef bytes) {
+  const char *p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+void syncDirectory(llvm::StringRef dir) {
+  int fd = ::open(dir.str().c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+} // namespace
+
+llvm::Expected<std::string> readWholeFile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    return llvm::createStringError(buffer.getError(),
+                                   "cannot read '" + path +
+                                       "': " + buffer.getError().message());
+  }
+  return (*buffer)->getBuffer().str();
+}
+
+StoreOptions Store::optionsFromEnvironment() {
+  StoreOptions o;
+  if (const char *mask = std::getenv("KILN_CACHE_UMASK")) {
+    unsigned value = 0;
+    if (!llvm::StringRef(mask).getAsInteger(8, value) && value <= 0777) {
+      o.umask = value;
+    }
+  }
+  auto flag = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v && *v && llvm::StringRef(v) != "0";
+  };
+  o.allowForeignOwner = flag("KILN_CACHE_ALLOW_FOREIGN_OWNER");
+  o.readOnly = flag("KILN_CACHE_READONLY");
+  return o;
+}
+
+llvm::Expected<Store> Store::open(llvm::StringRef root, StoreOptions options) {
+  llvm::StringRef path = root;
+  path.consume_front("file://");
+  if (path.empty()) {
+    return llvm::createStringError(
+        "cache root is empty: set KILN_CACHE_URL to a directory");
+  }
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError("cache root '" + path + "' " + what);
+  };
+  Store store;
+  llvm::SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  store.rootDir = absolute.str().str();
+  store.versionDir =
+      store.rootDir + "/kiln-" + std::to_string(artifact::kFormatMajor);
+  store.opts = options;
+
+  struct stat info;
+  if (::stat(store.rootDir.c_str(), &info) != 0) {
+    if (errno != ENOENT || options.readOnly) {
+      return fail(llvm::Twine("is unreachable: ") + std::strerror(errno));
+    }
+    if (std::error_code ec = llvm::sys::fs::create_directories(store.rootDir)) {
+      return fail("cannot be created: " + ec.message());
+    }
+    ::stat(store.rootDir.c_str(), &info);
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    return fail("is not a directory");
+  }
+  // Write access to the cache is code execution on every worker that loads
+  // from it: refuse a root someone else controls unless told to trust it.
+  if (info.st_uid != ::geteuid() && ::geteuid() != 0 &&
+      !options.allowForeignOwner) {
+    return fail("is owned by uid " + llvm::Twine(info.st_uid) +
+                ", not this user; set KILN_CACHE_ALLOW_FOREIGN_OWNER=1 to "
+                "trust it");
+  }
+  if (options.readOnly) {
+    return store;
+  }
+  ::umask(options.umask);
+  for (const char *sub : {"objects", "failed", "graphs", "leases", "events",
+                          "tmp", "quarantine"}) {
+    if (std::error_code ec =
+            llvm::sys::fs::create_directories(store.versionDir + "/" + sub)) {
+      return fail("is not writable: cannot create " + llvm::Twine(sub) +
+                  "/: " + ec.message());
+    }
+  }
+  return store;
+}
+
+std::string Store::objectPath(llvm::StringRef key) const {
+  return fanOut(versionDir + "/objects", key, ".kneff");
+}
+std::string Store::failedPath(llvm::StringRef key) const {
+  return fanOut(versionDir + "/failed", key, ".json");
+}
+std::string Store::graphPath(llvm::StringRef key) const {
+  return fanOut(versionDir + "/graphs", key, ".kgraph.pb");
+}
+std::string Store::leasePath(llvm::StringRef name) const {
+  return (versionDir + "/leases/" + name + ".lease").str();
+}
+std::string Store::subdir(llvm::StringRef name) const {
+  return (versionDir + "/" + name).str();
+}
+
+llvm::Expected<bool> Store::publish(llvm::StringRef path, llvm::StringRef bytes,
+                                    bool replace) const {
+  if (opts.readOnly) {
+    return llvm::createStringError("cache is read-only (KILN_CACHE_READONLY)");
+  }
+  std::string tmp = subdir("tmp") + "/" + hostIdentity() + "-" +
+                    std::to_string(::getpid()) + "-" + uniqueSuffix();
+  auto fail = [&](const llvm::Twine &what, int error) {
+    ::unlink(tmp.c_str());
+    return errnoError("cannot publish '" + path + "': " + what, error);
+  };
+  int fd = -1;
+  if (int fault = injectedFault(PublishStep::Open)) {
+    return fail("creating the staging file", fault);
+  }
+  fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    return fail("creating the staging file " + tmp, errno);
+  }
+  size_t half = bytes.size() / 2;
+  int error = writeAll(fd, bytes.take_front(half));
+  if (!error) {
+    error = injectedFault(PublishStep::Write);
+  }
+  if (!error) {
+    error = writeAll(fd, bytes.drop_front(half));
+  }
+  if (!error) {
+    error = injectedFault(PublishStep::Fsync);
+  }
+  if (!error && ::fsync(fd) != 0) {
+    error = errno;
+  }
+  if (::close(fd) != 0 && !error) {
+    error = errno;
+  }
+  if (error) {
+    return fail("writing " + llvm::Twine(bytes.size()) + " bytes", error);
+  }
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (std::error_code ec = llvm::sys::fs::create_directories(parent)) {
+    return fail("creating " + parent, ec.value());
+  }
+  if (int fault = injectedFault(PublishStep::Link)) {
+    return fail("linking into place", fault);
+  }
+  bool published = true;
+  if (replace) {
+    if (::rename(tmp.c_str(), path.str().c_str()) != 0) {
+      return fail("renaming into place", errno);
+    }
+  } else {
+    // link() fails with EEXIST if another writer got there first: theirs
+    // stays, and the caller goes on with its own bytes (identical by
+    // content addressing).
+    if (::link(tmp.c_str(), path.str().c_str()) != 0) {
+      if (errno != EEXIST) {
+        return fail("linking into place", errno);
+      }
+      published = false;
+    }
+    ::unlink(tmp.c_str());
+  }
+  syncDirectory(parent);
+  return published;
+}
+
+llvm::Expected<std::optional<artifact::Artifact>>
+Store::loadObject(llvm::StringRef key) const {
+  std::string path = objectPath(key);
+  if (!llvm::sys::fs::exists(path)) {
+    return std::nullopt;
+  }
+  auto loaded = artifact::loadArtifactFile(path);
+  if (loaded) {
+    return std::optional<artifact::Artifact>(std::move(*loaded));
+  }
+  std::string why = llvm::toString(loaded.takeError());
+  if (!llvm::sys::fs::exists(path)) {
+    return std::nullopt; // removed under us (gc): a plain miss
+  }
+  quarantine(key);
+  return llvm::createStringError("corrupt cache entry " + key + ": " + why);
+}
+
+void Store::quarantine(llvm::StringRef key) const {
+  if (opts.readOnly) {
+    return;
+  }
+  std::string to = subdir("quarantine") + "/" + key.str() + "-" +
+                   hostIdentity() + "-" + std::to_string(::getpid()) + "-" +
+                   uniqueSuffix() + ".kneff";
+  ::rename(objectPath(key).c_str(), to.c_str());
+}
+
+std::optional<FailedEntry> Store::failedEntry(llvm::StringRef key) const {
+  auto text = readWholeFile(failedPath(key));
+  if (!text) {
+    llvm::consumeError(text.takeError());
+    return std::nullopt;
+  }
+  auto json = llvm::json::parse(*text);
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o) {
+    return std::nullopt;
+  }
+  FailedEntry entry;
+  entry.error = o->getString("error").value_or("").str();
+  entry.compiler = o->getString("compiler").value_or("").str();
+  entry.time = o->getNumber("time").value_or(0);
+  entry.expires = o->getNumber("expires").value_or(0);
+  if (entry.expires <= wallSeconds()) {
+    return std::nullopt;
+  }
+  return entry;
+}
+
+llvm::Error Store::recordFailure(llvm::StringRef key,
+                                 const FailedEntry &entry) const {
+  llvm::json::Object o{{"key", key},
+                       {"error", entry.error},
+                       {"compiler", entry.compiler},
+                       {"time", entry.time},
+                       {"expires", entry.expires},
+                       {"host", hostIdentity()}};
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(o)) << "\n";
+  auto published = publish(failedPath(key), text, /*replace=*/true);
+  return published ? llvm::Error::success() : published.takeError();
+}
+
+void Store::forgetFailure(llvm::StringRef key) const {
+  if (!opts.readOnly) {
+    ::unlink(failedPath(key).c_str());
+  }
+}
+
+} // namespace kiln::cache

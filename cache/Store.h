@@ -1,0 +1,117 @@
+//===- Store.h - the cache's files: layout, publish, verify -----*- C++ -*-===//
+//
+// Files are the truth (cache.md, rule 5). This is the layer that writes and
+// reads them:
+//
+//   <root>/kiln-<format major>/
+//     objects/<k0k1>/<key>.kneff     immutable, checksummed artifacts
+//     failed/<k0k1>/<key>.json       negative entries
+//     graphs/<k0k1>/<key>.kgraph.pb  source graphs
+//     leases/<key>.lease             single-flight leases
+//     events/<host>.log              per-host event logs, merged into the index
+//     tmp/                           staging, same filesystem as objects/
+//     quarantine/                    entries that failed verification
+//     index.sqlite                   the rebuildable index
+//
+// Every visible file appears by link() or rename() of a complete, fsynced
+// staging file: no reader can see a partial entry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CACHE_STORE_H
+#define KILN_CACHE_STORE_H
+
+#include "runtime/artifact/Artifact.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+
+namespace kiln::cache {
+
+/// This host's identity in lease files and event logs: KILN_HOST_ID, or the
+/// host name. (Tests give process trees different identities with it.)
+std::string hostIdentity();
+
+/// Seconds since the epoch, as a double.
+double wallSeconds();
+
+/// Where publishing can be interrupted, for fault injection. KILN_CACHE_FAULT
+/// holds `action@step` pairs, comma separated: action `kill` (SIGKILL
+/// itself), `enospc` or `eio` (the step fails with that error); steps are
+/// `open`, `write` (after half the bytes), `fsync`, `link`.
+enum class PublishStep { Open, Write, Fsync, Link };
+
+struct StoreOptions {
+  /// Permission bits masked from every entry (KILN_CACHE_UMASK, octal;
+  /// default 002: group members share the cache).
+  unsigned umask = 002;
+  /// Accept a root owned by another user (KILN_CACHE_ALLOW_FOREIGN_OWNER=1).
+  bool allowForeignOwner = false;
+  /// Readers never create or move anything (KILN_CACHE_READONLY=1).
+  bool readOnly = false;
+};
+
+/// A negative entry: why a key failed to compile.
+struct FailedEntry {
+  std::string error;
+  std::string compiler;
+  double time = 0;
+  double expires = 0;
+};
+
+class Store {
+public:
+  /// Opens (creating unless read-only) the cache at `root`. Errors name the
+  /// root and what is wrong: unreachable, not a directory, not writable,
+  /// owned by another user.
+  static llvm::Expected<Store> open(llvm::StringRef root,
+                                    StoreOptions options = {});
+  /// Options from KILN_CACHE_UMASK, KILN_CACHE_ALLOW_FOREIGN_OWNER and
+  /// KILN_CACHE_READONLY.
+  static StoreOptions optionsFromEnvironment();
+
+  llvm::StringRef root() const { return rootDir; }
+  /// <root>/kiln-<format major>
+  llvm::StringRef dir() const { return versionDir; }
+  const StoreOptions &options() const { return opts; }
+
+  std::string objectPath(llvm::StringRef key) const;
+  std::string failedPath(llvm::StringRef key) const;
+  std::string graphPath(llvm::StringRef key) const;
+  std::string leasePath(llvm::StringRef name) const;
+  std::string subdir(llvm::StringRef name) const;
+
+  /// Publishes `bytes` at `path` atomically. With `replace` false the first
+  /// writer wins (link): returns false when the path already existed. With
+  /// `replace` true it renames over whatever is there.
+  llvm::Expected<bool> publish(llvm::StringRef path, llvm::StringRef bytes,
+                               bool replace = false) const;
+
+  /// Loads and verifies the artifact for `key`. std::nullopt when there is
+  /// none; when the file is there but fails verification it is moved to
+  /// quarantine/ and the error says why (the caller counts and recompiles).
+  llvm::Expected<std::optional<artifact::Artifact>>
+  loadObject(llvm::StringRef key) const;
+  /// Moves the object for `key` to quarantine/ (not when read-only).
+  void quarantine(llvm::StringRef key) const;
+
+  /// The live negative entry for `key`, if any (expired ones are ignored).
+  std::optional<FailedEntry> failedEntry(llvm::StringRef key) const;
+  llvm::Error recordFailure(llvm::StringRef key,
+                            const FailedEntry &entry) const;
+  void forgetFailure(llvm::StringRef key) const;
+
+private:
+  std::string rootDir, versionDir;
+  StoreOptions opts;
+};
+
+/// Reads a whole file (for small files: entries' JSON, leases, logs).
+llvm::Expected<std::string> readWholeFile(llvm::StringRef path);
+
+} // namespace kiln::cache
+
+#endif // KILN_CACHE_STORE_H

@@ -1,0 +1,336 @@
+//===- CacheTest.cpp - keys, lookups, faults, index and gc in one process -===//
+
+#include "cache/Cache.h"
+#include "cache/Maintenance.h"
+#include "compiler/builder/GraphBuilder.h"
+#include "compiler/graph/GraphFile.h"
+#include "test/cache/StandInCompiler.h"
+#include "test/support/TestSupport.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace kiln;
+using namespace kiln::cache;
+
+namespace {
+
+proto::Graph makeGraph(llvm::StringRef name, double scale = 0.5) {
+  auto context = test::makeContext();
+  GraphBuilder b(*context, name);
+  auto x = b.input("x", proto::F32, {4, 8}, proto::BATCH_INPUT);
+  auto w = b.input("w", proto::F32, {8, 2}, proto::PARAMETER);
+  b.output("loss", b.reduceSum(b.matmul(x, w), {0, 1}), proto::LOSS);
+  b.output("w", b.mul(w, b.scalar(scale)), proto::UPDATED_PARAMETER, w);
+  auto graph = b.finishGraph();
+  EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  return *graph;
+}
+
+/// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name); }
+  const char *name;
+};
+
+class CacheTest : public test::TempDirTest {
+protected:
+  Cache open(StoreOptions store = {}, GetOptions get = {}) {
+    auto cache = Cache::open(path("root"), store, LeaseOptions(), get);
+    EXPECT_TRUE(static_cast<bool>(cache)) << llvm::toString(cache.takeError());
+    return std::move(*cache);
+  }
+  Result get(Cache &cache, const proto::Graph &graph) {
+    auto result =
+        cache.getOrCompile(graph, CompileOptions(), test::standInCompile);
+    EXPECT_TRUE(static_cast<bool>(result))
+        << llvm::toString(result.takeError());
+    return std::move(*result);
+  }
+  std::string readFile(const std::string &file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void writeFile(const std::string &file, const std::string &bytes) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  int countFiles(const std::string &dir) {
+    int n = 0;
+    std::error_code ec;
+    for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
+         it != end && !ec; it.increment(ec)) {
+      n += it->type() == llvm::sys::fs::file_type::regular_file;
+    }
+    return n;
+  }
+};
+
+TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
+  proto::Graph g = makeGraph("step");
+  auto key = [&](const proto::Graph &graph, CompileOptions o,
+                 llvm::StringRef salt = "") {
+    auto k = deriveKey(graph, o, salt);
+    EXPECT_TRUE(static_cast<bool>(k));
+    return k->hex;
+  };
+  std::string base = key(g, {});
+  EXPECT_TRUE(isKey(base));
+  EXPECT_EQ(base, key(makeGraph("step"), {}));
+  // Debug names do not change the key; the graph's content does.
+  proto::Graph renamed = g;
+  renamed.set_name("another-name");
+  EXPECT_EQ(base, key(renamed, {}));
+  EXPECT_NE(base, key(makeGraph("step", 0.25), {}));
+  CompileOptions o2;
+  o2.target = "trn2";
+  EXPECT_NE(base, key(g, o2));
+  CompileOptions o1;
+  o1.optLevel = 1;
+  EXPECT_NE(base, key(g, o1));
+  CompileOptions cast;
+  cast.autoCast = "bf16";
+  EXPECT_NE(base, key(g, cast));
+  EXPECT_NE(base, key(g, {}, "team-a"));
+  // Without collectives, the world size does not change the artifact.
+  CompileOptions world;
+  world.worldSize = 4;
+  EXPECT_EQ(base, key(g, world));
+  // Every field is named, and the default options are written out.
+  auto explained = deriveKey(g, {}, "");
+  std::vector<std::string> names;
+  for (const KeyField &f : explained->fields) {
+    names.push_back(f.name);
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "graph", "compiler", "target", "option.target",
+                "option.opt-level", "option.auto-cast", "world-size", "salt"}));
+}
+
+TEST_F(CacheTest, MissCompilesPublishesAndThenHits) {
+  Cache cache = open();
+  proto::Graph g = makeGraph("step");
+  Result first = get(cache, g);
+  EXPECT_EQ(first.outcome, Outcome::Compiled);
+  EXPECT_TRUE(llvm::sys::fs::exists(cache.store().objectPath(first.key.hex)));
+  EXPECT_TRUE(llvm::sys::fs::exists(cache.store().graphPath(first.key.hex)));
+  Result second = get(cache, g);
+  EXPECT_EQ(second.outcome, Outcome::Hit);
+  EXPECT_EQ(second.artifact.constantBytes(), first.artifact.constantBytes());
+  EXPECT_EQ(cache.stats().hits, 1);
+  EXPECT_EQ(cache.stats().misses, 1);
+  EXPECT_EQ(cache.stats().compiles, 1);
+  // Nothing is left in staging.
+  EXPECT_EQ(countFiles(cache.store().subdir("tmp")), 0);
+}
+
+TEST_F(CacheTest, CorruptEntriesAreQuarantinedAndRecompiled) {
+  Cache cache = open();
+  proto::Graph g = makeGraph("step");
+  std::string object = cache.store().objectPath(get(cache, g).key.hex);
+  std::string good = readFile(object);
+  for (int damage = 0; damage < 3; ++damage) {
+    std::string bad = good;
+    if (damage == 0) {
+      bad[bad.size() / 2] ^= 0x40; // one flipped bit
+    } else if (damage == 1) {
+      bad.clear(); // truncated to nothing
+    } else {
+      bad.resize(bad.size() / 2); // truncated to half
+    }
+    ::unlink(object.c_str()); // objects are immutable: replace, not edit
+    writeFile(object, bad);
+    Result again = get(cache, g);
+    EXPECT_EQ(again.outcome, Outcome::Compiled) << damage;
+    EXPECT_EQ(readFile(object), good) << damage;
+  }
+  EXPECT_EQ(cache.stats().corrupt, 3);
+  EXPECT_EQ(countFiles(cache.store().subdir("quarantine")), 3);
+}
+
+TEST_F(CacheTest, FailuresAreRememberedUntilRetriedOrExpired) {
+  proto::Graph g = makeGraph("bad");
+  {
+    ScopedEnv failing("KILN_TEST_COMPILE_FAIL", "1");
+    Cache cache = open();
+    auto result = cache.getOrCompile(g, {}, test::standInCompile);
+    std::string error = test::errorOf(std::move(result));
+    EXPECT_NE(error.find("compiling graph 'bad'"), std::string::npos) << error;
+    EXPECT_NE(error.find("has no lowering"), std::string::npos) << error;
+  }
+  // Now the compiler would succeed, but the negative entry answers first.
+  std::string log = path("compiles.log");
+  ScopedEnv counting("KILN_TEST_COMPILE_LOG", log.c_str());
+  Cache cache = open();
+  std::string error =
+      test::errorOf(cache.getOrCompile(g, {}, test::standInCompile));
+  EXPECT_NE(error.find("failed to compile earlier"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("--retry-failed"), std::string::npos) << error;
+  EXPECT_FALSE(llvm::sys::fs::exists(log));
+  // --retry-failed compiles, and success clears the negative entry.
+  GetOptions retry;
+  retry.retryFailed = true;
+  Cache retrying = open({}, retry);
+  EXPECT_EQ(get(retrying, g).outcome, Outcome::Compiled);
+  EXPECT_EQ(get(cache, g).outcome, Outcome::Hit);
+  // An expired entry is ignored.
+  {
+    ScopedEnv failing("KILN_TEST_COMPILE_FAIL", "1");
+    GetOptions instant;
+    instant.failedTtlSeconds = 0;
+    Cache c = open({}, instant);
+    proto::Graph other = makeGraph("other", 2.0);
+    EXPECT_FALSE(
+        static_cast<bool>(c.getOrCompile(other, {}, test::standInCompile)));
+    std::string again =
+        test::errorOf(c.getOrCompile(other, {}, test::standInCompile));
+    EXPECT_EQ(again.find("failed to compile earlier"), std::string::npos);
+  }
+}
+
+TEST_F(CacheTest, ReadOnlyWorkersCompileInMemoryAndPublishNothing) {
+  open(); // create the root
+  StoreOptions readOnly;
+  readOnly.readOnly = true;
+  Cache cache = open(readOnly);
+  Result r = get(cache, makeGraph("step"));
+  EXPECT_EQ(r.outcome, Outcome::InMemory);
+  EXPECT_FALSE(llvm::sys::fs::exists(cache.store().objectPath(r.key.hex)));
+  EXPECT_EQ(cache.stats().bypasses, 1);
+}
+
+TEST_F(CacheTest, InjectedEnospcAndEioLeaveNoPartialEntry) {
+  for (const char *fault :
+       {"enospc@write", "eio@fsync", "enospc@open", "eio@link"}) {
+    llvm::sys::fs::remove_directories(path("root"));
+    ScopedEnv injected("KILN_CACHE_FAULT", fault);
+    Cache cache = open();
+    Result r = get(cache, makeGraph("step"));
+    EXPECT_EQ(r.outcome, Outcome::InMemory) << fault;
+    EXPECT_FALSE(llvm::sys::fs::exists(cache.store().objectPath(r.key.hex)))
+        << fault;
+    EXPECT_EQ(countFiles(cache.store().subdir("tmp")), 0) << fault;
+    EXPECT_EQ(countFiles(cache.store().subdir("objects")), 0) << fault;
+  }
+}
+
+TEST_F(CacheTest, UnreachableAndForeignRootsAreClearErrors) {
+  writeBytes("file", "not a directory");
+  std::string error = test::errorOf(Cache::open(path("file")));
+  EXPECT_NE(error.find("is not a directory"), std::string::npos) << error;
+  StoreOptions readOnly;
+  readOnly.readOnly = true;
+  error = test::errorOf(
+      Cache::open(path("missing"), readOnly, LeaseOptions(), GetOptions()));
+  EXPECT_NE(error.find("is unreachable"), std::string::npos) << error;
+}
+
+TEST_F(CacheTest, IndexCanBeDeletedCorruptedAndRebuilt) {
+  Cache cache = open();
+  Result a = get(cache, makeGraph("a", 1.0));
+  get(cache, makeGraph("b", 2.0));
+  get(cache, makeGraph("a", 1.0)); // a hit
+  {
+    auto index = Index::openForUpdate(cache.store());
+    ASSERT_TRUE(static_cast<bool>(index));
+    EXPECT_EQ(index->entries().size(), 2u);
+    auto counters = index->counters();
+    EXPECT_EQ(counters["hits"], 1);
+    EXPECT_EQ(counters["misses"], 2);
+    EXPECT_EQ(counters["compiles"], 2);
+    EXPECT_EQ(index->entry(a.key.hex)->hits, 1);
+  }
+  std::string indexFile = (cache.store().dir() + "/index.sqlite").str();
+  // Lookups never need the index.
+  ::unlink(indexFile.c_str());
+  EXPECT_EQ(get(cache, makeGraph("a", 1.0)).outcome, Outcome::Hit);
+  writeFile(indexFile, "this is not a database");
+  EXPECT_EQ(get(cache, makeGraph("b", 2.0)).outcome, Outcome::Hit);
+  // Opening a corrupt index rebuilds it from the files.
+  auto index = Index::openForUpdate(cache.store());
+  ASSERT_TRUE(static_cast<bool>(index)) << llvm::toString(index.takeError());
+  EXPECT_EQ(index->entries().size(), 2u);
+  EXPECT_EQ(index->entry(a.key.hex)->graphName, "a");
+}
+
+TEST_F(CacheTest, GcHonoursSizeAgeGraceAndLeases) {
+  Cache cache = open();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 4; ++i) {
+    keys.push_back(
+        get(cache, makeGraph("g" + std::to_string(i), i + 1.0)).key.hex);
+  }
+  auto index = Index::openForUpdate(cache.store());
+  ASSERT_TRUE(static_cast<bool>(index));
+  // Everything is younger than the default grace period: nothing goes.
+  GcPolicy all;
+  all.maxBytes = 0;
+  auto report = collectGarbage(cache.store(), *index, all);
+  ASSERT_TRUE(static_cast<bool>(report));
+  EXPECT_TRUE(report->removed.empty());
+  EXPECT_EQ(report->skippedYoung, 4);
+  // Without grace, a live lease still protects its key.
+  auto lease = Lease::tryAcquire(cache.store().leasePath(keys[0]), {});
+  ASSERT_TRUE(lease);
+  all.graceSeconds = 0;
+  report = collectGarbage(cache.store(), *index, all);
+  ASSERT_TRUE(static_cast<bool>(report));
+  EXPECT_EQ(report->removed.size(), 3u);
+  EXPECT_EQ(report->skippedLeased, 1);
+  EXPECT_TRUE(llvm::sys::fs::exists(cache.store().objectPath(keys[0])));
+  lease.reset();
+  // A stale staging file is swept.
+  writeFile(cache.store().subdir("tmp") + "/dead-writer", "partial");
+  GcPolicy sweep;
+  sweep.graceSeconds = 0;
+  report = collectGarbage(cache.store(), *index, sweep);
+  ASSERT_TRUE(static_cast<bool>(report));
+  EXPECT_EQ(report->tmpSwept, 1);
+  EXPECT_EQ(index->entries().size(), 1u);
+}
+
+TEST_F(CacheTest, ExportImportAndVerify) {
+  Cache cache = open();
+  Result r = get(cache, makeGraph("step"));
+  auto exported = exportCache(cache.store(), path("cache.zip"));
+  ASSERT_TRUE(static_cast<bool>(exported));
+  EXPECT_EQ(*exported, 1);
+  auto other = Cache::open(path("other"), {}, {}, {});
+  ASSERT_TRUE(static_cast<bool>(other));
+  auto imported = importCache(other->store(), path("cache.zip"));
+  ASSERT_TRUE(static_cast<bool>(imported));
+  EXPECT_EQ(imported->first, 1);
+  EXPECT_EQ(imported->second, 0);
+  EXPECT_EQ(get(*other, makeGraph("step")).outcome, Outcome::Hit);
+  // verify finds a damaged object; --repair quarantines it.
+  std::string object = other->store().objectPath(r.key.hex);
+  std::string bytes = readFile(object);
+  bytes[200] ^= 1;
+  ::unlink(object.c_str());
+  writeFile(object, bytes);
+  VerifyReport report = verifyObjects(other->store(), nullptr, false);
+  EXPECT_EQ(report.checked, 1);
+  ASSERT_EQ(report.bad.size(), 1u);
+  EXPECT_NE(report.bad[0].second.find("checksum"), std::string::npos);
+  verifyObjects(other->store(), nullptr, true);
+  EXPECT_FALSE(llvm::sys::fs::exists(object));
+}
+
+TEST_F(CacheTest, DoctorPassesOnALocalDirectory) {
+  Cache cache = open();
+  for (const DoctorCheck &c : diagnose(cache.store())) {
+    if (c.name != "free space" && c.name != "index") {
+      EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
+    }
+  }
+}
+
+} // namespace

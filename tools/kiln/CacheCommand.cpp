@@ -1,0 +1,569 @@
+//===- CacheCommand.cpp - kiln cache ... ----------------------------------===//
+//
+// The cache's maintenance and inspection commands (docs/cache.md). They take
+// their own arguments, like git's subcommands, so that `prune --version`
+// does not collide with the tool's --version.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/CacheCommand.h"
+#include "tools/kiln/ToolSupport.h"
+
+#include "cache/Cache.h"
+#include "cache/Maintenance.h"
+#include "compiler/graph/GraphFile.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <ctime>
+#include <map>
+#include <set>
+
+using namespace kiln;
+using namespace kiln::cache;
+
+namespace kiln::tool {
+
+namespace {
+
+constexpr const char *kUsage =
+    R"(usage: kiln cache <command> [options]   (cache root: --root DIR, else $KILN_CACHE_URL, else ~/.cache/kiln)
+
+  ls [--json]                         entries: key, graph, size, compile time, hits, last use, status
+  show KEY                            one entry (a unique key prefix will do)
+  key --explain GRAPH [compile options]
+                                      the key of GRAPH and the hash of each field that makes it
+  stats [--json] [--zero]             the counters, merged over every host
+  verify [--repair]                   check every artifact; --repair quarantines the bad ones
+  gc [--max-size N[KMG]] [--max-age DUR] [--keep-versions N] [--grace DUR] [--dry-run]
+  prune [--older-than DUR] [--version] [--grace DUR] [--dry-run]
+                                      remove entries created before DUR ago / by other compiler builds
+  export FILE                         every artifact and graph into a zip file
+  import FILE                         verify and publish the artifacts of an export
+  index rebuild                       recreate index.sqlite from the files
+  doctor                              probe the root: links, renames, leases, space, permissions
+DUR is a number with s, m, h or d (default s).
+)";
+
+/// Parses "90s", "15m", "12h", "30d" (or plain seconds).
+std::optional<double> parseDuration(llvm::StringRef text) {
+  double scale = 1;
+  if (text.consume_back("d")) {
+    scale = 86400;
+  } else if (text.consume_back("h")) {
+    scale = 3600;
+  } else if (text.consume_back("m")) {
+    scale = 60;
+  } else {
+    text.consume_back("s");
+  }
+  double value = 0;
+  if (text.getAsDouble(value) || value < 0) {
+    return std::nullopt;
+  }
+  return value * scale;
+}
+
+/// Parses "500M", "10G", "4096" into bytes.
+std::optional<int64_t> parseSize(llvm::StringRef text) {
+  double scale = 1;
+  if (text.consume_back("K") || text.consume_back("k")) {
+    scale = 1024;
+  } else if (text.consume_back("M")) {
+    scale = 1024.0 * 1024;
+  } else if (text.consume_back("G")) {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (text.consume_back("T")) {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  }
+  double value = 0;
+  if (text.getAsDouble(value) || value < 0) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+std::string humanBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? llvm::formatv("{0} B", static_cast<int64_t>(bytes)).str()
+                : llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
+}
+
+std::string humanTime(double epoch) {
+  if (epoch <= 0) {
+    return "-";
+  }
+  std::time_t t = static_cast<std::time_t>(epoch);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", std::gmtime(&t));
+  return text;
+}
+
+/// The arguments after `kiln cache <command>`, with flag lookup.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;
+  std::set<std::string> flags;
+  std::vector<std::string> passThrough; // compile options for `key`
+
+  bool has(llvm::StringRef flag) const { return flags.count(flag.str()); }
+  std::optional<std::string> value(llvm::StringRef name) const {
+    auto it = values.find(name.str());
+    return it == values.end() ? std::nullopt
+                              : std::optional<std::string>(it->second);
+  }
+};
+
+llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> raw,
+                               const std::set<std::string> &valued,
+                               const std::set<std::string> &boolean,
+                               bool compileOptions = false) {
+  Args args;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    llvm::StringRef arg = raw[i];
+    if (!arg.starts_with("-")) {
+      args.positional.push_back(arg.str());
+      continue;
+    }
+    auto [name, inlineValue] = arg.split('=');
+    if (valued.count(name.str())) {
+      if (arg.contains('=')) {
+        args.values[name.str()] = inlineValue.str();
+      } else if (i + 1 < raw.size()) {
+        args.values[name.str()] = raw[++i];
+      } else {
+        return llvm::createStringError(name + " needs a value");
+      }
+    } else if (boolean.count(arg.str())) {
+      args.flags.insert(arg.str());
+    } else if (compileOptions) {
+      args.passThrough.push_back(arg.str());
+      bool takesValue =
+          !arg.contains('=') &&
+          (arg == "--target" || arg == "--auto-cast" || arg == "--world-size");
+      if (takesValue && i + 1 < raw.size()) {
+        args.passThrough.push_back(raw[++i]);
+      }
+    } else {
+      return llvm::createStringError("unknown option '" + arg + "'");
+    }
+  }
+  return args;
+}
+
+int fail(const llvm::Twine &message) {
+  return reportError(llvm::createStringError(message));
+}
+
+void printJson(llvm::json::Value value) {
+  llvm::outs() << llvm::formatv("{0:2}", value) << "\n";
+}
+
+int runList(const Store &store, const Args &args) {
+  auto index = Index::openForUpdate(store);
+  if (!index) {
+    return reportError(index.takeError());
+  }
+  std::vector<IndexEntry> entries = index->entries();
+  if (args.has("--json")) {
+    llvm::json::Array out;
+    for (const IndexEntry &e : entries) {
+      out.push_back(llvm::json::Object{{"key", e.key},
+                                       {"graph", e.graphName},
+                                       {"size", e.size},
+                                       {"compile_seconds", e.compileSeconds},
+                                       {"hits", e.hits},
+                                       {"created", e.created},
+                                       {"last_used", e.lastUsed},
+                                       {"status", e.status},
+                                       {"compiler", e.compiler}});
+    }
+    printJson(std::move(out));
+    return Success;
+  }
+  llvm::outs() << llvm::formatv("{0,-16}  {1,-24}  {2,10}  {3,9}  {4,6}  "
+                                "{5,-16}  {6}\n",
+                                "KEY", "GRAPH", "SIZE", "COMPILE", "HITS",
+                                "LAST USED (UTC)", "STATUS");
+  int64_t total = 0;
+  for (const IndexEntry &e : entries) {
+    llvm::outs() << llvm::formatv(
+        "{0,-16}  {1,-24}  {2,10}  {3,8:f2}s  {4,6}  {5,-16}  {6}\n",
+        e.key.substr(0, 16), llvm::StringRef(e.graphName).take_front(24),
+        humanBytes(e.size), e.compileSeconds, e.hits, humanTime(e.lastUsed),
+        e.status);
+    total += e.size;
+  }
+  llvm::outs() << entries.size() << " entries, " << humanBytes(total) << " in "
+               << store.dir() << "\n";
+  return Success;
+}
+
+/// The full key for a unique prefix of one, from the files.
+llvm::Expected<std::string> resolveKey(const Store &store,
+                                       llvm::StringRef prefix) {
+  if (prefix.size() < 2 || !llvm::all_of(prefix, llvm::isHexDigit)) {
+    return llvm::createStringError("'" + prefix +
+                                   "' is not a key or a key prefix");
+  }
+  std::vector<std::string> matches;
+  std::error_code ec;
+  for (const char *dir : {"objects", "failed"}) {
+    std::string fan = store.subdir(dir) + "/" + prefix.take_front(2).str();
+    for (llvm::sys::fs::directory_iterator it(fan, ec), end; it != end && !ec;
+         it.increment(ec)) {
+      llvm::StringRef name = llvm::sys::path::filename(it->path());
+      llvm::StringRef key = name.take_front(64);
+      if (isKey(key) && key.starts_with(prefix) &&
+          std::find(matches.begin(), matches.end(), key) == matches.end()) {
+        matches.push_back(key.str());
+      }
+    }
+  }
+  if (matches.empty()) {
+    return llvm::createStringError("no cache entry has key " + prefix);
+  }
+  if (matches.size() > 1) {
+    return llvm::createStringError("key prefix " + prefix + " is ambiguous (" +
+                                   llvm::Twine(matches.size()) + " entries)");
+  }
+  return matches[0];
+}
+
+int runShow(const Store &store, const Args &args) {
+  if (args.positional.size() != 1) {
+    return fail("cache show takes one key");
+  }
+  auto key = resolveKey(store, args.positional[0]);
+  if (!key) {
+    return reportError(key.takeError());
+  }
+  llvm::outs() << "key        " << *key << "\n";
+  std::string object = store.objectPath(*key);
+  if (llvm::sys::fs::exists(object)) {
+    uint64_t size = 0;
+    llvm::sys::fs::file_size(object, size);
+    llvm::outs() << "artifact   " << object << " (" << humanBytes(size)
+                 << ")\n";
+    auto loaded = artifact::loadArtifactFile(object);
+    if (loaded) {
+      llvm::outs() << "graph      " << loaded->manifest.name() << "\n"
+                   << "target     " << loaded->manifest.target() << "\n"
+                   << "compiler   " << loaded->compilerVersion << " "
+                   << loaded->gitHash << "\n"
+                   << "verified   yes (header, version, checksum, every "
+                      "instruction)\n";
+    } else {
+      llvm::outs() << "verified   NO: " << llvm::toString(loaded.takeError())
+                   << "\n";
+    }
+  }
+  if (llvm::sys::fs::exists(store.graphPath(*key))) {
+    llvm::outs() << "source     " << store.graphPath(*key) << "\n";
+  }
+  if (auto failed = store.failedEntry(*key)) {
+    llvm::outs() << "FAILED     at " << humanTime(failed->time) << " by "
+                 << failed->compiler << ", retried after "
+                 << humanTime(failed->expires) << ":\n  " << failed->error
+                 << "\n";
+  }
+  if (auto index = Index::openForUpdate(store)) {
+    if (auto e = index->entry(*key)) {
+      llvm::outs() << llvm::formatv(
+          "index      {0} hits, compiled in {1:f2} s, created {2}, last used "
+          "{3}, status {4}\n",
+          e->hits, e->compileSeconds, humanTime(e->created),
+          humanTime(e->lastUsed), e->status);
+    }
+  } else {
+    llvm::consumeError(index.takeError());
+  }
+  return Success;
+}
+
+int runKey(const Args &args) {
+  if (!args.has("--explain") && args.positional.empty()) {
+    return fail("cache key takes --explain GRAPH");
+  }
+  if (args.positional.size() != 1) {
+    return fail("cache key takes one graph (.kgraph.pb)");
+  }
+  auto graph = graph::readGraphFile(args.positional[0]);
+  if (!graph) {
+    return reportError(graph.takeError());
+  }
+  auto options = CompileOptions::fromEnvironment(CompileOptions());
+  if (!options) {
+    return reportError(options.takeError());
+  }
+  auto withFlags = CompileOptions::parse(args.passThrough, *options);
+  if (!withFlags) {
+    return reportError(withFlags.takeError());
+  }
+  auto key = deriveKey(*graph, *withFlags);
+  if (!key) {
+    return reportError(key.takeError());
+  }
+  if (!args.has("--explain")) {
+    llvm::outs() << key->hex << "\n";
+    return Success;
+  }
+  if (args.has("--json")) {
+    llvm::json::Array fields;
+    for (const KeyField &f : key->fields) {
+      fields.push_back(llvm::json::Object{
+          {"field", f.name},
+          {"sha256", graph::sha256Hex(f.value)},
+          {"value", f.name == "graph" ? llvm::json::Value(nullptr)
+                                      : llvm::json::Value(f.value)}});
+    }
+    printJson(
+        llvm::json::Object{{"key", key->hex}, {"fields", std::move(fields)}});
+    return Success;
+  }
+  llvm::outs() << "key " << key->hex << "\n";
+  for (const KeyField &f : key->fields) {
+    std::string shown = f.name == "graph"
+                            ? llvm::formatv("<{0} bytes>", f.value.size()).str()
+                            : (f.value.empty() ? std::string("\"\"") : f.value);
+    llvm::outs() << llvm::formatv("  {0,-18} {1}  {2}\n", f.name,
+                                  graph::sha256Hex(f.value).substr(0, 16),
+                                  shown);
+  }
+  llvm::outs() << "Two runs that miss each other differ in at least one field "
+                  "hash above.\n";
+  return Success;
+}
+
+int runStats(const Store &store, const Args &args) {
+  auto index = Index::openForUpdate(store);
+  if (!index) {
+    return reportError(index.takeError());
+  }
+  std::map<std::string, double> counters = index->counters();
+  if (args.has("--zero")) {
+    if (auto err = index->zeroCounters()) {
+      return reportError(std::move(err));
+    }
+  }
+  if (args.has("--json")) {
+    llvm::json::Object out;
+    for (auto &[name, value] : counters) {
+      out[name] = value;
+    }
+    printJson(std::move(out));
+    return Success;
+  }
+  double lookups = counters["hits"] + counters["misses"];
+  for (auto &[name, value] : counters) {
+    std::string shown =
+        llvm::StringRef(name).starts_with("bytes")
+            ? humanBytes(value)
+            : (llvm::StringRef(name).ends_with("seconds") ||
+                       name == "seconds_saved"
+                   ? llvm::formatv("{0:f1} s", value).str()
+                   : llvm::formatv("{0}", static_cast<int64_t>(value)).str());
+    llvm::outs() << llvm::formatv("{0,-20} {1}\n", name, shown);
+  }
+  if (lookups > 0) {
+    llvm::outs() << llvm::formatv("{0,-20} {1:f1} %\n", "hit rate",
+                                  100.0 * counters["hits"] / lookups);
+  }
+  if (args.has("--zero")) {
+    llvm::outs() << "(counters zeroed)\n";
+  }
+  return Success;
+}
+
+int runVerify(const Store &store, const Args &args) {
+  bool repair = args.has("--repair");
+  std::optional<Index> index;
+  if (repair) {
+    auto opened = Index::openForUpdate(store);
+    if (opened) {
+      index.emplace(std::move(*opened));
+    } else {
+      llvm::consumeError(opened.takeError());
+    }
+  }
+  VerifyReport report = verifyObjects(store, index ? &*index : nullptr, repair);
+  for (auto &[key, why] : report.bad) {
+    llvm::outs() << (repair ? "quarantined " : "BAD ") << key << ": " << why
+                 << "\n";
+  }
+  llvm::outs() << report.checked << " artifacts checked, " << report.bad.size()
+               << " bad"
+               << (repair && !report.bad.empty()
+                       ? " (moved to quarantine/; they recompile on next use)"
+                       : "")
+               << "\n";
+  return report.bad.empty() || repair ? Success : InternalFailure;
+}
+
+int runGc(const Store &store, const Args &args, bool prune) {
+  GcPolicy policy;
+  if (auto v = args.value("--grace")) {
+    auto d = parseDuration(*v);
+    if (!d) {
+      return fail("--grace takes a duration like 1h, not '" + *v + "'");
+    }
+    policy.graceSeconds = *d;
+  }
+  auto duration = [&](const char *flag, std::optional<double> &into) -> bool {
+    if (auto v = args.value(flag)) {
+      into = parseDuration(*v);
+      return into.has_value();
+    }
+    return true;
+  };
+  if (!duration("--max-age", policy.maxAgeSeconds) ||
+      !duration("--older-than", policy.olderThanSeconds)) {
+    return fail("durations look like 90s, 15m, 12h or 30d");
+  }
+  if (auto v = args.value("--max-size")) {
+    policy.maxBytes = parseSize(*v);
+    if (!policy.maxBytes) {
+      return fail("--max-size takes a size like 500M or 10G, not '" + *v + "'");
+    }
+  }
+  if (auto v = args.value("--keep-versions")) {
+    int n = 0;
+    if (llvm::StringRef(*v).getAsInteger(10, n) || n < 1) {
+      return fail("--keep-versions takes a positive count");
+    }
+    policy.keepVersions = n;
+  }
+  policy.otherCompilers = args.has("--version");
+  policy.dryRun = args.has("--dry-run");
+  if (prune && !policy.olderThanSeconds && !policy.otherCompilers) {
+    return fail("cache prune needs --older-than DUR or --version");
+  }
+  auto index = Index::openForUpdate(store);
+  if (!index) {
+    return reportError(index.takeError());
+  }
+  auto report = collectGarbage(store, *index, policy);
+  if (!report) {
+    return reportError(report.takeError());
+  }
+  const char *verb = policy.dryRun ? "would remove" : "removed";
+  for (const std::string &key : report->removed) {
+    llvm::outs() << verb << " " << key << "\n";
+  }
+  llvm::outs() << llvm::formatv(
+      "{0} {1} entries ({2}); kept {3} ({4}), {5} too young for the grace "
+      "period, {6} under a live lease; swept {7} staging files, {8} dead "
+      "leases, {9} expired failures, {10} old format versions\n",
+      verb, report->removed.size(), humanBytes(report->freedBytes),
+      report->kept, humanBytes(report->keptBytes), report->skippedYoung,
+      report->skippedLeased, report->tmpSwept, report->leasesBroken,
+      report->failedExpired, report->versionsRemoved);
+  return Success;
+}
+
+int runDoctor(const Store &store) {
+  bool allOk = true;
+  llvm::outs() << "cache root " << store.root() << "\n";
+  for (const DoctorCheck &c : diagnose(store)) {
+    llvm::outs() << llvm::formatv("  {0,-4} {1,-17} {2}\n",
+                                  c.ok ? "ok" : "FAIL", c.name, c.detail);
+    allOk = allOk && c.ok;
+  }
+  return allOk ? Success : InternalFailure;
+}
+
+} // namespace
+
+int runCacheCommand(llvm::ArrayRef<std::string> argv) {
+  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" ||
+      argv[0] == "help") {
+    llvm::outs() << kUsage;
+    return argv.empty() ? BadInput : Success;
+  }
+  std::string command = argv[0];
+  auto args = parseArgs(
+      argv.drop_front(),
+      {"--root", "--max-size", "--max-age", "--keep-versions", "--grace",
+       "--older-than"},
+      {"--json", "--zero", "--repair", "--explain", "--dry-run", "--version"},
+      /*compileOptions=*/command == "key");
+  if (!args) {
+    return reportError(llvm::createStringError(
+        "cache " + command + ": " + llvm::toString(args.takeError())));
+  }
+  if (command == "key") {
+    return runKey(*args);
+  }
+  std::string root = args->value("--root").value_or(Cache::defaultRoot());
+  auto store = Store::open(root, Store::optionsFromEnvironment());
+  if (!store) {
+    return reportError(store.takeError());
+  }
+  if (command == "ls") {
+    return runList(*store, *args);
+  }
+  if (command == "show") {
+    return runShow(*store, *args);
+  }
+  if (command == "stats") {
+    return runStats(*store, *args);
+  }
+  if (command == "verify") {
+    return runVerify(*store, *args);
+  }
+  if (command == "gc" || command == "prune") {
+    return runGc(*store, *args, command == "prune");
+  }
+  if (command == "doctor") {
+    return runDoctor(*store);
+  }
+  if (command == "export" || command == "import") {
+    if (args->positional.size() != 1) {
+      return fail("cache " + command + " takes one file");
+    }
+    if (command == "export") {
+      auto count = exportCache(*store, args->positional[0]);
+      if (!count) {
+        return reportError(count.takeError());
+      }
+      llvm::outs() << "exported " << *count << " artifacts to "
+                   << args->positional[0] << "\n";
+      return Success;
+    }
+    auto counts = importCache(*store, args->positional[0]);
+    if (!counts) {
+      return reportError(counts.takeError());
+    }
+    llvm::outs() << "imported " << counts->first << " artifacts, skipped "
+                 << counts->second << " invalid entries\n";
+    return counts->second == 0 ? Success : InternalFailure;
+  }
+  if (command == "index") {
+    if (args->positional.size() != 1 || args->positional[0] != "rebuild") {
+      return fail("cache index takes 'rebuild'");
+    }
+    auto index = Index::openForUpdate(*store);
+    if (!index) {
+      return reportError(index.takeError());
+    }
+    if (auto err = index->rebuild()) {
+      return reportError(std::move(err));
+    }
+    llvm::outs() << "index rebuilt: " << index->entries().size()
+                 << " entries\n";
+    return Success;
+  }
+  return fail("unknown cache command '" + command + "' (kiln cache --help)");
+}
+
+} // namespace kiln::tool
