@@ -67,9 +67,9 @@ protected:
       }
     }
     std::vector<llvm::StringRef> envRefs(env.begin(), env.end());
+    std::string errors = w.output + ".err";
     std::optional<llvm::StringRef> redirects[] = {
-        std::nullopt, llvm::StringRef(w.output),
-        llvm::StringRef(w.output + ".err")};
+        std::nullopt, llvm::StringRef(w.output), llvm::StringRef(errors)};
     std::string error;
     w.process =
         llvm::sys::ExecuteNoWait(binary, args, envRefs, redirects, 0, &error);

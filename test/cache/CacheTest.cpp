@@ -102,6 +102,14 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
   CompileOptions world;
   world.worldSize = 4;
   EXPECT_EQ(base, key(g, world));
+  // With a compiled all-reduce, it does.
+  auto context = test::makeContext();
+  GraphBuilder b(*context, "dp-step");
+  auto w = b.input("w", proto::F32, {8}, proto::PARAMETER);
+  b.output("w", b.allReduce(w, "mean"), proto::UPDATED_PARAMETER, w);
+  auto dp = b.finishGraph();
+  ASSERT_TRUE(static_cast<bool>(dp)) << llvm::toString(dp.takeError());
+  EXPECT_NE(key(*dp, {}), key(*dp, world));
   // Every field is named, and the default options are written out.
   auto explained = deriveKey(g, {}, "");
   std::vector<std::string> names;
