@@ -134,6 +134,7 @@ void appendEvent(const Store &store, const Event &event) {
   if (fd < 0) {
     return;
   }
+  ::fchmod(fd, store.fileMode());
   ssize_t written = ::write(fd, line.data(), line.size());
   (void)written;
   ::close(fd);

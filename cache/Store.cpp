@@ -112,6 +112,13 @@ void syncDirectory(llvm::StringRef dir) {
   }
 }
 
+/// Whether the directory above `path` is setgid (so new ones keep its group).
+bool parentSetgid(llvm::StringRef path) {
+  struct stat info;
+  return ::stat(llvm::sys::path::parent_path(path).str().c_str(), &info) == 0 &&
+         (info.st_mode & S_ISGID);
+}
+
 } // namespace
 
 llvm::Expected<std::string> readWholeFile(llvm::StringRef path) {
@@ -184,16 +191,34 @@ llvm::Expected<Store> Store::open(llvm::StringRef root, StoreOptions options) {
   if (options.readOnly) {
     return store;
   }
-  ::umask(options.umask);
   for (const char *sub : {"objects", "failed", "graphs", "leases", "events",
                           "tmp", "quarantine"}) {
     if (std::error_code ec =
-            llvm::sys::fs::create_directories(store.versionDir + "/" + sub)) {
+            store.makeDirectory(store.versionDir + "/" + sub)) {
       return fail("is not writable: cannot create " + llvm::Twine(sub) +
                   "/: " + ec.message());
     }
   }
   return store;
+}
+
+std::error_code Store::makeDirectory(llvm::StringRef path) const {
+  // The cache's permissions come from its umask, not the process's: a
+  // training script's umask 022 must not make the shared cache unwritable
+  // for the rest of the group.
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (!parent.empty() && !llvm::sys::fs::exists(parent)) {
+    if (std::error_code ec = makeDirectory(parent)) {
+      return ec;
+    }
+  }
+  if (::mkdir(path.str().c_str(), 0777) != 0) {
+    return errno == EEXIST ? std::error_code()
+                           : std::error_code(errno, std::generic_category());
+  }
+  ::chmod(path.str().c_str(),
+          (0777 & ~opts.umask) | (parentSetgid(path) ? S_ISGID : 0));
+  return {};
 }
 
 std::string Store::objectPath(llvm::StringRef key) const {
@@ -231,6 +256,7 @@ llvm::Expected<bool> Store::publish(llvm::StringRef path, llvm::StringRef bytes,
   if (fd < 0) {
     return fail("creating the staging file " + tmp, errno);
   }
+  ::fchmod(fd, fileMode());
   size_t half = bytes.size() / 2;
   int error = writeAll(fd, bytes.take_front(half));
   if (!error) {
@@ -252,7 +278,7 @@ llvm::Expected<bool> Store::publish(llvm::StringRef path, llvm::StringRef bytes,
     return fail("writing " + llvm::Twine(bytes.size()) + " bytes", error);
   }
   llvm::StringRef parent = llvm::sys::path::parent_path(path);
-  if (std::error_code ec = llvm::sys::fs::create_directories(parent)) {
+  if (std::error_code ec = makeDirectory(parent)) {
     return fail("creating " + parent, ec.value());
   }
   if (int fault = injectedFault(PublishStep::Link)) {

@@ -84,6 +84,11 @@ public:
   std::string leasePath(llvm::StringRef name) const;
   std::string subdir(llvm::StringRef name) const;
 
+  /// Permission bits for files the cache creates (0666 less its umask).
+  unsigned fileMode() const { return 0666 & ~opts.umask; }
+  /// Creates a directory (and its parents) with the cache's permissions.
+  std::error_code makeDirectory(llvm::StringRef path) const;
+
   /// Publishes `bytes` at `path` atomically. With `replace` false the first
   /// writer wins (link): returns false when the path already existed. With
   /// `replace` true it renames over whatever is there.

@@ -152,6 +152,21 @@ TEST_F(CacheFaultTest, StampedeOf32ProcessesCompilesOnce) {
   EXPECT_EQ(results.size(), 1u) << "processes got different artifacts";
 }
 
+TEST_F(CacheFaultTest, RenewedLeaseOutlivesItsTimeout) {
+  // A compile three times longer than the lease timeout: renewals keep the
+  // lease live, so the second process waits instead of compiling too.
+  std::string log = path("compiles.log");
+  std::vector<std::string> env = {"KILN_CACHE_LEASE_TIMEOUT=0.5",
+                                  "KILN_TEST_COMPILE_SECONDS=1.5",
+                                  "KILN_TEST_COMPILE_LOG=" + log};
+  Worker first = start(graphs[2], env);
+  Worker second = start(graphs[2], env);
+  std::string a, b;
+  ASSERT_EQ(finish(first, &a), 0) << a;
+  ASSERT_EQ(finish(second, &b), 0) << b;
+  EXPECT_EQ(compileCount(log), 1) << a << b;
+}
+
 TEST_F(CacheFaultTest, StaleLeaseOfAnotherHostIsBrokenNotWaitedOn) {
   std::string log = path("compiles.log");
   // A lease from a host that died: never renewed.

@@ -332,6 +332,20 @@ TEST_F(CacheTest, ExportImportAndVerify) {
   EXPECT_FALSE(llvm::sys::fs::exists(object));
 }
 
+TEST_F(CacheTest, EntriesGetTheCachesUmaskNotTheProcesss) {
+  mode_t old = ::umask(077); // a private training script
+  StoreOptions group;
+  group.umask = 002;
+  Cache cache = open(group);
+  Result r = get(cache, makeGraph("step"));
+  ::umask(old);
+  struct stat info;
+  ASSERT_EQ(::stat(cache.store().objectPath(r.key.hex).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0664u);
+  ASSERT_EQ(::stat(cache.store().subdir("objects").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0775u);
+}
+
 TEST_F(CacheTest, DoctorPassesOnALocalDirectory) {
   Cache cache = open();
   for (const DoctorCheck &c : diagnose(cache.store())) {
