@@ -73,7 +73,9 @@ void warmLatency(const std::string &root, mlir::MLIRContext &context,
   ::setenv("KILN_TEST_ARTIFACT_BYTES", std::to_string(bytes).c_str(), 1);
   cache::Cache c = openCache(root);
   proto::Graph g = makeGraph(context, variant);
-  if (!c.getOrCompile(g, {}, test::standInCompile)) { // fill
+  if (auto fill = c.getOrCompile(g, {}, test::standInCompile); !fill) {
+    std::fprintf(stderr, "kiln-bench-cache: %s\n",
+                 llvm::toString(fill.takeError()).c_str());
     std::exit(1);
   }
   std::vector<double> samples;
@@ -99,7 +101,13 @@ void concurrentLookups(const std::string &root, mlir::MLIRContext &context) {
   {
     cache::Cache c = openCache(root);
     for (int v = 0; v < 8; ++v) {
-      c.getOrCompile(makeGraph(context, 100 + v), {}, test::standInCompile);
+      auto filled =
+          c.getOrCompile(makeGraph(context, 100 + v), {}, test::standInCompile);
+      if (!filled) {
+        std::fprintf(stderr, "kiln-bench-cache: %s\n",
+                     llvm::toString(filled.takeError()).c_str());
+        std::exit(1);
+      }
     }
   }
   constexpr int kProcesses = 8;
