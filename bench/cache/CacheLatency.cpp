@@ -39,12 +39,8 @@ double now() {
 }
 
 proto::Graph makeGraph(mlir::MLIRContext &context, int variant) {
-  GraphBuilder b(context, "bench-" + std::to_string(variant));
-  auto x = b.input("x", proto::F32, {32, 64}, proto::BATCH_INPUT);
-  auto w = b.input("w", proto::F32, {64, 16}, proto::PARAMETER);
-  b.output("loss", b.reduceSum(b.matmul(x, w), {0, 1}), proto::LOSS);
-  b.output("w", b.mul(w, b.scalar(1.0 + variant)), proto::UPDATED_PARAMETER, w);
-  auto graph = b.finishGraph();
+  auto graph = test::smallStepGraph(context, "bench-" + std::to_string(variant),
+                                    1.0 + variant);
   if (!graph) {
     std::fprintf(stderr, "kiln-bench-cache: %s\n",
                  llvm::toString(graph.takeError()).c_str());

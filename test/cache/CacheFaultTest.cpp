@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cache/Index.h"
-#include "compiler/builder/GraphBuilder.h"
 #include "compiler/graph/GraphFile.h"
+#include "test/cache/StandInCompiler.h"
 #include "test/support/TestSupport.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -37,12 +37,7 @@ protected:
 
   std::string writeGraph(const std::string &name, double scale) {
     auto context = test::makeContext();
-    GraphBuilder b(*context, name);
-    auto x = b.input("x", proto::F32, {4, 8}, proto::BATCH_INPUT);
-    auto w = b.input("w", proto::F32, {8, 2}, proto::PARAMETER);
-    b.output("loss", b.reduceSum(b.matmul(x, w), {0, 1}), proto::LOSS);
-    b.output("w", b.mul(w, b.scalar(scale)), proto::UPDATED_PARAMETER, w);
-    auto graph = b.finishGraph();
+    auto graph = test::smallStepGraph(*context, name, scale);
     EXPECT_TRUE(static_cast<bool>(graph));
     std::string file = path(name + ".kgraph.pb");
     EXPECT_FALSE(static_cast<bool>(graph::writeGraphFile(*graph, file)));

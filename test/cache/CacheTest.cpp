@@ -21,12 +21,7 @@ namespace {
 
 proto::Graph makeGraph(llvm::StringRef name, double scale = 0.5) {
   auto context = test::makeContext();
-  GraphBuilder b(*context, name);
-  auto x = b.input("x", proto::F32, {4, 8}, proto::BATCH_INPUT);
-  auto w = b.input("w", proto::F32, {8, 2}, proto::PARAMETER);
-  b.output("loss", b.reduceSum(b.matmul(x, w), {0, 1}), proto::LOSS);
-  b.output("w", b.mul(w, b.scalar(scale)), proto::UPDATED_PARAMETER, w);
-  auto graph = b.finishGraph();
+  auto graph = test::smallStepGraph(*context, name, scale);
   EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
   return *graph;
 }

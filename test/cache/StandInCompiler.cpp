@@ -2,6 +2,7 @@
 
 #include "test/cache/StandInCompiler.h"
 
+#include "compiler/builder/GraphBuilder.h"
 #include "compiler/graph/GraphFile.h"
 #include "runtime/artifact/Artifact.h"
 
@@ -12,6 +13,16 @@
 #include <unistd.h>
 
 namespace kiln::test {
+
+llvm::Expected<proto::Graph>
+smallStepGraph(mlir::MLIRContext &context, llvm::StringRef name, double scale) {
+  GraphBuilder b(context, name);
+  auto x = b.input("x", proto::F32, {4, 8}, proto::BATCH_INPUT);
+  auto w = b.input("w", proto::F32, {8, 2}, proto::PARAMETER);
+  b.output("loss", b.reduceSum(b.matmul(x, w), {0, 1}), proto::LOSS);
+  b.output("w", b.mul(w, b.scalar(scale)), proto::UPDATED_PARAMETER, w);
+  return b.finishGraph();
+}
 
 llvm::Expected<std::string> standInCompile(const proto::Graph &graph,
                                            const CompileOptions &options) {

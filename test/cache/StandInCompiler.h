@@ -19,9 +19,18 @@
 
 #include "llvm/Support/Error.h"
 
+namespace mlir {
+class MLIRContext;
+}
+
 #include <string>
 
 namespace kiln::test {
+
+/// A small training-step graph (a matmul, a loss, an update scaled by
+/// `scale`): different names or scales give different graphs to cache.
+llvm::Expected<proto::Graph> smallStepGraph(mlir::MLIRContext &context,
+                                            llvm::StringRef name, double scale);
 
 llvm::Expected<std::string> standInCompile(const proto::Graph &graph,
                                            const CompileOptions &options);
