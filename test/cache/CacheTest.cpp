@@ -300,6 +300,24 @@ TEST_F(CacheTest, GcHonoursSizeAgeGraceAndLeases) {
   EXPECT_EQ(index->entries().size(), 1u);
 }
 
+TEST_F(CacheTest, GcKeepsTheNewestFormatVersions) {
+  Cache cache = open();
+  get(cache, makeGraph("step"));
+  // An older artifact format's directory beside the current one.
+  ASSERT_FALSE(
+      llvm::sys::fs::create_directories(path("root") + "/kiln-0/objects"));
+  auto index = Index::openForUpdate(cache.store());
+  ASSERT_TRUE(static_cast<bool>(index));
+  GcPolicy policy;
+  policy.keepVersions = 1;
+  auto report = collectGarbage(cache.store(), *index, policy);
+  ASSERT_TRUE(static_cast<bool>(report));
+  EXPECT_EQ(report->versionsRemoved, 1);
+  EXPECT_FALSE(llvm::sys::fs::exists(path("root") + "/kiln-0"));
+  EXPECT_TRUE(llvm::sys::fs::exists(cache.store().dir()));
+  EXPECT_EQ(get(cache, makeGraph("step")).outcome, Outcome::Hit);
+}
+
 TEST_F(CacheTest, ExportImportAndVerify) {
   Cache cache = open();
   Result r = get(cache, makeGraph("step"));
