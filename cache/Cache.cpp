@@ -146,7 +146,7 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   files.forgetFailure(result.key.hex);
   counters.bytesWritten += static_cast<int64_t>(bytes->size());
   record({"compile", result.key.hex, static_cast<double>(bytes->size()),
-          seconds, name, compilerBuildId()});
+          seconds, name, artifactBuild(result.artifact)});
   result.outcome = Outcome::Compiled;
   return result;
 }

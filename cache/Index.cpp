@@ -2,6 +2,8 @@
 
 #include "cache/Index.h"
 
+#include "cache/Key.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -358,7 +360,7 @@ llvm::Error Index::rebuild() {
     auto loaded = artifact::loadArtifactFile(file);
     if (loaded) {
       e.graphName = loaded->manifest.name();
-      e.compiler = loaded->compilerVersion + " " + loaded->gitHash;
+      e.compiler = artifactBuild(*loaded);
       e.status = "ok";
     } else {
       llvm::consumeError(loaded.takeError());

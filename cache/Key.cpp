@@ -23,6 +23,16 @@ std::string compilerBuildId() {
          artifact::schemaHash().substr(0, 16);
 }
 
+std::string artifactBuild(const artifact::Artifact &artifact) {
+  return artifact.compilerVersion + " " + artifact.gitHash;
+}
+
+std::string thisBuild() {
+  // The header keeps 16 bytes of each.
+  return llvm::StringRef(KILN_VERSION).take_front(16).str() + " " +
+         llvm::StringRef(KILN_GIT_HASH).take_front(16).str();
+}
+
 namespace {
 
 bool hasCollectives(const proto::Graph &graph) {

@@ -13,6 +13,7 @@
 
 #include "compiler/driver/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
+#include "runtime/artifact/Artifact.h"
 
 #include "llvm/Support/Error.h"
 
@@ -36,6 +37,12 @@ struct Key {
 /// The compiler build the key records: version, git hash and the artifact
 /// and graph format versions.
 std::string compilerBuildId();
+
+/// Which build compiled an artifact, from its header ("<version> <git>"),
+/// and the same for this build: what `prune --version` and the index's
+/// compiler column compare.
+std::string artifactBuild(const artifact::Artifact &artifact);
+std::string thisBuild();
 
 /// Derives the key of compiling `graph` with `options`. `salt` separates
 /// caches deliberately (KILN_CACHE_SALT by default).

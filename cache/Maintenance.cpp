@@ -100,7 +100,7 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
   for (IndexEntry &e : index.entries()) {
     known[e.key] = e;
   }
-  std::string current = compilerBuildId();
+  std::string current = thisBuild();
   std::vector<ObjectFile> objects = scanObjects(store);
   auto lastUsed = [&](const ObjectFile &o) {
     auto it = known.find(o.key);
@@ -116,7 +116,6 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
     total += o.size;
   }
   for (const ObjectFile &o : objects) {
-    auto entry = known.find(o.key);
     bool wanted = false;
     if (policy.maxBytes && total > *policy.maxBytes) {
       wanted = true;
@@ -128,19 +127,13 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
       wanted = true;
     }
     if (policy.otherCompilers) {
+      // Keys embed the compiler build, so an entry of another build can
+      // never be hit again by this one; an unreadable entry never could.
       auto loaded = artifact::loadArtifactFile(o.path);
-      std::string compiler =
-          loaded ? "" : "unreadable"; // unreadable entries are other builds
-      if (loaded) {
-        compiler = entry != known.end() ? entry->second.compiler : "";
-      } else {
+      wanted = wanted || !loaded || artifactBuild(*loaded) != current;
+      if (!loaded) {
         llvm::consumeError(loaded.takeError());
       }
-      // Keys embed the compiler build, so an entry of another build can
-      // never be hit again by this one.
-      auto graphOk = entry != known.end() && !entry->second.compiler.empty() &&
-                     entry->second.compiler != current;
-      wanted = wanted || graphOk || compiler == "unreadable";
     }
     if (!wanted) {
       ++report.kept;

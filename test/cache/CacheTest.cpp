@@ -318,6 +318,45 @@ TEST_F(CacheTest, GcKeepsTheNewestFormatVersions) {
   EXPECT_EQ(get(cache, makeGraph("step")).outcome, Outcome::Hit);
 }
 
+TEST_F(CacheTest, PruneVersionRemovesOnlyOtherBuilds) {
+  Cache cache = open();
+  Result old = get(cache, makeGraph("old", 1.0)); // the stand-in's build
+  auto thisBuildsCompiler =
+      [](const proto::Graph &graph,
+         const CompileOptions &options) -> llvm::Expected<std::string> {
+    auto bytes = test::standInCompile(graph, options);
+    if (!bytes) {
+      return bytes.takeError();
+    }
+    auto artifact = artifact::readArtifact(*bytes, "stand-in");
+    if (!artifact) {
+      return artifact.takeError();
+    }
+    std::string build = thisBuild();
+    auto [version, git] = llvm::StringRef(build).split(' ');
+    artifact->compilerVersion = version.str();
+    artifact->gitHash = git.str();
+    return artifact::writeArtifact(*artifact);
+  };
+  auto current =
+      cache.getOrCompile(makeGraph("current", 2.0), {}, thisBuildsCompiler);
+  ASSERT_TRUE(static_cast<bool>(current));
+  auto index = Index::openForUpdate(cache.store());
+  ASSERT_TRUE(static_cast<bool>(index));
+  // The index's record of each entry's build survives a rebuild unchanged.
+  EXPECT_EQ(index->entry(current->key.hex)->compiler, thisBuild());
+  ASSERT_FALSE(static_cast<bool>(index->rebuild()));
+  EXPECT_EQ(index->entry(current->key.hex)->compiler, thisBuild());
+  GcPolicy prune;
+  prune.otherCompilers = true;
+  prune.graceSeconds = 0;
+  auto report = collectGarbage(cache.store(), *index, prune);
+  ASSERT_TRUE(static_cast<bool>(report));
+  EXPECT_EQ(report->removed, std::vector<std::string>{old.key.hex});
+  EXPECT_TRUE(
+      llvm::sys::fs::exists(cache.store().objectPath(current->key.hex)));
+}
+
 TEST_F(CacheTest, ExportImportAndVerify) {
   Cache cache = open();
   Result r = get(cache, makeGraph("step"));
