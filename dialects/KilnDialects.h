@@ -5,6 +5,7 @@
 
 #include "dialects/kgraph/KGraphDialect.h"
 #include "dialects/kisa/KisaDialect.h"
+#include "dialects/ktile/KTileDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,7 +17,8 @@ namespace kiln {
 /// Kiln's dialects plus the upstream ones that appear beside them in IR.
 inline void registerKilnDialects(mlir::DialectRegistry &registry) {
   registry
-      .insert<kgraph::KGraphDialect, kisa::KisaDialect, mlir::func::FuncDialect,
+      .insert<kgraph::KGraphDialect, ktile::KTileDialect, kisa::KisaDialect,
+              mlir::func::FuncDialect,
               mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
 }
 

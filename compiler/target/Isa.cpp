@@ -65,7 +65,9 @@ const L kActNames[] = {L("identity"),   L("exp"),       L("log"),
                        L("tanh"),       L("sigmoid"),   L("relu"),
                        L("gelu"),       L("gelu_tanh"), L("gelu_derivative"),
                        L("rsqrt"),      L("sqrt"),      L("square"),
-                       L("reciprocal"), L("abs")};
+                       L("reciprocal"), L("abs"),       L("erf"),
+                       L("sin"),        L("cos"),       L("sign"),
+                       L("log1p"),      L("gelu_tanh_derivative")};
 const L kCollectiveNames[] = {L("all_reduce_sum"), L("all_reduce_mean"),
                               L("all_gather"), L("reduce_scatter")};
 

@@ -79,9 +79,16 @@ enum class ActFunc : uint8_t {
   Sqrt,
   Square,
   Reciprocal,
-  Abs
+  Abs,
+  // Appended so that older encodings keep their meaning.
+  Erf,
+  Sin,
+  Cos,
+  Sign,
+  Log1p,
+  GeluTanhDerivative
 };
-inline constexpr int kActFuncs = 14;
+inline constexpr int kActFuncs = 20;
 
 enum class CollectiveKind : uint8_t {
   AllReduceSum,

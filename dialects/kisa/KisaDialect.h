@@ -32,6 +32,12 @@ namespace kiln::kisa {
 /// The instruction an op stands for; errors name the attribute at fault.
 llvm::Expected<isa::Instruction> toInstruction(mlir::Operation *op);
 
+/// The instruction of `opcode` whose fields (operand access patterns, ALU or
+/// activation names, immediates, engine, synchronisation) are the attributes
+/// of `op`, named as the kisa op names them. ktile ops share these names.
+llvm::Expected<isa::Instruction>
+instructionFromAttributes(mlir::Operation *op, isa::Opcode opcode);
+
 /// Builds the op of an instruction (the disassembler's direction).
 mlir::Operation *createInstructionOp(mlir::OpBuilder &builder,
                                      mlir::Location loc,

@@ -74,9 +74,14 @@ llvm::Expected<isa::Instruction> kiln::kisa::toInstruction(Operation *op) {
     return error("'" + op->getName().getStringRef() +
                  "' is not an instruction");
   }
-  const isa::OpcodeSchema &s = isa::schemaOf(*opcode);
+  return instructionFromAttributes(op, *opcode);
+}
+
+llvm::Expected<isa::Instruction>
+kiln::kisa::instructionFromAttributes(Operation *op, isa::Opcode opcode) {
+  const isa::OpcodeSchema &s = isa::schemaOf(opcode);
   isa::Instruction inst;
-  inst.opcode = *opcode;
+  inst.opcode = opcode;
 
   // Engine: as given, else the first engine that runs the opcode.
   if (auto engine = op->getAttrOfType<StringAttr>("engine")) {
@@ -128,7 +133,7 @@ llvm::Expected<isa::Instruction> kiln::kisa::toInstruction(Operation *op) {
   }
   // An activation's scale defaults to 1: dst = func(src) unless told otherwise.
   inst.imm0 = floatField(op, s.imm0Name,
-                         *opcode == isa::Opcode::Activation ? 1.0 : 0.0);
+                         opcode == isa::Opcode::Activation ? 1.0 : 0.0);
   inst.imm1 = floatField(op, s.imm1Name, 0.0);
   inst.int0 = intField(op, s.int0Name);
   inst.int1 = intField(op, s.int1Name);

@@ -85,6 +85,22 @@ inline double activation(isa::ActFunc f, double x) {
     return 1.0f / v;
   case isa::ActFunc::Abs:
     return std::fabs(v);
+  case isa::ActFunc::Erf:
+    return std::erf(v);
+  case isa::ActFunc::Sin:
+    return std::sin(v);
+  case isa::ActFunc::Cos:
+    return std::cos(v);
+  case isa::ActFunc::Sign:
+    return std::isnan(v) ? v : static_cast<float>((v > 0) - (v < 0));
+  case isa::ActFunc::Log1p:
+    return std::log1p(v);
+  case isa::ActFunc::GeluTanhDerivative: {
+    double inner = kSqrt2OverPi * (x + 0.044715 * x * x * x);
+    double t = std::tanh(inner);
+    double dInner = kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * x * x);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dInner;
+  }
   }
   return NAN;
 }

@@ -13,6 +13,7 @@
 #define KILN_RUNTIME_SIM_SIMULATOR_H
 
 #include "runtime/artifact/Artifact.h"
+#include "compiler/target/Timing.h"
 #include "runtime/sim/Memory.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -58,9 +59,11 @@ struct SimResult {
 };
 
 /// The modelled duration of one instruction, from the cost table.
-double instructionSeconds(const isa::Instruction &inst,
-                          const target::TargetDescription &target,
-                          int worldSize);
+inline double instructionSeconds(const isa::Instruction &inst,
+                                 const target::TargetDescription &target,
+                                 int worldSize) {
+  return isa::instructionSeconds(inst, target, worldSize);
+}
 
 class Simulator {
 public:

@@ -1,0 +1,145 @@
+//===- Compiler.cpp - the compile pipeline --------------------------------===//
+
+#include "compiler/driver/Compiler.h"
+
+#include "compiler/emit/ArtifactEmission.h"
+#include "compiler/graph/GraphConversion.h"
+#include "dialects/KilnDialects.h"
+#include "passes/engine/Passes.h"
+#include "passes/graph/Passes.h"
+#include "passes/tile/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+std::optional<Phase> phaseNamed(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("import", Phase::Import)
+      .Case("graph", Phase::Graph)
+      .Case("tile", Phase::Tile)
+      .Case("engine", Phase::Engine)
+      .Case("emit", Phase::Emit)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Import:
+    return "import";
+  case Phase::Graph:
+    return "graph";
+  case Phase::Tile:
+    return "tile";
+  case Phase::Engine:
+    return "engine";
+  case Phase::Emit:
+    return "emit";
+  }
+  return "";
+}
+
+void prepareContext(MLIRContext &context) {
+  DialectRegistry registry;
+  registerKilnDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+}
+
+llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
+                          Phase last) {
+  if (!target::lookupTarget(options.target)) {
+    return llvm::createStringError("unknown target '" + options.target +
+                                   "' (trn1 or trn2)");
+  }
+  if (last == Phase::Import) {
+    return llvm::Error::success();
+  }
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(graph_passes::createKGraphDecompose());
+  func.addPass(graph_passes::createKGraphAssignLayout());
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+  if (options.autoCast == "bf16") {
+    func.addPass(graph_passes::createKGraphMixedPrecision());
+  }
+  if (options.optLevel >= 1) {
+    graph_passes::KGraphFuseElementwiseOptions fuse;
+    fuse.maxOps = options.optLevel >= 2 ? 64 : 16;
+    func.addPass(graph_passes::createKGraphFuseElementwise(fuse));
+  }
+  if (last == Phase::Graph) {
+    return llvm::Error::success();
+  }
+  tile_passes::ConvertKGraphToKTileOptions tiling;
+  tiling.target = options.target;
+  pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));
+  tile_passes::KTilePlanMemoryOptions plan;
+  plan.target = options.target;
+  pm.addPass(tile_passes::createKTilePlanMemory(plan));
+  if (last == Phase::Tile) {
+    return llvm::Error::success();
+  }
+  engine_passes::ConvertKTileToKisaOptions engine;
+  engine.worldSize = options.worldSize;
+  engine.schedule = options.optLevel >= 1;
+  pm.addPass(engine_passes::createConvertKTileToKisa(engine));
+  return llvm::Error::success();
+}
+
+llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
+                        Phase last, const CompileHooks &hooks) {
+  MLIRContext *context = module.getContext();
+  // Diagnostics become the error's one line, naming the op and its place.
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(context, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << d.getLocation() << ": " << d;
+      if (diagnostics.empty()) {
+        diagnostics = text;
+      }
+    }
+    return success();
+  });
+  PassManager pm(context);
+  if (auto error = buildPipeline(pm, options, last)) {
+    return error;
+  }
+  if (hooks.timing) {
+    pm.enableTiming();
+  }
+  if (failed(pm.run(module))) {
+    return llvm::createStringError(
+        diagnostics.empty() ? std::string("the compile pipeline failed")
+                            : diagnostics);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
+                                           const CompileOptions &options,
+                                           const CompileHooks &hooks) {
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  prepareContext(context);
+  auto module = graph::importGraph(graph, context);
+  if (!module) {
+    return module.takeError();
+  }
+  if (auto error = lowerModule(**module, options, Phase::Emit, hooks)) {
+    return std::move(error);
+  }
+  auto program = emit::getProgram(**module);
+  if (!program) {
+    return program.takeError();
+  }
+  return emit::assembleProgram(*program);
+}
+
+} // namespace kiln

@@ -1,0 +1,58 @@
+//===- Compiler.h - compile(graph, options) -> artifact ---------*- C++ -*-===//
+//
+// The library entry point the cache, `kiln compile` and `kiln precompile`
+// share. The pipeline is the phase table of ARCHITECTURE.md:
+//
+//   import  protobuf -> kgraph
+//   graph   decompose, layout, canonicalize + CSE, mixed precision, fusion
+//   tile    kgraph -> ktile (tiling), SBUF/PSUM/HBM plan
+//   engine  ktile -> kisa (engines, schedule, semaphores)
+//   emit    kisa -> .kneff
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_DRIVER_COMPILER_H
+#define KILN_COMPILER_DRIVER_COMPILER_H
+
+#include "compiler/driver/CompileOptions.h"
+#include "compiler/graph/kgraph.pb.h"
+#include "runtime/artifact/Artifact.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <optional>
+
+namespace kiln {
+
+enum class Phase { Import, Graph, Tile, Engine, Emit };
+std::optional<Phase> phaseNamed(llvm::StringRef name);
+llvm::StringRef phaseName(Phase phase);
+
+/// Registers what the pipeline's IR needs in `context`.
+void prepareContext(mlir::MLIRContext &context);
+
+/// Adds the passes that take kgraph IR through `last` (Graph, Tile or
+/// Engine; Import adds nothing, Emit the same as Engine).
+llvm::Error buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
+                          Phase last);
+
+struct CompileHooks {
+  /// Print each pass's wall time here (--timing).
+  llvm::raw_ostream *timing = nullptr;
+};
+
+/// Runs the pipeline on imported kgraph IR up to `last`, in place.
+llvm::Error lowerModule(mlir::ModuleOp module, const CompileOptions &options,
+                        Phase last, const CompileHooks &hooks = {});
+
+/// The whole pipeline: a graph in, an artifact out. Deterministic: the same
+/// graph and options give byte-identical artifacts.
+llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
+                                           const CompileOptions &options,
+                                           const CompileHooks &hooks = {});
+
+} // namespace kiln
+
+#endif // KILN_COMPILER_DRIVER_COMPILER_H

@@ -1,0 +1,130 @@
+//===- Timing.cpp - the timing model of machine-model.md ------------------===//
+//
+// One cost function for the compiler's scheduler and the simulator's
+// modelled time, so that what the scheduler plans is what the simulator
+// reports.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/target/Timing.h"
+
+#include <algorithm>
+
+namespace kiln::isa {
+
+namespace {
+
+double engineHz(isa::Engine engine, const target::TargetDescription &t) {
+  switch (engine) {
+  case isa::Engine::Tensor:
+    return t.clocks.tensorHz;
+  case isa::Engine::Vector:
+    return t.clocks.vectorHz;
+  case isa::Engine::Scalar:
+    return t.clocks.scalarHz;
+  case isa::Engine::GpSimd:
+    return t.clocks.gpsimdHz;
+  case isa::Engine::Dma:
+    return 1;
+  }
+  return 1;
+}
+
+/// Bytes of the longest contiguous run of a tile's rows.
+int64_t contiguousRunBytes(const isa::AccessPattern &ap) {
+  int64_t inner = ap.strides[ap.rank - 1] == 1 ? ap.sizes[ap.rank - 1] : 1;
+  return inner * ap.elementBytes();
+}
+
+bool allBF16(const isa::Instruction &inst) {
+  for (int i = 0; i < inst.numOperands; ++i) {
+    if (inst.operands[i].dtype != isa::DType::BF16) {
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+double instructionSeconds(const isa::Instruction &inst,
+                          const target::TargetDescription &t, int worldSize) {
+  const isa::AccessPattern &dst = inst.operands[0];
+  auto src = [&](int i) -> const isa::AccessPattern & {
+    return inst.operands[i];
+  };
+  double n = static_cast<double>(inst.numOperands > 1 ? src(1).freeElements()
+                                                      : dst.freeElements());
+  double cycles = 0;
+  auto op = static_cast<isa::AluOp>(inst.op0);
+  switch (inst.opcode) {
+  case isa::Opcode::Matmul: {
+    double m = static_cast<double>(src(1).freeElements());
+    double cols = static_cast<double>(src(2).freeElements());
+    cycles = std::max(std::min(64.0, m), cols);
+    if (src(1).dtype == isa::DType::F32) {
+      cycles *= t.fp32MatmulSlowdown;
+    }
+    break;
+  }
+  case isa::Opcode::Transpose:
+    cycles =
+        std::max(static_cast<double>(src(1).partitions),
+                 std::min(64.0, static_cast<double>(src(1).freeElements())));
+    break;
+  case isa::Opcode::Activation:
+    cycles = static_cast<isa::ActFunc>(inst.op0) == isa::ActFunc::Reciprocal
+                 ? 8 * n
+                 : std::max(64.0, n);
+    break;
+  case isa::Opcode::TensorScalar:
+  case isa::Opcode::TensorCopy:
+  case isa::Opcode::Memset:
+    cycles = std::max(64.0, n);
+    break;
+  case isa::Opcode::TensorTensor: {
+    bool psumInput = src(1).memory == isa::Memory::Psum ||
+                     src(2).memory == isa::Memory::Psum;
+    bool fastBf16 =
+        allBF16(inst) && (op == isa::AluOp::Add || op == isa::AluOp::Sub ||
+                          op == isa::AluOp::Mul);
+    cycles = (psumInput || fastBf16) ? n : 2 * n;
+    break;
+  }
+  case isa::Opcode::TensorReduce:
+    cycles = (src(1).dtype == isa::DType::BF16 &&
+              (op == isa::AluOp::Add || op == isa::AluOp::Max))
+                 ? n / 2
+                 : n;
+    break;
+  case isa::Opcode::Iota:
+  case isa::Opcode::AffineSelect:
+  case isa::Opcode::PartitionReduce:
+  case isa::Opcode::PartitionBroadcast:
+    cycles = 150 + n;
+    break;
+  case isa::Opcode::DmaCopy: {
+    double bytes = static_cast<double>(dst.partitions * dst.freeElements() *
+                                       dst.elementBytes());
+    int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
+    double bandwidth = t.dmaBytesPerSecondPerQueue;
+    if (bytes < t.dmaSmallTransferBytes || run < t.dmaMinEfficientRunBytes) {
+      bandwidth /= 2;
+    }
+    return t.dmaFixedLatencySeconds + bytes / bandwidth;
+  }
+  case isa::Opcode::Collective: {
+    double bytes = static_cast<double>(
+        src(1).partitions * src(1).freeElements() * src(1).elementBytes());
+    double w = worldSize;
+    if (worldSize <= 1) {
+      return 0;
+    }
+    return 2 * (w - 1) / w * bytes / t.linkBytesPerSecond +
+           2 * (w - 1) * t.collectiveHopLatencySeconds;
+  }
+  }
+  return (cycles + t.instructionOverheadCycles) / engineHz(inst.engine, t);
+}
+
+} // namespace kiln::isa

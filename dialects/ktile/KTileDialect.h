@@ -1,0 +1,51 @@
+//===- KTileDialect.h - the ktile dialect -----------------------*- C++ -*-===//
+
+#ifndef KILN_DIALECTS_KTILE_KTILEDIALECT_H
+#define KILN_DIALECTS_KTILE_KTILEDIALECT_H
+
+#include "compiler/target/Isa.h"
+#include "dialects/kisa/KisaDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+#include "dialects/ktile/KTileDialect.h.inc"
+
+namespace kiln::ktile {
+/// The shared verifier of every compute op.
+llvm::LogicalResult verifyTileOp(mlir::Operation *op);
+} // namespace kiln::ktile
+
+#define GET_OP_CLASSES
+#include "dialects/ktile/KTileOps.h.inc"
+
+namespace kiln::ktile {
+
+/// The memory a buffer type lives in: its memory space "hbm", "sbuf" or
+/// "psum"; nullopt for anything else.
+std::optional<isa::Memory> memoryOf(mlir::MemRefType type);
+mlir::MemRefType bufferType(llvm::ArrayRef<int64_t> shape,
+                            mlir::Type elementType, isa::Memory memory);
+
+/// On-chip buffers: bytes in each partition. HBM buffers: bytes in all.
+int64_t bufferBytes(mlir::MemRefType type);
+
+/// Whether `op` is a compute op (one instruction once bound).
+bool isTileOp(mlir::Operation *op);
+
+/// The instruction a compute op stands for with every buffer at address 0
+/// (partition 0, byte 0): add each buffer's base to bind it. The engine is
+/// the first one that runs the opcode.
+llvm::Expected<isa::Instruction> toInstruction(mlir::Operation *op);
+
+/// The name of the access-pattern attribute of operand `index` of a compute
+/// op (dst, src, lhs, ...).
+llvm::StringRef operandAttrName(mlir::Operation *op, unsigned index);
+
+} // namespace kiln::ktile
+
+#endif // KILN_DIALECTS_KTILE_KTILEDIALECT_H

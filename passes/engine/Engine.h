@@ -1,0 +1,47 @@
+//===- Engine.h - the engine phase's instruction graph ----------*- C++ -*-===//
+
+#ifndef KILN_PASSES_ENGINE_ENGINE_H
+#define KILN_PASSES_ENGINE_ENGINE_H
+
+#include "compiler/target/Isa.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace kiln::engine_passes {
+
+/// Streams: the four engines, then one per DMA queue.
+inline constexpr int kDmaStream = 4;
+inline int streamOf(isa::Engine engine, int queue) {
+  return engine == isa::Engine::Dma ? kDmaStream + queue
+                                    : static_cast<int>(engine);
+}
+
+struct Node {
+  isa::Instruction inst; // addresses bound; engine and queue once scheduled
+  llvm::SmallVector<uint32_t, 4> preds;
+  int stream = -1;
+  double start = 0, finish = 0;
+};
+
+/// Adds to each node the earlier nodes it must follow: every RAW, WAR and
+/// WAW pair on overlapping bytes.
+void computeDependencies(std::vector<Node> &nodes);
+
+/// Assigns engines and queues and returns the issue order. With `listSchedule`
+/// off, nodes keep program order.
+std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
+                                    const target::TargetDescription &target,
+                                    int worldSize, bool listSchedule);
+
+/// Sets waits and signals on the instructions; returns the number of
+/// semaphores used, or an error when a wait cannot be placed.
+llvm::Expected<int> insertSemaphores(std::vector<Node> &nodes,
+                                     llvm::ArrayRef<uint32_t> order,
+                                     int streams);
+
+} // namespace kiln::engine_passes
+
+#endif // KILN_PASSES_ENGINE_ENGINE_H

@@ -1,0 +1,186 @@
+//===- KTileToKisa.cpp - planned ktile functions to kisa programs ---------===//
+
+#include "passes/engine/Engine.h"
+#include "passes/engine/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace kiln::engine_passes {
+#define GEN_PASS_DEF_CONVERTKTILETOKISA
+#include "passes/engine/Passes.h.inc"
+} // namespace kiln::engine_passes
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::engine_passes;
+
+namespace {
+
+/// The address of a buffer: its alloc's `address`, through views; an
+/// argument's from the function's argument addresses.
+FailureOr<int64_t> addressOf(Value buffer, func::FuncOp func) {
+  while (auto view = buffer.getDefiningOp<ktile::ViewOp>()) {
+    buffer = view.getSource();
+  }
+  if (auto arg = llvm::dyn_cast<BlockArgument>(buffer)) {
+    auto addresses =
+        func->getAttrOfType<DenseI64ArrayAttr>("ktile.argument_addresses");
+    if (!addresses) {
+      return failure();
+    }
+    return addresses[arg.getArgNumber()];
+  }
+  auto alloc = buffer.getDefiningOp<ktile::AllocOp>();
+  auto address = alloc ? alloc->getAttrOfType<IntegerAttr>("address")
+                       : IntegerAttr();
+  if (!address) {
+    return failure();
+  }
+  return address.getInt();
+}
+
+Value rootOf(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ktile::ViewOp>()) {
+    buffer = view.getSource();
+  }
+  return buffer;
+}
+
+std::string nameAttr(DictionaryAttr attrs, llvm::StringRef fallback) {
+  if (attrs) {
+    if (auto name = attrs.getAs<StringAttr>("kgraph.name")) {
+      return name.str();
+    }
+  }
+  return fallback.str();
+}
+
+struct ConvertKTileToKisa
+    : kiln::engine_passes::impl::ConvertKTileToKisaBase<ConvertKTileToKisa> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    llvm::SmallVector<func::FuncOp> functions(
+        getOperation().getOps<func::FuncOp>());
+    for (func::FuncOp func : functions) {
+      if (func.isExternal()) {
+        continue;
+      }
+      if (failed(convert(func))) {
+        return signalPassFailure();
+      }
+      func.erase();
+    }
+  }
+
+  LogicalResult convert(func::FuncOp func) {
+    auto targetName = func->getAttrOfType<StringAttr>("ktile.target");
+    const target::TargetDescription *t =
+        target::lookupTarget(targetName ? targetName.getValue() : "trn1");
+    auto hbmBytes = func->getAttrOfType<IntegerAttr>("ktile.hbm_bytes");
+    if (!t || !hbmBytes) {
+      return func.emitOpError(
+          "has no memory plan; run ktile-plan-memory first");
+    }
+    // 1. Binding.
+    std::vector<Node> nodes;
+    llvm::SmallVector<Location> locations;
+    for (Operation &op : func.getBody().front()) {
+      if (!ktile::isTileOp(&op)) {
+        continue;
+      }
+      auto inst = ktile::toInstruction(&op);
+      if (!inst) {
+        return op.emitOpError(llvm::toString(inst.takeError()));
+      }
+      for (unsigned k = 0; k < op.getNumOperands(); ++k) {
+        FailureOr<int64_t> base = addressOf(op.getOperand(k), func);
+        if (failed(base)) {
+          return op.emitOpError("uses a buffer with no address");
+        }
+        inst->operands[k].offset += *base;
+      }
+      nodes.push_back(Node{*inst, {}, -1, 0, 0});
+      locations.push_back(op.getLoc());
+    }
+    // 2-4.
+    computeDependencies(nodes);
+    std::vector<uint32_t> order = scheduleNodes(nodes, *t, worldSize, schedule);
+    auto semaphores =
+        insertSemaphores(nodes, order, kDmaStream + static_cast<int>(t->dmaQueues));
+    if (!semaphores) {
+      return func.emitOpError(llvm::toString(semaphores.takeError()));
+    }
+    // 5. The program.
+    OpBuilder b(func);
+    auto program = kisa::ProgramOp::create(
+        b, func.getLoc(), func.getName(), t->name,
+        static_cast<uint64_t>(hbmBytes.getInt()),
+        static_cast<uint64_t>(*semaphores));
+    Block *body = new Block();
+    program.getBody().push_back(body);
+    b.setInsertionPointToStart(body);
+    if (failed(emitBuffers(func, b))) {
+      return failure();
+    }
+    for (uint32_t i : order) {
+      kisa::createInstructionOp(b, locations[i], nodes[i].inst);
+    }
+    return success();
+  }
+
+  LogicalResult emitBuffers(func::FuncOp func, OpBuilder &b) {
+    Block &entry = func.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(entry.getTerminator());
+    llvm::DenseSet<Value> returnedArgs;
+    for (Value v : ret.getOperands()) {
+      if (llvm::isa<BlockArgument>(rootOf(v))) {
+        returnedArgs.insert(rootOf(v));
+      }
+    }
+    auto buffer = [&](Value v, llvm::StringRef name, llvm::StringRef role,
+                      ElementsAttr value) -> LogicalResult {
+      auto type = llvm::cast<MemRefType>(v.getType());
+      FailureOr<int64_t> address = addressOf(v, func);
+      if (failed(address)) {
+        return func.emitOpError("buffer '") << name << "' has no address";
+      }
+      kisa::BufferOp::create(b, func.getLoc(), name,
+                             static_cast<uint64_t>(*address),
+                             type.getElementType(), type.getShape(), role,
+                             value);
+      return success();
+    };
+    for (BlockArgument arg : entry.getArguments()) {
+      std::string name = nameAttr(func.getArgAttrDict(arg.getArgNumber()),
+                                  ("arg" + llvm::Twine(arg.getArgNumber())).str());
+      if (failed(buffer(arg, name,
+                        returnedArgs.contains(arg) ? "inout" : "input",
+                        nullptr))) {
+        return failure();
+      }
+    }
+    for (auto [r, v] : llvm::enumerate(ret.getOperands())) {
+      if (llvm::isa<BlockArgument>(rootOf(v))) {
+        continue; // written in place: the argument's inout buffer
+      }
+      std::string name = nameAttr(func.getResultAttrDict(r),
+                                  ("result" + llvm::Twine(r)).str());
+      if (failed(buffer(v, name, "output", nullptr))) {
+        return failure();
+      }
+    }
+    int constants = 0;
+    for (auto alloc : entry.getOps<ktile::AllocOp>()) {
+      if (auto value = alloc.getValueAttr()) {
+        if (failed(buffer(alloc, ("const" + llvm::Twine(constants++)).str(),
+                          "constant", value))) {
+          return failure();
+        }
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

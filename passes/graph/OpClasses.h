@@ -1,0 +1,24 @@
+//===- OpClasses.h - which kgraph ops the phases treat alike ----*- C++ -*-===//
+
+#ifndef KILN_PASSES_GRAPH_OPCLASSES_H
+#define KILN_PASSES_GRAPH_OPCLASSES_H
+
+#include "dialects/kgraph/KGraphDialect.h"
+
+namespace kiln::graph_passes {
+
+/// An op computed element by element over its result shape, its operands
+/// broadcasting to it: what the tile phase lowers as one loop nest and what
+/// fusion groups.
+inline bool isElementwise(mlir::Operation *op) {
+  using namespace kgraph;
+  return llvm::isa<NegOp, AbsOp, SignOp, ExpOp, LogOp, Log1pOp, SqrtOp,
+                   RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp, ReluOp, ErfOp,
+                   SinOp, CosOp, NotOp, GeluOp, AddOp, SubOp, MulOp, DivOp,
+                   MaxOp, MinOp, AndOp, OrOp, CompareOp, SelectOp, CastOp,
+                   GeluBackwardOp>(op);
+}
+
+} // namespace kiln::graph_passes
+
+#endif // KILN_PASSES_GRAPH_OPCLASSES_H

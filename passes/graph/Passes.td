@@ -1,0 +1,83 @@
+//===- Passes.td - the graph phase (kgraph -> kgraph) ----------------------===//
+
+#ifndef KILN_PASSES_GRAPH_PASSES_TD
+#define KILN_PASSES_GRAPH_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KGraphDecompose : Pass<"kgraph-decompose", "mlir::func::FuncOp"> {
+  let summary = "Rewrite composite ops into the primitives the tile phase tiles";
+  let description = [{
+    After this pass a function holds only the ops the tile phase lowers
+    directly: constants, elementwise arithmetic and activation functions,
+    `compare`/`select`/`cast`, the data-movement ops (`reshape`, `transpose`,
+    `broadcast`, `slice`, `concat`), `reduce_sum`/`reduce_max`/`reduce_min`,
+    `matmul`, 1-D `iota`, `gelu_backward`, `dropout` and `all_reduce`.
+
+    - `linear` becomes a 2-D `matmul` with the weight read transposed, plus a
+      broadcast bias add.
+    - `softmax`, `log_softmax` and their backwards, `layer_norm` and its
+      backward become the max-subtracted row reductions and elementwise ops
+      that define them.
+    - Indexing (`gather`, `scatter_add`, `index_select`, `embedding`,
+      `embedding_backward`, `nll_loss`, its backward, `argmax`) becomes
+      one-hot arithmetic: a comparison of the indices with an `iota` gives a
+      0/1 matrix that a `matmul` or a masked reduction contracts. The engines
+      have no gather; TensorE does the contraction at full rate.
+    - `reduce_mean` is a sum times 1/n; `pow` is `exp(y log x)` (squares and
+      square roots are spotted); the activation backwards are their formulas.
+
+    Each rewrite computes what the reference interpreter computes for the op,
+    up to f32 re-association. Where the engines cannot check (a target index
+    out of range), the compiled step yields a zero row where the interpreter
+    reports an error.
+  }];
+}
+
+def KGraphAssignLayout : Pass<"kgraph-assign-layout", "mlir::func::FuncOp"> {
+  let summary = "Choose which axis lives on the partitions for reductions";
+  let description = [{
+    The tile phase puts the leading (row) dimensions of every tensor on the
+    128 partitions and the innermost dimension along the free axis, so a
+    reduction over trailing dimensions is a free-axis `tensor_reduce`. This
+    pass rewrites the reductions that are not:
+
+    - a sum over *leading* dimensions (bias gradients, `sum(dim=0)`) becomes
+      a `matmul` of a ones row with the tensor, which contracts the rows on
+      TensorE instead of reading the tensor with element-sized strides;
+    - any other reduction gets an explicit `transpose` that moves the reduced
+      dimensions innermost.
+  }];
+}
+
+def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Group elementwise chains so their intermediates stay in SBUF";
+  let description = [{
+    Marks maximal groups of elementwise ops of one result shape with a
+    common `kgraph.fusion` id. The tile phase lowers a group as one loop
+    nest: each tile of the group's inputs is loaded once, every op of the
+    chain runs on it in SBUF, and only values used outside the group are
+    stored to HBM. Operands from outside the group may broadcast (they are
+    loaded with stride-0 access patterns). An op joins a group only when the
+    group can run at the position of its last op: no op outside the group
+    that comes before that position uses a group value.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "64",
+           "The largest group, in ops (bounds the SBUF working set)">,
+  ];
+}
+
+def KGraphMixedPrecision : Pass<"kgraph-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "bf16 matmul inputs with f32 accumulation";
+  let description = [{
+    Casts both operands of every f32 `matmul` to bf16 and the result back to
+    f32. The tile phase folds the casts into the DMA loads (which convert on
+    the fly) and writes the f32 PSUM accumulator straight out, so the
+    product is accumulated in f32 from bf16 inputs, as TensorE does at its
+    full bf16 rate. Enabled by `--auto-cast=bf16`.
+  }];
+  let dependentDialects = [];
+}
+
+#endif // KILN_PASSES_GRAPH_PASSES_TD

@@ -1,0 +1,467 @@
+//===- LowerElementwise.cpp - elementwise loop nests ----------------------===//
+//
+// A group of elementwise ops over one shape becomes one loop nest of tiles:
+// the shape's dimensions are collapsed wherever every operand allows, the
+// second-innermost goes on the partitions and the innermost along the free
+// axis. Each tile iteration loads its inputs, runs every op in SBUF and
+// stores the group's outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/Lowering.h"
+
+#include "passes/graph/OpClasses.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln::kgraph;
+
+namespace kiln::tile_passes {
+
+namespace {
+
+/// Dimensions of an iteration space with every view's strides, collapsed.
+struct LoopSpace {
+  Shape sizes;
+  std::vector<Shape> strides; // per view
+};
+
+LoopSpace collapse(llvm::ArrayRef<int64_t> shape,
+                   llvm::ArrayRef<Shape> viewStrides) {
+  LoopSpace space;
+  space.strides.resize(viewStrides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) {
+      continue;
+    }
+    bool merge = !space.sizes.empty();
+    for (size_t v = 0; merge && v < viewStrides.size(); ++v) {
+      merge = space.strides[v].back() == viewStrides[v][d] * shape[d];
+    }
+    if (merge) {
+      space.sizes.back() *= shape[d];
+      for (size_t v = 0; v < viewStrides.size(); ++v) {
+        space.strides[v].back() = viewStrides[v][d];
+      }
+      continue;
+    }
+    space.sizes.push_back(shape[d]);
+    for (size_t v = 0; v < viewStrides.size(); ++v) {
+      space.strides[v].push_back(viewStrides[v][d]);
+    }
+  }
+  if (space.sizes.empty()) {
+    space.sizes.push_back(1);
+    for (auto &s : space.strides) {
+      s.push_back(1);
+    }
+  }
+  // One dimension: fold part of it onto the partitions.
+  if (space.sizes.size() == 1) {
+    int64_t n = space.sizes[0], rows = 1;
+    for (int64_t p = std::min<int64_t>(128, n); p > 1; --p) {
+      if (n % p == 0) {
+        rows = p;
+        break;
+      }
+    }
+    space.sizes = {rows, n / rows};
+    for (auto &s : space.strides) {
+      int64_t stride = s[0];
+      s = {stride * (n / rows), stride};
+    }
+  }
+  return space;
+}
+
+const char *activationName(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case([](ExpOp) { return "exp"; })
+      .Case([](LogOp) { return "log"; })
+      .Case([](Log1pOp) { return "log1p"; })
+      .Case([](SqrtOp) { return "sqrt"; })
+      .Case([](RsqrtOp) { return "rsqrt"; })
+      .Case([](ReciprocalOp) { return "reciprocal"; })
+      .Case([](TanhOp) { return "tanh"; })
+      .Case([](SigmoidOp) { return "sigmoid"; })
+      .Case([](ReluOp) { return "relu"; })
+      .Case([](ErfOp) { return "erf"; })
+      .Case([](SinOp) { return "sin"; })
+      .Case([](CosOp) { return "cos"; })
+      .Case([](AbsOp) { return "abs"; })
+      .Case([](SignOp) { return "sign"; })
+      .Case([](GeluOp g) {
+        return g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
+      })
+      .Default([](Operation *) { return nullptr; });
+}
+
+const char *aluName(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case([](AddOp) { return "add"; })
+      .Case([](SubOp) { return "sub"; })
+      .Case([](MulOp) { return "mul"; })
+      .Case([](DivOp) { return "div"; })
+      .Case([](MaxOp) { return "max"; })
+      .Case([](MinOp) { return "min"; })
+      .Case([](AndOp) { return "mul"; })
+      .Case([](OrOp) { return "max"; })
+      .Case([](CompareOp c) {
+        static const llvm::StringMap<const char *> names{
+            {"eq", "eq"}, {"ne", "ne"}, {"lt", "lt"},
+            {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
+        return names.lookup(c.getDirection());
+      })
+      .Default([](Operation *) { return nullptr; });
+}
+
+/// The comparison that holds for (b, a) when `name` holds for (a, b).
+llvm::StringRef swapped(llvm::StringRef name) {
+  return llvm::StringSwitch<llvm::StringRef>(name)
+      .Case("lt", "gt")
+      .Case("gt", "lt")
+      .Case("le", "ge")
+      .Case("ge", "le")
+      .Default(name);
+}
+
+double fold(llvm::StringRef alu, double a, double b) {
+  return llvm::StringSwitch<double>(alu)
+      .Case("add", float(a) + float(b))
+      .Case("sub", float(a) - float(b))
+      .Case("mul", float(a) * float(b))
+      .Case("div", float(a) / float(b))
+      .Case("max", std::max(a, b))
+      .Case("min", std::min(a, b))
+      .Case("eq", a == b)
+      .Case("ne", a != b)
+      .Case("lt", a < b)
+      .Case("le", a <= b)
+      .Case("gt", a > b)
+      .Case("ge", a >= b)
+      .Default(NAN);
+}
+
+class OpEmitter {
+public:
+  OpEmitter(TileBuilder &tb, const Tile &dst) : tb(tb), dst(dst) {}
+
+  Tile asTile(const TileArg &arg) {
+    if (!arg.immediate) {
+      return arg.tile;
+    }
+    Tile t = scratch(isa::DType::F32);
+    tb.memset(t, *arg.immediate);
+    return t;
+  }
+  Tile scratch(isa::DType dtype) {
+    return tb.tile(isa::Memory::Sbuf, dtype, dst.rows, dst.cols);
+  }
+
+  /// dst = a <alu> b for tiles or immediates.
+  void binary(llvm::StringRef alu, const TileArg &a, const TileArg &b,
+              const Tile &out) {
+    if (a.immediate && b.immediate) {
+      tb.memset(out, fold(alu, *a.immediate, *b.immediate));
+      return;
+    }
+    if (b.immediate) {
+      tb.tensorScalar(out, a.tile, alu, *b.immediate);
+      return;
+    }
+    if (!a.immediate) {
+      tb.tensorTensor(out, a.tile, b.tile, alu);
+      return;
+    }
+    double k = *a.immediate;
+    if (alu == "sub") { // k - x = (x * -1) + k, exactly
+      tb.tensorScalar(out, b.tile, "mul", -1.0, "add", k);
+    } else if (alu == "div") {
+      if (k == 1.0) {
+        tb.activation(out, b.tile, "reciprocal");
+      } else {
+        Tile r = scratch(isa::DType::F32);
+        tb.activation(r, b.tile, "reciprocal");
+        tb.tensorScalar(out, r, "mul", k);
+      }
+    } else {
+      tb.tensorScalar(out, b.tile, swapped(alu), k);
+    }
+  }
+
+  TileBuilder &tb;
+  Tile dst;
+};
+
+bool isInteger(const Tile &t) { return t.dtype == isa::DType::I32; }
+
+} // namespace
+
+LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
+                                llvm::ArrayRef<TileArg> args,
+                                const Tile &dst) {
+  OpEmitter e(tb, dst);
+  if (const char *alu = aluName(op)) {
+    TileArg a = args[0], b = args[1];
+    if (llvm::isa<AndOp, OrOp>(op)) {
+      // Logical operands may be any non-zero value: normalise to 0/1.
+      for (TileArg *x : {&a, &b}) {
+        if (x->immediate) {
+          x->immediate = *x->immediate != 0.0;
+        } else {
+          Tile t = e.scratch(isa::DType::F32);
+          tb.tensorScalar(t, x->tile, "ne", 0.0);
+          x->tile = t;
+        }
+      }
+    }
+    e.binary(alu, a, b, dst);
+    return success();
+  }
+  if (const char *func = activationName(op)) {
+    Tile x = e.asTile(args[0]);
+    if (isInteger(x) || isInteger(dst)) {
+      // ScalarE works on floating point; integer forms go to VectorE.
+      if (llvm::isa<ReluOp>(op)) {
+        tb.tensorScalar(dst, x, "max", 0.0);
+        return success();
+      }
+      if (llvm::isa<AbsOp, SignOp>(op)) {
+        Tile pos = e.scratch(isa::DType::F32), neg = e.scratch(isa::DType::F32);
+        tb.tensorScalar(pos, x, "gt", 0.0);
+        tb.tensorScalar(neg, x, "lt", 0.0);
+        Tile sign = llvm::isa<SignOp>(op) ? dst : e.scratch(isa::DType::F32);
+        tb.tensorTensor(sign, pos, neg, "sub");
+        if (llvm::isa<AbsOp>(op)) {
+          tb.tensorTensor(dst, x, sign, "mul");
+        }
+        return success();
+      }
+      return op->emitOpError("has no integer form on the engines");
+    }
+    tb.activation(dst, x, func);
+    return success();
+  }
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](NegOp) {
+        tb.tensorScalar(dst, e.asTile(args[0]), "mul", -1.0);
+        return success();
+      })
+      .Case([&](NotOp) {
+        tb.tensorScalar(dst, e.asTile(args[0]), "eq", 0.0);
+        return success();
+      })
+      .Case([&](CastOp cast) {
+        Tile x = e.asTile(args[0]);
+        if (cast.getOutput().getType().getElementType().isInteger(1)) {
+          tb.tensorScalar(dst, x, "ne", 0.0);
+        } else {
+          tb.copy(dst, x);
+        }
+        return success();
+      })
+      .Case([&](SelectOp) {
+        // c ? t : f = t*c + f*(1-c): exact for finite t and f (a product
+        // with 1 or 0 is exact and adding 0 changes nothing).
+        Tile c = e.asTile(args[0]);
+        Tile taken = e.scratch(isa::DType::F32);
+        Tile notC = e.scratch(isa::DType::F32);
+        Tile other = e.scratch(isa::DType::F32);
+        e.binary("mul", args[1], TileArg{std::nullopt, c}, taken);
+        tb.tensorScalar(notC, c, "mul", -1.0, "add", 1.0);
+        e.binary("mul", args[2], TileArg{std::nullopt, notC}, other);
+        tb.tensorTensor(dst, taken, other, "add");
+        return success();
+      })
+      .Case([&](GeluBackwardOp g) {
+        Tile slope = e.scratch(isa::DType::F32);
+        tb.activation(slope, e.asTile(args[1]),
+                      g.getApproximate() == "tanh" ? "gelu_tanh_derivative"
+                                                   : "gelu_derivative");
+        e.binary("mul", args[0], TileArg{std::nullopt, slope}, dst);
+        return success();
+      })
+      .Default([&](Operation *) {
+        return op->emitOpError("is not an elementwise op the tile phase knows");
+      });
+}
+
+LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
+                                         llvm::ArrayRef<int64_t> shape,
+                                         llvm::ArrayRef<LoopOutput> outputs) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  // External inputs in first-use order; group values by their op.
+  llvm::SmallVector<Value> inputs;
+  llvm::DenseMap<Value, size_t> inputIndex;
+  auto addInput = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if ((def && members.contains(def)) || inputIndex.count(v)) {
+      return;
+    }
+    inputIndex[v] = inputs.size();
+    inputs.push_back(v);
+  };
+  for (Operation *op : ops) {
+    for (Value v : op->getOperands()) {
+      addInput(v);
+    }
+  }
+  for (const LoopOutput &out : outputs) {
+    addInput(out.value);
+  }
+
+  // Views in the iteration space: inputs then outputs.
+  std::vector<HbmView> views;
+  std::vector<bool> isImmediate;
+  std::vector<double> immediates;
+  for (Value v : inputs) {
+    TensorOperand &operand = operandOf(v);
+    isImmediate.push_back(operand.immediate.has_value());
+    immediates.push_back(operand.immediate.value_or(0.0));
+    views.push_back(operand.immediate ? HbmView{}
+                                      : operand.view.broadcastTo(shape));
+    if (operand.immediate) {
+      views.back().shape.assign(shape.begin(), shape.end());
+      views.back().strides.assign(shape.size(), 0);
+    }
+  }
+  for (const LoopOutput &out : outputs) {
+    views.push_back(out.dst);
+  }
+  std::vector<Shape> strides;
+  for (const HbmView &v : views) {
+    strides.push_back(v.strides);
+  }
+  LoopSpace space = collapse(shape, strides);
+  size_t rank = space.sizes.size();
+  int64_t rowsTotal = space.sizes[rank - 2], colsTotal = space.sizes[rank - 1];
+
+  // Free-axis chunk: every tile of one iteration within the budget.
+  int64_t tilesPerIteration = static_cast<int64_t>(inputs.size()) + 1;
+  for (Operation *op : ops) {
+    tilesPerIteration += llvm::isa<SelectOp>(op) ? 4 : 2;
+  }
+  int64_t chunk = std::clamp<int64_t>(sbufBudget / (4 * tilesPerIteration),
+                                      64, 4096);
+  int64_t chunks = (colsTotal + chunk - 1) / chunk;
+  chunk = (colsTotal + chunks - 1) / chunks;
+
+  Shape outer(space.sizes.begin(), space.sizes.end() - 2);
+  int64_t outerCount = 1;
+  for (int64_t d : outer) {
+    outerCount *= d;
+  }
+  for (int64_t o = 0; o < outerCount; ++o) {
+    // Element offset of this outer index in every view.
+    std::vector<int64_t> base(views.size());
+    for (size_t v = 0; v < views.size(); ++v) {
+      int64_t rest = o, offset = views[v].offset;
+      for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
+        offset += (rest % outer[d]) * space.strides[v][d];
+        rest /= outer[d];
+      }
+      base[v] = offset;
+    }
+    for (int64_t p0 = 0; p0 < rowsTotal; p0 += 128) {
+      int64_t rows = std::min<int64_t>(128, rowsTotal - p0);
+      for (int64_t f0 = 0; f0 < colsTotal; f0 += chunk) {
+        int64_t cols = std::min(chunk, colsTotal - f0);
+        llvm::DenseMap<Value, TileArg> tiles;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (isImmediate[i]) {
+            tiles[inputs[i]] = TileArg{immediates[i], Tile{}};
+            continue;
+          }
+          int64_t rowStride = space.strides[i][rank - 2],
+                  colStride = space.strides[i][rank - 1];
+          // A broadcast along the free axis loads one column and reads it
+          // with stride 0.
+          bool oneColumn = colStride == 0;
+          Tile t = tb.tile(isa::Memory::Sbuf, views[i].dtype, rows,
+                           oneColumn ? 1 : cols);
+          tb.load(t, views[i], base[i] + p0 * rowStride + f0 * colStride,
+                  rowStride, oneColumn ? 1 : colStride);
+          if (oneColumn) {
+            t.cols = cols;
+            t.freeStride = 0;
+          }
+          tiles[inputs[i]] = TileArg{std::nullopt, t};
+        }
+        for (Operation *op : ops) {
+          llvm::SmallVector<TileArg> args;
+          for (Value v : op->getOperands()) {
+            args.push_back(tiles.lookup(v));
+          }
+          Value result = op->getResult(0);
+          auto type = llvm::cast<RankedTensorType>(result.getType());
+          isa::DType dtype = deviceType(type.getElementType());
+          // A cast between types the device stores alike moves nothing.
+          if (llvm::isa<CastOp>(op) && !args[0].immediate &&
+              args[0].tile.dtype == dtype &&
+              !type.getElementType().isInteger(1)) {
+            tiles[result] = args[0];
+            continue;
+          }
+          Tile dst = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
+          if (failed(emitElementwiseOp(tb, op, args, dst))) {
+            return failure();
+          }
+          tiles[result] = TileArg{std::nullopt, dst};
+        }
+        for (auto [k, out] : llvm::enumerate(outputs)) {
+          size_t v = inputs.size() + k;
+          TileArg arg = tiles.lookup(out.value);
+          Tile src = arg.tile;
+          if (arg.immediate) {
+            src = tb.tile(isa::Memory::Sbuf, out.dst.dtype, rows, cols);
+            tb.memset(src, *arg.immediate);
+          } else if (src.freeStride == 0) {
+            // A store reads its source with the tile's own layout.
+            Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
+            tb.copy(full, src);
+            src = full;
+          }
+          int64_t rowStride = space.strides[v][rank - 2],
+                  colStride = space.strides[v][rank - 1];
+          tb.store(out.dst, base[v] + p0 * rowStride + f0 * colStride,
+                   rowStride, colStride, src);
+        }
+      }
+    }
+  }
+  return success();
+}
+
+void Lowering::copyInto(const TensorOperand &src, const HbmView &dst) {
+  // A placeholder value stands for the source inside the loop nest.
+  OpBuilder &b = tb.builder();
+  Type element = kisa::toMlirType(b.getContext(), dst.dtype);
+  auto type = RankedTensorType::get(dst.shape, element);
+  Value placeholder =
+      kgraph::ConstantOp::create(
+          b, tb.location(),
+          DenseElementsAttr::get(type, b.getZeroAttr(element)))
+          .getOutput();
+  bind(placeholder, src);
+  (void)lowerElementwise({}, dst.shape, {LoopOutput{placeholder, dst}});
+  values.erase(placeholder);
+  placeholder.getDefiningOp()->erase();
+}
+
+HbmView Lowering::materialize(const TensorOperand &operand,
+                              llvm::ArrayRef<int64_t> shape) {
+  if (!operand.immediate && operand.view.isContiguous() &&
+      operand.view.shape == shape) {
+    return operand.view;
+  }
+  isa::DType dtype =
+      operand.immediate ? isa::DType::F32 : operand.view.dtype;
+  HbmView dst = HbmView::whole(tb.hbm(shape, dtype));
+  dst.shape.assign(shape.begin(), shape.end());
+  dst.strides = rowMajorStrides(shape);
+  copyInto(operand, dst);
+  return dst;
+}
+
+} // namespace kiln::tile_passes

@@ -1,0 +1,160 @@
+//===- LowerMatmul.cpp - matmul on TensorE --------------------------------===//
+//
+// out[M, N] = lhs[M, K] . rhs[K, N] per batch: [<=128 x <=512] output tiles,
+// each accumulated over 128-deep K slices in one PSUM bank. TensorE
+// contracts over partitions, so both operands are loaded with K on the
+// partitions: the stationary operand as lhs^T [K, M], the moving one as
+// rhs [K, N]. An operand whose K dimension is innermost in HBM would need
+// element-sized DMA strides for that; it is loaded row-major instead and
+// transposed on TensorE through PSUM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/Lowering.h"
+
+using namespace mlir;
+using namespace kiln::kgraph;
+
+namespace kiln::tile_passes {
+
+namespace {
+
+/// A 2-D operand [K, X] as it lies in HBM: K on the partitions when loaded.
+struct KMajor {
+  HbmView view;
+  int64_t offset = 0, kStride = 0, xStride = 0;
+};
+
+/// Loads rows [k0, k0 + kk) and columns [x0, x0 + xx) of `m` into an SBUF
+/// tile [kk, xx] of `dtype`.
+Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
+                int64_t x0, int64_t xx, isa::DType dtype) {
+  Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, xx);
+  int64_t origin = m.offset + k0 * m.kStride + x0 * m.xStride;
+  bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
+  if (!kInnermost) {
+    tb.load(out, m.view, origin, m.kStride, m.xStride);
+    return out;
+  }
+  // Rows of X are contiguous in K: load [x, k] blocks and transpose them.
+  for (int64_t b0 = 0; b0 < xx; b0 += 128) {
+    int64_t bb = std::min<int64_t>(128, xx - b0);
+    Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, kk);
+    tb.load(rows, m.view, origin + b0 * m.xStride, m.xStride, 1);
+    Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, kk, bb);
+    tb.transpose(flipped, rows);
+    tb.copy(out.columns(b0, bb), flipped);
+  }
+  return out;
+}
+
+} // namespace
+
+std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
+  if (auto cast = value.getDefiningOp<CastOp>()) {
+    Type to = cast.getOutput().getType().getElementType();
+    Type from = cast.getInput().getType().getElementType();
+    if (to.isBF16() && from.isF32() && !values.count(value)) {
+      return {operandOf(cast.getInput()), isa::DType::BF16};
+    }
+  }
+  TensorOperand operand = operandOf(value);
+  return {operand, operand.view.dtype};
+}
+
+LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
+  auto [lhsOperand, lhsType] = matmulOperand(op.getLhs());
+  auto [rhsOperand, rhsType] = matmulOperand(op.getRhs());
+  auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
+  size_t rank = outShape.size();
+  Shape batch(outShape.begin(), outShape.end() - 2);
+  int64_t m = outShape[rank - 2], n = outShape[rank - 1];
+  int64_t k = llvm::cast<RankedTensorType>(op.getLhs().getType())
+                  .getShape()[op.getTransposeLhs() ? rank - 2 : rank - 1];
+  if (lhsOperand.immediate || rhsOperand.immediate) {
+    // A splat operand: materialise it (rare: canonicalisation folds most).
+    auto lhsShape = llvm::cast<RankedTensorType>(op.getLhs().getType());
+    auto rhsShape = llvm::cast<RankedTensorType>(op.getRhs().getType());
+    if (lhsOperand.immediate) {
+      lhsOperand.view = materialize(lhsOperand, lhsShape.getShape());
+      lhsOperand.immediate.reset();
+      lhsType = lhsOperand.view.dtype;
+    }
+    if (rhsOperand.immediate) {
+      rhsOperand.view = materialize(rhsOperand, rhsShape.getShape());
+      rhsOperand.immediate.reset();
+      rhsType = rhsOperand.view.dtype;
+    }
+  }
+  // Operands broadcast over the batch dims of the result.
+  auto batched = [&](const HbmView &v) {
+    Shape target(batch);
+    target.append(v.shape.end() - 2, v.shape.end());
+    return v.broadcastTo(target);
+  };
+  HbmView lhs = batched(lhsOperand.view), rhs = batched(rhsOperand.view);
+  // f32 and another type cannot meet in one matmul: widen nothing, narrow
+  // the f32 side (the graph asked for at most that precision).
+  if ((lhsType == isa::DType::F32) != (rhsType == isa::DType::F32)) {
+    lhsType = rhsType = isa::DType::BF16;
+  }
+
+  int64_t batchCount = 1;
+  for (int64_t d : batch) {
+    batchCount *= d;
+  }
+  Shape dstStrides = dst.strides;
+  int64_t sMo = dstStrides[rank - 2], sNo = dstStrides[rank - 1];
+  const int64_t kTile = 128, mTile = 128, nTile = 512;
+  int64_t kTiles = (k + kTile - 1) / kTile;
+  int64_t elementBytes = isa::dtypeBytes(lhsType);
+  // Keep a row block's stationary tiles for every N tile when they fit.
+  bool keepStationary = kTiles * mTile * elementBytes <= sbufBudget / 2;
+
+  for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
+    int64_t lhsBase = lhs.offset, rhsBase = rhs.offset, outBase = dst.offset;
+    int64_t rest = bIndex;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t i = rest % batch[d];
+      rest /= batch[d];
+      lhsBase += i * lhs.strides[d];
+      rhsBase += i * rhs.strides[d];
+      outBase += i * dstStrides[d];
+    }
+    // lhs^T as [K, M], rhs as [K, N].
+    KMajor stationary{lhs, lhsBase,
+                      lhs.strides[op.getTransposeLhs() ? rank - 2 : rank - 1],
+                      lhs.strides[op.getTransposeLhs() ? rank - 1 : rank - 2]};
+    KMajor moving{rhs, rhsBase,
+                  rhs.strides[op.getTransposeRhs() ? rank - 1 : rank - 2],
+                  rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1]};
+    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+      int64_t mm = std::min(mTile, m - m0);
+      llvm::SmallVector<Tile> kept;
+      if (keepStationary) {
+        for (int64_t kt = 0; kt < kTiles; ++kt) {
+          int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
+          kept.push_back(loadKMajor(tb, stationary, k0, kk, m0, mm, lhsType));
+        }
+      }
+      for (int64_t n0 = 0; n0 < n; n0 += nTile) {
+        int64_t nn = std::min(nTile, n - n0);
+        Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, mm, nn);
+        for (int64_t kt = 0; kt < kTiles; ++kt) {
+          int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
+          Tile s = keepStationary
+                       ? kept[kt]
+                       : loadKMajor(tb, stationary, k0, kk, m0, mm, lhsType);
+          Tile v = loadKMajor(tb, moving, k0, kk, n0, nn, rhsType);
+          tb.matmul(acc, s, v, /*accumulate=*/kt > 0);
+        }
+        Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, mm, nn);
+        tb.copy(out, acc);
+        tb.store(dst, outBase + m0 * sMo + n0 * sNo, sMo, sNo, out);
+      }
+    }
+  }
+  return success();
+}
+
+} // namespace kiln::tile_passes

@@ -1,0 +1,25 @@
+//===- Passes.h - the tile phase --------------------------------*- C++ -*-===//
+
+#ifndef KILN_PASSES_TILE_PASSES_H
+#define KILN_PASSES_TILE_PASSES_H
+
+#include "dialects/kgraph/KGraphDialect.h"
+#include "dialects/kisa/KisaDialect.h"
+#include "dialects/ktile/KTileDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace kiln::tile_passes {
+
+#define GEN_PASS_DECL
+#include "passes/tile/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/tile/Passes.h.inc"
+
+} // namespace kiln::tile_passes
+
+#endif // KILN_PASSES_TILE_PASSES_H

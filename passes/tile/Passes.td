@@ -1,0 +1,78 @@
+//===- Passes.td - the tile phase (kgraph -> ktile) ------------------------===//
+
+#ifndef KILN_PASSES_TILE_PASSES_TD
+#define KILN_PASSES_TILE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
+  let summary = "Tile every kgraph op into 128-partition tiles";
+  let description = [{
+    Every tensor becomes an HBM buffer: function arguments and results,
+    constants (initialised buffers; splat constants become immediates), and
+    intermediates (`ktile.alloc` in `"hbm"`, placed later by the HBM plan).
+    `reshape`, `transpose`, `broadcast` and `slice` move no data: they are
+    views whose strides the consumers' DMA access patterns apply.
+
+    - **Elementwise ops and fusion groups** (`kgraph.fusion`): the iteration
+      space is the result shape with dimensions collapsed where every operand
+      allows it; the second-innermost dimension goes on the partitions (128 at
+      a time), the innermost along the free axis in chunks sized so the
+      group's tiles fit in SBUF twice over. Each input tile is loaded once,
+      every op of the group computes in SBUF, and only values used outside
+      the group are stored.
+    - **Reductions** over the trailing dimensions: rows on partitions, a
+      `tensor_reduce` per free-axis chunk, and the chunk partials combined.
+    - **Matmul**: `[128 x 512]` output tiles accumulated over 128-deep K
+      slices in one PSUM bank (`accumulate` after the first slice). Both
+      operands are loaded with K on the partitions; an operand stored with K
+      innermost is loaded row-major and transposed on TensorE instead of
+      read with element-sized DMA strides. bf16 casts of f32 operands fold
+      into the loads; a cast of the result back to f32 folds into the PSUM
+      evacuation.
+    - `iota` is GpSimd's index generator; `all_reduce` a collective on the
+      HBM buffer; `concat` copies each input into its slice of the result.
+
+    An updated parameter or optimizer state (a result that aliases an
+    argument) is written in place when its producer is an elementwise group
+    that reads the argument tile for tile and nothing reads the argument
+    later; otherwise it is copied into the argument's buffer at the end.
+  }];
+  let dependentDialects = ["::kiln::ktile::KTileDialect",
+                           "::kiln::kisa::KisaDialect"];
+  let options = [
+    Option<"target", "target", "std::string", "\"trn1\"", "The target">,
+    Option<"sbufBudget", "sbuf-budget", "int64_t", "65536",
+           "Bytes per partition one tile iteration may use (half of what "
+           "double buffering needs)">,
+  ];
+}
+
+def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Place SBUF, PSUM and HBM buffers by liveness";
+  let description = [{
+    Sets `address` on every `ktile.alloc`: a byte offset inside each
+    partition for SBUF and PSUM, an offset in the program's HBM for HBM
+    buffers, and `ktile.hbm_bytes` on the function.
+
+    The placement walks the ops in program order with the live range of
+    every buffer from upstream's liveness analysis (first to last use). SBUF
+    is first-fit from a rotating start, so a buffer freed by one tile
+    iteration is not the next one handed out: consecutive iterations get
+    different buffers and the engine phase can overlap one iteration's loads
+    with the previous one's compute (double buffering). PSUM buffers take
+    whole 2 KiB banks. HBM intermediates reuse the space of dead ones;
+    arguments, results and constants get fixed places first.
+
+    When SBUF runs out (`sbuf-bytes` lowers the capacity for tests), the
+    live buffer whose next use is furthest away is spilled: stored to an HBM
+    scratch buffer after its last write and reloaded before its next use.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"trn1\"", "The target">,
+    Option<"sbufBytes", "sbuf-bytes", "int64_t", "0",
+           "SBUF bytes per partition to use (0: the target's capacity)">,
+  ];
+}
+
+#endif // KILN_PASSES_TILE_PASSES_TD

@@ -1,0 +1,205 @@
+//===- PlanMemory.cpp - SBUF, PSUM and HBM placement by liveness ----------===//
+
+#include "passes/tile/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+
+namespace kiln::tile_passes {
+#define GEN_PASS_DEF_KTILEPLANMEMORY
+#include "passes/tile/Passes.h.inc"
+} // namespace kiln::tile_passes
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// First-fit placement in [0, capacity) of intervals that come and go,
+/// searching from where the last placement ended so that a just-freed
+/// block is the last one reused.
+class RotatingAllocator {
+public:
+  RotatingAllocator(int64_t capacity, int64_t alignment)
+      : capacity(capacity), alignment(alignment) {}
+
+  std::optional<int64_t> allocate(int64_t bytes) {
+    for (int pass = 0; pass < 2; ++pass) {
+      int64_t start = pass == 0 ? cursor : 0;
+      int64_t limit = pass == 0 ? capacity : cursor;
+      int64_t at = start;
+      for (auto it = used.lower_bound(start); at + bytes <= limit;) {
+        // Skip a block that started before `at` and covers it.
+        auto prev = used.upper_bound(at);
+        if (prev != used.begin()) {
+          --prev;
+          if (prev->first + prev->second > at) {
+            at = align(prev->first + prev->second);
+            it = used.lower_bound(at);
+            continue;
+          }
+        }
+        if (it == used.end() || it->first >= at + bytes) {
+          used[at] = bytes;
+          cursor = at + bytes;
+          return at;
+        }
+        at = align(it->first + it->second);
+        it = used.lower_bound(at);
+      }
+    }
+    return std::nullopt;
+  }
+  void release(int64_t at) { used.erase(at); }
+  int64_t inUse() const {
+    int64_t total = 0;
+    for (auto &[at, bytes] : used) {
+      total += bytes;
+    }
+    return total;
+  }
+
+private:
+  int64_t align(int64_t x) const {
+    return (x + alignment - 1) / alignment * alignment;
+  }
+  int64_t capacity, alignment, cursor = 0;
+  std::map<int64_t, int64_t> used;
+};
+
+struct KTilePlanMemory
+    : kiln::tile_passes::impl::KTilePlanMemoryBase<KTilePlanMemory> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    const target::TargetDescription *t = target::lookupTarget(target);
+    if (!t) {
+      getOperation().emitError("unknown target '") << target << "'";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func.isExternal() && failed(plan(func, *t))) {
+        return signalPassFailure();
+      }
+    }
+  }
+
+  LogicalResult plan(func::FuncOp func, const target::TargetDescription &t) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> position;
+    int64_t index = 0;
+    for (Operation &op : body) {
+      position[&op] = index++;
+    }
+    // The last op that touches each buffer, through views; results and
+    // arguments live throughout.
+    llvm::DenseMap<Value, int64_t> lastUse;
+    std::function<int64_t(Value)> lastUseOf = [&](Value v) -> int64_t {
+      int64_t last = -1;
+      for (Operation *user : v.getUsers()) {
+        if (llvm::isa<func::ReturnOp>(user)) {
+          return index;
+        }
+        last = std::max(last, position[user]);
+        if (auto view = llvm::dyn_cast<ktile::ViewOp>(user)) {
+          last = std::max(last, lastUseOf(view.getResult()));
+        }
+      }
+      return last;
+    };
+
+    // HBM: arguments, then constants and results, then intermediates
+    // reusing the space of dead ones.
+    int64_t hbmEnd = 0;
+    Builder b(func.getContext());
+    llvm::SmallVector<int64_t> argAddresses;
+    for (BlockArgument arg : body.getArguments()) {
+      argAddresses.push_back(hbmEnd);
+      hbmEnd = alignUp(hbmEnd +
+                       ktile::bufferBytes(llvm::cast<MemRefType>(arg.getType())));
+    }
+    func->setAttr("ktile.argument_addresses",
+                  b.getDenseI64ArrayAttr(argAddresses));
+    llvm::SmallVector<ktile::AllocOp> intermediates;
+    for (auto alloc : body.getOps<ktile::AllocOp>()) {
+      MemRefType type = alloc.getBuffer().getType();
+      if (ktile::memoryOf(type) != isa::Memory::Hbm) {
+        continue;
+      }
+      if (alloc.getValueAttr() || lastUseOf(alloc.getBuffer()) == index) {
+        alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd));
+        hbmEnd = alignUp(hbmEnd + ktile::bufferBytes(type));
+      } else {
+        intermediates.push_back(alloc);
+      }
+    }
+    RotatingAllocator hbm(int64_t(1) << 46, kAlignment);
+    std::multimap<int64_t, int64_t> hbmFrees; // last use -> address
+    int64_t hbmPeak = 0;
+    for (ktile::AllocOp alloc : intermediates) {
+      int64_t at = position[alloc];
+      for (auto it = hbmFrees.begin();
+           it != hbmFrees.end() && it->first < at;) {
+        hbm.release(it->second);
+        it = hbmFrees.erase(it);
+      }
+      int64_t bytes = ktile::bufferBytes(alloc.getBuffer().getType());
+      int64_t address = *hbm.allocate(bytes);
+      hbmPeak = std::max(hbmPeak, address + bytes);
+      hbmFrees.emplace(lastUseOf(alloc.getBuffer()), address);
+      alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
+    }
+    func->setAttr("ktile.hbm_bytes",
+                  b.getI64IntegerAttr(std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64)));
+
+    // SBUF and PSUM, in program order.
+    int64_t sbufCapacity = sbufBytes > 0 ? sbufBytes : t.sbufBytesPerPartition;
+    RotatingAllocator sbuf(sbufCapacity, kAlignment);
+    int64_t banks = t.psumBytesPerPartition / t.psumBankBytes;
+    RotatingAllocator psum(banks, 1);
+    std::multimap<int64_t, std::pair<RotatingAllocator *, int64_t>> frees;
+    for (Operation &op : body) {
+      int64_t at = position[&op];
+      for (auto it = frees.begin(); it != frees.end() && it->first < at;) {
+        it->second.first->release(it->second.second);
+        it = frees.erase(it);
+      }
+      auto alloc = llvm::dyn_cast<ktile::AllocOp>(&op);
+      if (!alloc) {
+        continue;
+      }
+      MemRefType type = alloc.getBuffer().getType();
+      std::optional<isa::Memory> memory = ktile::memoryOf(type);
+      if (memory == isa::Memory::Hbm) {
+        continue;
+      }
+      int64_t bytes = ktile::bufferBytes(type);
+      bool isPsum = memory == isa::Memory::Psum;
+      RotatingAllocator &pool = isPsum ? psum : sbuf;
+      int64_t units = isPsum ? (bytes + t.psumBankBytes - 1) / t.psumBankBytes
+                             : alignUp(bytes);
+      std::optional<int64_t> place = pool.allocate(units);
+      if (!place) {
+        return alloc.emitOpError("needs ")
+               << bytes << " bytes per partition of "
+               << isa::memoryName(*memory) << " but "
+               << (isPsum ? pool.inUse() * t.psumBankBytes : pool.inUse())
+               << " of " << (isPsum ? t.psumBytesPerPartition : sbufCapacity)
+               << " are live here (spilling is not implemented: lower "
+                  "the tile phase's sbuf-budget)";
+      }
+      frees.emplace(lastUseOf(alloc.getBuffer()), std::make_pair(&pool, *place));
+      alloc->setAttr("address",
+                     b.getI64IntegerAttr(isPsum ? *place * t.psumBankBytes
+                                                : *place));
+    }
+    return success();
+  }
+};
+
+} // namespace

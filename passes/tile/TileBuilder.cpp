@@ -1,0 +1,243 @@
+//===- TileBuilder.cpp - views, tiles and ktile op construction ----------===//
+
+#include "passes/tile/TileBuilder.h"
+
+using namespace mlir;
+
+namespace kiln::tile_passes {
+
+Shape rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
+isa::DType deviceType(Type elementType) {
+  if (elementType.isF32() || elementType.isInteger(1)) {
+    return isa::DType::F32;
+  }
+  if (elementType.isBF16()) {
+    return isa::DType::BF16;
+  }
+  if (elementType.isF16()) {
+    return isa::DType::F16;
+  }
+  return isa::DType::I32;
+}
+
+int64_t HbmView::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    n *= d;
+  }
+  return n;
+}
+
+bool HbmView::isContiguous() const {
+  Shape expected = rowMajorStrides(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1 && strides[d] != expected[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+HbmView HbmView::broadcastTo(llvm::ArrayRef<int64_t> target) const {
+  HbmView v = *this;
+  v.shape.assign(target.begin(), target.end());
+  v.strides.assign(target.size(), 0);
+  size_t lead = target.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    v.strides[lead + d] = shape[d] == 1 ? 0 : strides[d];
+  }
+  return v;
+}
+
+HbmView HbmView::whole(Value buffer) {
+  auto type = llvm::cast<MemRefType>(buffer.getType());
+  HbmView v;
+  v.buffer = buffer;
+  v.dtype = kisa::toIsaType(type.getElementType()).value_or(isa::DType::F32);
+  v.shape.assign(type.getShape().begin(), type.getShape().end());
+  v.strides = rowMajorStrides(v.shape);
+  return v;
+}
+
+Tile Tile::columns(int64_t col, int64_t n) const {
+  Tile t = *this;
+  t.offset += col * freeStride * isa::dtypeBytes(dtype);
+  t.cols = n;
+  return t;
+}
+
+Tile Tile::withRows(int64_t first, int64_t n) const {
+  Tile t = *this;
+  t.partition += first;
+  t.rows = n;
+  return t;
+}
+
+Tile TileBuilder::tile(isa::Memory memory, isa::DType dtype, int64_t rows,
+                       int64_t cols) {
+  Type element = kisa::toMlirType(b.getContext(), dtype);
+  // Tiles span every partition a later instruction might need to start at;
+  // partition starts are aligned, so a tile always begins at partition 0.
+  auto type = ktile::bufferType({rows, cols}, element, memory);
+  Tile t;
+  t.buffer = ktile::AllocOp::create(b, loc, type, StringAttr(), nullptr);
+  t.dtype = dtype;
+  t.rows = rows;
+  t.cols = cols;
+  return t;
+}
+
+Value TileBuilder::hbm(llvm::ArrayRef<int64_t> shape, isa::DType dtype,
+                       llvm::StringRef name) {
+  Type element = kisa::toMlirType(b.getContext(), dtype);
+  Shape dims(shape);
+  if (dims.empty()) {
+    dims.push_back(1);
+  }
+  auto type = ktile::bufferType(dims, element, isa::Memory::Hbm);
+  return ktile::AllocOp::create(
+      b, loc, type, name.empty() ? StringAttr() : b.getStringAttr(name),
+      nullptr);
+}
+
+kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t) {
+  isa::AccessPattern ap;
+  auto type = llvm::cast<MemRefType>(t.buffer.getType());
+  ap.memory = *ktile::memoryOf(type);
+  ap.dtype = t.dtype;
+  ap.partition = static_cast<uint16_t>(t.partition);
+  ap.partitions = static_cast<uint16_t>(t.rows);
+  ap.offset = t.offset;
+  ap.rank = 1;
+  ap.strides[0] = t.freeStride;
+  ap.sizes[0] = t.cols;
+  return kisa::toAttr(b.getContext(), ap);
+}
+
+kisa::AccessPatternAttr TileBuilder::pattern(const HbmView &view,
+                                             int64_t offset, int64_t rows,
+                                             int64_t rowStride, int64_t cols,
+                                             int64_t colStride) {
+  isa::AccessPattern ap;
+  ap.memory = isa::Memory::Hbm;
+  ap.dtype = view.dtype;
+  ap.partitions = static_cast<uint16_t>(rows);
+  ap.offset = offset * isa::dtypeBytes(view.dtype);
+  ap.partitionStride = rows > 1 ? rowStride : 0;
+  ap.rank = 1;
+  ap.strides[0] = cols > 1 ? colStride : 1;
+  ap.sizes[0] = cols;
+  return kisa::toAttr(b.getContext(), ap);
+}
+
+Operation *TileBuilder::emit(
+    llvm::StringRef mnemonic,
+    llvm::ArrayRef<std::pair<Value, kisa::AccessPatternAttr>> operands,
+    llvm::ArrayRef<NamedAttribute> fields) {
+  std::optional<isa::Opcode> opcode = isa::opcodeNamed(mnemonic);
+  assert(opcode && "not an instruction mnemonic");
+  const isa::OpcodeSchema &s = isa::schemaOf(*opcode);
+  OperationState state(loc, ("ktile." + mnemonic).str());
+  for (auto [i, operand] : llvm::enumerate(operands)) {
+    state.addOperands(operand.first);
+    state.addAttribute(s.operandNames[i], operand.second);
+  }
+  state.addAttributes(fields);
+  return b.create(state);
+}
+
+void TileBuilder::load(const Tile &dst, const HbmView &view, int64_t offset,
+                       int64_t rowStride, int64_t colStride) {
+  emit("dma_copy", {{dst.buffer, pattern(dst)},
+                    {view.buffer, pattern(view, offset, dst.rows, rowStride,
+                                          dst.cols, colStride)}});
+}
+
+void TileBuilder::store(const HbmView &view, int64_t offset,
+                        int64_t rowStride, int64_t colStride,
+                        const Tile &src) {
+  emit("dma_copy", {{view.buffer, pattern(view, offset, src.rows, rowStride,
+                                          src.cols, colStride)},
+                    {src.buffer, pattern(src)}});
+}
+
+void TileBuilder::copy(const Tile &dst, const Tile &src) {
+  emit("tensor_copy", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}});
+}
+
+void TileBuilder::activation(const Tile &dst, const Tile &src,
+                             llvm::StringRef func, double scale, double bias) {
+  llvm::SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("func", b.getStringAttr(func))};
+  if (scale != 1.0) {
+    fields.push_back(b.getNamedAttr("scale", b.getF64FloatAttr(scale)));
+  }
+  if (bias != 0.0) {
+    fields.push_back(b.getNamedAttr("bias", b.getF64FloatAttr(bias)));
+  }
+  emit("activation", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}},
+       fields);
+}
+
+void TileBuilder::tensorTensor(const Tile &dst, const Tile &lhs,
+                               const Tile &rhs, llvm::StringRef op) {
+  emit("tensor_tensor",
+       {{dst.buffer, pattern(dst)},
+        {lhs.buffer, pattern(lhs)},
+        {rhs.buffer, pattern(rhs)}},
+       {b.getNamedAttr("op", b.getStringAttr(op))});
+}
+
+void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
+                               llvm::StringRef op0, double scalar0,
+                               llvm::StringRef op1, double scalar1) {
+  llvm::SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("op0", b.getStringAttr(op0)),
+      b.getNamedAttr("scalar0", b.getF64FloatAttr(scalar0))};
+  if (!op1.empty()) {
+    fields.push_back(b.getNamedAttr("op1", b.getStringAttr(op1)));
+    fields.push_back(b.getNamedAttr("scalar1", b.getF64FloatAttr(scalar1)));
+  }
+  emit("tensor_scalar", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}},
+       fields);
+}
+
+void TileBuilder::reduce(const Tile &dst, const Tile &src, llvm::StringRef op) {
+  emit("tensor_reduce", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}},
+       {b.getNamedAttr("op", b.getStringAttr(op))});
+}
+
+void TileBuilder::memset(const Tile &dst, double value) {
+  emit("memset", {{dst.buffer, pattern(dst)}},
+       {b.getNamedAttr("value", b.getF64FloatAttr(value))});
+}
+
+void TileBuilder::iota(const Tile &dst, int64_t base, int64_t partitionStep,
+                       int64_t freeStep) {
+  emit("iota", {{dst.buffer, pattern(dst)}},
+       {b.getNamedAttr("base", b.getI64IntegerAttr(base)),
+        b.getNamedAttr("partition_step", b.getI64IntegerAttr(partitionStep)),
+        b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
+}
+
+void TileBuilder::matmul(const Tile &dst, const Tile &stationary,
+                         const Tile &moving, bool accumulate) {
+  emit("matmul",
+       {{dst.buffer, pattern(dst)},
+        {stationary.buffer, pattern(stationary)},
+        {moving.buffer, pattern(moving)}},
+       {b.getNamedAttr("accumulate", b.getBoolAttr(accumulate))});
+}
+
+void TileBuilder::transpose(const Tile &dst, const Tile &src) {
+  emit("transpose", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}});
+}
+
+} // namespace kiln::tile_passes

@@ -1,0 +1,127 @@
+//===- TileBuilder.h - views, tiles and ktile op construction ---*- C++ -*-===//
+//
+// The tile phase's vocabulary. An HbmView is a tensor as it lies in an HBM
+// buffer (offset and strides in elements), so reshapes, transposes,
+// broadcasts and slices are arithmetic on views. A Tile is a rectangle of an
+// SBUF or PSUM buffer. TileBuilder emits the ktile ops that move and compute
+// them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_TILE_TILEBUILDER_H
+#define KILN_PASSES_TILE_TILEBUILDER_H
+
+#include "compiler/target/TargetDescription.h"
+#include "dialects/kisa/KisaDialect.h"
+#include "dialects/ktile/KTileDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+
+namespace kiln::tile_passes {
+
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+struct HbmView {
+  mlir::Value buffer; // memref in "hbm"
+  isa::DType dtype = isa::DType::F32;
+  int64_t offset = 0; // elements
+  Shape shape, strides;
+
+  int64_t elements() const;
+  /// Row-major with no gaps (a whole buffer or a contiguous part of one).
+  bool isContiguous() const;
+  /// The view read broadcast to `shape` (NumPy rules): stride 0 where this
+  /// view has size 1.
+  HbmView broadcastTo(llvm::ArrayRef<int64_t> shape) const;
+  static HbmView whole(mlir::Value buffer);
+};
+
+/// What a kgraph value is at the tile level: a view of HBM, or a splat
+/// constant that instructions take as an immediate.
+struct TensorOperand {
+  std::optional<double> immediate;
+  HbmView view;
+};
+
+/// Row-major strides of `shape`.
+Shape rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+
+/// The device dtype of a graph element type: f32, bf16, f16 as they are;
+/// integers as i32; i1 as f32 (0.0 or 1.0).
+isa::DType deviceType(mlir::Type elementType);
+
+struct Tile {
+  mlir::Value buffer; // memref in "sbuf" or "psum"
+  isa::DType dtype = isa::DType::F32;
+  int64_t partition = 0, rows = 0; // partitions [partition, partition + rows)
+  int64_t offset = 0;              // bytes into each partition
+  int64_t cols = 0;
+  int64_t freeStride = 1; // 0 reads one element per partition, broadcast
+
+  /// The columns [col, col + n) of this tile.
+  Tile columns(int64_t col, int64_t n) const;
+  Tile withRows(int64_t first, int64_t n) const;
+};
+
+class TileBuilder {
+public:
+  TileBuilder(mlir::OpBuilder &builder, mlir::Location loc,
+              const target::TargetDescription &target)
+      : b(builder), loc(loc), target(target) {}
+
+  /// A fresh [rows x cols] tile in SBUF or PSUM.
+  Tile tile(isa::Memory memory, isa::DType dtype, int64_t rows, int64_t cols);
+  /// A fresh HBM buffer of `shape`.
+  mlir::Value hbm(llvm::ArrayRef<int64_t> shape, isa::DType dtype,
+                  llvm::StringRef name = "");
+
+  kisa::AccessPatternAttr pattern(const Tile &tile);
+  /// The HBM rectangle: `rows` rows `rowStride` apart from element `offset`,
+  /// each `cols` elements `colStride` apart.
+  kisa::AccessPatternAttr pattern(const HbmView &view, int64_t offset,
+                                  int64_t rows, int64_t rowStride,
+                                  int64_t cols, int64_t colStride);
+
+  /// Emits `ktile.<mnemonic>` on `buffers` (destination first) with their
+  /// access patterns and the op's other fields.
+  mlir::Operation *emit(llvm::StringRef mnemonic,
+                        llvm::ArrayRef<std::pair<mlir::Value,
+                                                 kisa::AccessPatternAttr>>
+                            operands,
+                        llvm::ArrayRef<mlir::NamedAttribute> fields = {});
+
+  void load(const Tile &dst, const HbmView &view, int64_t offset,
+            int64_t rowStride, int64_t colStride);
+  void store(const HbmView &view, int64_t offset, int64_t rowStride,
+             int64_t colStride, const Tile &src);
+  void copy(const Tile &dst, const Tile &src);
+  void activation(const Tile &dst, const Tile &src, llvm::StringRef func,
+                  double scale = 1.0, double bias = 0.0);
+  void tensorTensor(const Tile &dst, const Tile &lhs, const Tile &rhs,
+                    llvm::StringRef op);
+  void tensorScalar(const Tile &dst, const Tile &src, llvm::StringRef op0,
+                    double scalar0, llvm::StringRef op1 = "",
+                    double scalar1 = 0.0);
+  void reduce(const Tile &dst, const Tile &src, llvm::StringRef op);
+  void memset(const Tile &dst, double value);
+  void iota(const Tile &dst, int64_t base, int64_t partitionStep,
+            int64_t freeStep);
+  void matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
+              bool accumulate);
+  void transpose(const Tile &dst, const Tile &src);
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+  const target::TargetDescription &targetDescription() const { return target; }
+
+private:
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  const target::TargetDescription &target;
+};
+
+} // namespace kiln::tile_passes
+
+#endif // KILN_PASSES_TILE_TILEBUILDER_H

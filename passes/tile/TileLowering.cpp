@@ -1,0 +1,525 @@
+//===- TileLowering.cpp - kgraph functions to ktile functions -------------===//
+//
+// Walks a kgraph function in program order and emits the ktile function
+// that computes it: HBM buffers for tensors, views for data movement, and a
+// loop nest of tiles per elementwise group, reduction and matmul (see the
+// pass description in Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/Lowering.h"
+#include "passes/tile/Passes.h"
+
+#include "passes/graph/OpClasses.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace kiln::tile_passes {
+#define GEN_PASS_DEF_CONVERTKGRAPHTOKTILE
+#include "passes/tile/Passes.h.inc"
+} // namespace kiln::tile_passes
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kgraph;
+using namespace kiln::tile_passes;
+
+TensorOperand &Lowering::operandOf(Value value) {
+  auto it = values.find(value);
+  assert(it != values.end() && "value used before it was lowered");
+  return it->second;
+}
+
+void Lowering::bind(Value value, TensorOperand operand) {
+  values[value] = std::move(operand);
+}
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+MemRefType hbmTypeOf(RankedTensorType type) {
+  Shape shape(type.getShape());
+  if (shape.empty()) {
+    shape.push_back(1);
+  }
+  Type element = kisa::toMlirType(type.getContext(),
+                                  deviceType(type.getElementType()));
+  return ktile::bufferType(shape, element, isa::Memory::Hbm);
+}
+
+HbmView viewOfBuffer(Value buffer, RankedTensorType type) {
+  HbmView v = HbmView::whole(buffer);
+  v.shape.assign(type.getShape().begin(), type.getShape().end());
+  v.strides = rowMajorStrides(v.shape);
+  return v;
+}
+
+/// A constant's elements in the device type of its buffer.
+ElementsAttr deviceConstant(DenseElementsAttr value, MemRefType bufferType) {
+  auto shape = RankedTensorType::get(bufferType.getShape(),
+                                     bufferType.getElementType());
+  Type from = value.getElementType(), to = bufferType.getElementType();
+  if (from == to) {
+    return value.reshape(shape);
+  }
+  if (llvm::isa<IntegerType>(from)) {
+    llvm::SmallVector<APInt> ints;
+    llvm::SmallVector<APFloat> floats;
+    for (APInt v : value.getValues<APInt>()) {
+      int64_t x = from.isInteger(1) ? v.getZExtValue() : v.getSExtValue();
+      if (to.isInteger(32)) {
+        ints.push_back(APInt(32, static_cast<uint64_t>(x), true));
+      } else {
+        floats.push_back(APFloat(static_cast<float>(x)));
+      }
+    }
+    return to.isInteger(32) ? DenseElementsAttr::get(shape, ints)
+                            : DenseElementsAttr::get(shape, floats);
+  }
+  return value.reshape(shape);
+}
+
+class FunctionLowering {
+public:
+  FunctionLowering(func::FuncOp source, const target::TargetDescription &t,
+                   int64_t sbufBudget)
+      : source(source), builder(source.getContext()),
+        tb(builder, source.getLoc(), t), lowering(tb, sbufBudget) {}
+
+  FailureOr<func::FuncOp> run();
+
+private:
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerGroup(llvm::ArrayRef<Operation *> members);
+  LogicalResult lowerReturn(func::ReturnOp ret);
+  HbmView freshBuffer(Value result);
+  void planInPlace();
+
+  func::FuncOp source;
+  OpBuilder builder;
+  TileBuilder tb;
+  Lowering lowering;
+  func::FuncOp target;
+  llvm::DenseMap<Operation *, unsigned> position;
+  llvm::DenseMap<int64_t, llvm::SmallVector<Operation *>> groups;
+  /// Results computed straight into an argument's buffer.
+  llvm::DenseMap<Value, unsigned> inPlace;
+  /// Ops another op's lowering performs (casts folded into matmuls).
+  llvm::SmallPtrSet<Operation *, 16> absorbed;
+  llvm::DenseMap<Operation *, Operation *> matmulResultCast;
+};
+
+std::optional<int64_t> fusionId(Operation *op) {
+  if (auto id = op->getAttrOfType<IntegerAttr>("kgraph.fusion")) {
+    return id.getInt();
+  }
+  return std::nullopt;
+}
+
+bool isViewOp(Operation *op) {
+  return llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(op);
+}
+
+FailureOr<func::FuncOp> FunctionLowering::run() {
+  MLIRContext *context = source.getContext();
+  Block &body = source.getBody().front();
+  unsigned index = 0;
+  for (Operation &op : body) {
+    position[&op] = index++;
+    if (auto id = fusionId(&op)) {
+      groups[*id].push_back(&op);
+    }
+  }
+  // Casts that a matmul's loads or evacuation perform.
+  for (Operation &op : body) {
+    if (auto cast = llvm::dyn_cast<CastOp>(&op)) {
+      bool feedsMatmuls = !cast->use_empty() &&
+                          llvm::all_of(cast->getUsers(), [](Operation *u) {
+                            return llvm::isa<MatmulOp>(u);
+                          });
+      if (feedsMatmuls && cast.getOutput().getType().getElementType().isBF16() &&
+          cast.getInput().getType().getElementType().isF32()) {
+        absorbed.insert(&op);
+      }
+    }
+    if (auto matmul = llvm::dyn_cast<MatmulOp>(&op)) {
+      if (matmul->hasOneUse()) {
+        auto cast = llvm::dyn_cast<CastOp>(*matmul->getUsers().begin());
+        if (cast && cast.getOutput().getType().getElementType().isF32() &&
+            !fusionId(cast)) {
+          absorbed.insert(cast);
+          matmulResultCast[matmul] = cast;
+        }
+      }
+    }
+  }
+  for (Operation *op : absorbed) {
+    op->removeAttr("kgraph.fusion");
+  }
+  groups.clear();
+  for (Operation &op : body) {
+    if (auto id = fusionId(&op)) {
+      groups[*id].push_back(&op);
+    }
+  }
+
+  // The ktile function: every tensor an HBM memref.
+  FunctionType type = source.getFunctionType();
+  llvm::SmallVector<Type> inputs, results;
+  for (Type t : type.getInputs()) {
+    inputs.push_back(hbmTypeOf(llvm::cast<RankedTensorType>(t)));
+  }
+  for (Type t : type.getResults()) {
+    results.push_back(hbmTypeOf(llvm::cast<RankedTensorType>(t)));
+  }
+  builder.setInsertionPoint(source);
+  target = func::FuncOp::create(builder, source.getLoc(), source.getName(),
+                                FunctionType::get(context, inputs, results));
+  target.setAllArgAttrs(source.getAllArgAttrs());
+  target.setAllResultAttrs(source.getAllResultAttrs());
+  target->setAttr("ktile.target",
+                  StringAttr::get(context, tb.targetDescription().name));
+  Block *entry = target.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  for (auto [arg, newArg] : llvm::zip(body.getArguments(),
+                                      entry->getArguments())) {
+    lowering.bind(arg, TensorOperand{std::nullopt,
+                                     viewOfBuffer(newArg, tensorType(arg))});
+  }
+  planInPlace();
+
+  for (Operation &op : body) {
+    if (failed(lowerOp(&op))) {
+      target.erase();
+      return failure();
+    }
+  }
+  return target;
+}
+
+/// Which aliasing results (updated parameters and state) their producer
+/// can write straight into the argument's buffer.
+void FunctionLowering::planInPlace() {
+  auto ret = llvm::cast<func::ReturnOp>(source.getBody().front().back());
+  llvm::SmallPtrSet<Value, 8> taken;
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+    if (!alias) {
+      continue;
+    }
+    Value result = ret.getOperand(r);
+    Value arg = source.getArgument(alias.getInt());
+    Operation *producer = result.getDefiningOp();
+    if (!producer || !graph_passes::isElementwise(producer) ||
+        absorbed.contains(producer) || !taken.insert(result).second ||
+        tensorType(result) != tensorType(arg)) {
+      continue;
+    }
+    llvm::SmallVector<Operation *> members{producer};
+    if (auto id = fusionId(producer)) {
+      members = groups[*id];
+    }
+    unsigned at = 0;
+    for (Operation *m : members) {
+      at = std::max(at, position[m]);
+    }
+    llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+    bool ok = true;
+    for (OpOperand &use : arg.getUses()) {
+      Operation *user = use.getOwner();
+      if (inGroup.contains(user)) {
+        ok &= tensorType(user->getResult(0)).getShape() ==
+              tensorType(arg).getShape();
+      } else {
+        ok &= !isViewOp(user) && !llvm::isa<func::ReturnOp>(user) &&
+              position[user] < at;
+      }
+    }
+    // Group values the result depends on must not be results themselves
+    // aliasing the same argument; one in-place result per argument.
+    if (ok) {
+      inPlace[result] = alias.getInt();
+    }
+  }
+}
+
+HbmView FunctionLowering::freshBuffer(Value result) {
+  auto type = tensorType(result);
+  auto it = inPlace.find(result);
+  if (it != inPlace.end()) {
+    return viewOfBuffer(target.getArgument(it->second), type);
+  }
+  Value buffer = tb.hbm(type.getShape(), deviceType(type.getElementType()));
+  return viewOfBuffer(buffer, type);
+}
+
+LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
+  llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+  llvm::SmallVector<LoopOutput> outputs;
+  for (Operation *op : members) {
+    Value result = op->getResult(0);
+    bool usedOutside = llvm::any_of(result.getUsers(), [&](Operation *u) {
+      return !inGroup.contains(u);
+    });
+    if (usedOutside) {
+      outputs.push_back(LoopOutput{result, freshBuffer(result)});
+    }
+  }
+  auto shape = tensorType(members.back()->getResult(0)).getShape();
+  if (failed(lowering.lowerElementwise(members, shape, outputs))) {
+    return failure();
+  }
+  for (const LoopOutput &out : outputs) {
+    lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
+  }
+  return success();
+}
+
+LogicalResult FunctionLowering::lowerOp(Operation *op) {
+  if (absorbed.contains(op)) {
+    return success();
+  }
+  if (graph_passes::isElementwise(op)) {
+    auto id = fusionId(op);
+    if (!id) {
+      return lowerGroup({op});
+    }
+    auto &members = groups[*id];
+    return op == members.back() ? lowerGroup(members) : success();
+  }
+  auto bindView = [&](Value v, HbmView view) {
+    lowering.bind(v, TensorOperand{std::nullopt, std::move(view)});
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ConstantOp c) -> LogicalResult {
+        auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense) {
+          return c.emitOpError("has a constant that is not dense elements");
+        }
+        if (dense.isSplat()) {
+          Type t = dense.getElementType();
+          double v = llvm::isa<FloatType>(t)
+                         ? dense.getSplatValue<APFloat>().convertToDouble()
+                     : t.isInteger(1)
+                         ? double(dense.getSplatValue<APInt>().getZExtValue())
+                         : double(dense.getSplatValue<APInt>().getSExtValue());
+          lowering.bind(c.getOutput(), TensorOperand{v, HbmView{}});
+          return success();
+        }
+        MemRefType type = hbmTypeOf(c.getType());
+        auto alloc = ktile::AllocOp::create(
+            builder, c.getLoc(), type, StringAttr(),
+            deviceConstant(dense, type));
+        bindView(c.getOutput(), viewOfBuffer(alloc, c.getType()));
+        return success();
+      })
+      .Case([&](ReshapeOp r) {
+        TensorOperand in = lowering.operandOf(r.getInput());
+        if (in.immediate) {
+          lowering.bind(r.getOutput(), in);
+          return success();
+        }
+        HbmView view = lowering.materialize(in, tensorType(r.getInput()).getShape());
+        view.shape.assign(r.getType().getShape().begin(),
+                          r.getType().getShape().end());
+        view.strides = rowMajorStrides(view.shape);
+        bindView(r.getOutput(), view);
+        return success();
+      })
+      .Case([&](TransposeOp t) {
+        TensorOperand in = lowering.operandOf(t.getInput());
+        if (in.immediate) {
+          lowering.bind(t.getOutput(), in);
+          return success();
+        }
+        HbmView view = in.view;
+        for (auto [i, p] : llvm::enumerate(t.getPermutation())) {
+          view.shape[i] = in.view.shape[p];
+          view.strides[i] = in.view.strides[p];
+        }
+        bindView(t.getOutput(), view);
+        return success();
+      })
+      .Case([&](BroadcastOp bc) {
+        TensorOperand in = lowering.operandOf(bc.getInput());
+        if (!in.immediate) {
+          in.view = in.view.broadcastTo(bc.getType().getShape());
+        }
+        lowering.bind(bc.getOutput(), in);
+        return success();
+      })
+      .Case([&](SliceOp s) {
+        TensorOperand in = lowering.operandOf(s.getInput());
+        if (in.immediate) {
+          lowering.bind(s.getOutput(), in);
+          return success();
+        }
+        HbmView view = in.view;
+        for (size_t d = 0; d < view.shape.size(); ++d) {
+          view.offset += s.getStart()[d] * view.strides[d];
+          view.shape[d] = s.getType().getShape()[d];
+          view.strides[d] *= s.getStride()[d];
+        }
+        bindView(s.getOutput(), view);
+        return success();
+      })
+      .Case([&](ConcatOp c) {
+        HbmView dst = freshBuffer(c.getOutput());
+        int64_t dim = c.getDim(), at = 0;
+        for (Value input : c.getInputs()) {
+          HbmView part = dst;
+          int64_t size = tensorType(input).getShape()[dim];
+          part.offset += at * dst.strides[dim];
+          part.shape[dim] = size;
+          at += size;
+          lowering.copyInto(lowering.operandOf(input), part);
+        }
+        bindView(c.getOutput(), dst);
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMaxOp, ReduceMinOp>([&](Operation *r) {
+        HbmView dst = freshBuffer(r->getResult(0));
+        if (failed(lowering.lowerReduce(r, dst))) {
+          return failure();
+        }
+        bindView(r->getResult(0), dst);
+        return success();
+      })
+      .Case([&](MatmulOp m) {
+        Operation *cast = matmulResultCast.lookup(m);
+        Value result = cast ? Value(cast->getResult(0)) : Value(m.getOutput());
+        HbmView dst = freshBuffer(result);
+        if (failed(lowering.lowerMatmul(m, dst))) {
+          return failure();
+        }
+        bindView(result, dst);
+        return success();
+      })
+      .Case([&](IotaOp iota) -> LogicalResult {
+        auto type = iota.getType();
+        if (type.getRank() != 1) {
+          return iota.emitOpError("of rank > 1; run kgraph-decompose first");
+        }
+        HbmView dst = freshBuffer(iota.getOutput());
+        int64_t n = type.getShape()[0], rows = 1;
+        for (int64_t p = std::min<int64_t>(128, n); p > 1; --p) {
+          if (n % p == 0) {
+            rows = p;
+            break;
+          }
+        }
+        int64_t cols = n / rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += 4096) {
+          int64_t cc = std::min<int64_t>(4096, cols - c0);
+          Tile t = tb.tile(isa::Memory::Sbuf, dst.dtype, rows, cc);
+          tb.iota(t, c0, cols, 1);
+          tb.store(dst, c0, cols, 1, t);
+        }
+        bindView(iota.getOutput(), dst);
+        return success();
+      })
+      .Case([&](AllReduceOp ar) {
+        auto type = tensorType(ar.getInput());
+        HbmView src = lowering.materialize(lowering.operandOf(ar.getInput()),
+                                           type.getShape());
+        HbmView dst = freshBuffer(ar.getOutput());
+        int64_t n = src.elements();
+        tb.emit("collective",
+                {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, n, 1)},
+                 {src.buffer, tb.pattern(src, src.offset, 1, 0, n, 1)}},
+                {builder.getNamedAttr(
+                    "kind", builder.getStringAttr(ar.getReduction() == "mean"
+                                                      ? "all_reduce_mean"
+                                                      : "all_reduce_sum"))});
+        bindView(ar.getOutput(), dst);
+        return success();
+      })
+      .Case([&](func::ReturnOp ret) { return lowerReturn(ret); })
+      .Default([&](Operation *other) {
+        return other->emitOpError(
+            "cannot be tiled yet (the tile phase lowers the primitives that "
+            "kgraph-decompose leaves)");
+      });
+}
+
+LogicalResult FunctionLowering::lowerReturn(func::ReturnOp ret) {
+  llvm::SmallVector<Value> results;
+  llvm::SmallPtrSet<Value, 8> returned;
+  for (auto [r, value] : llvm::enumerate(ret.getOperands())) {
+    auto resultType =
+        llvm::cast<MemRefType>(target.getFunctionType().getResult(r));
+    auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+    if (alias) {
+      Value arg = target.getArgument(alias.getInt());
+      if (!inPlace.count(value) || !returned.insert(arg).second) {
+        // Copied into the argument's buffer after everything else.
+        lowering.copyInto(lowering.operandOf(value),
+                          viewOfBuffer(arg, tensorType(value)));
+        returned.insert(arg);
+      }
+      results.push_back(arg);
+      continue;
+    }
+    TensorOperand operand = lowering.operandOf(value);
+    Value buffer;
+    if (!operand.immediate && operand.view.isContiguous() &&
+        operand.view.offset == 0 &&
+        operand.view.elements() ==
+            llvm::cast<MemRefType>(operand.view.buffer.getType())
+                .getNumElements() &&
+        !llvm::isa<BlockArgument>(operand.view.buffer) &&
+        !returned.count(operand.view.buffer)) {
+      buffer = operand.view.buffer;
+    } else {
+      buffer = lowering.materialize(TensorOperand{operand.immediate,
+                                                  operand.view},
+                                    tensorType(value).getShape())
+                   .buffer;
+      if (returned.count(buffer) || llvm::isa<BlockArgument>(buffer)) {
+        HbmView copy = viewOfBuffer(
+            tb.hbm(tensorType(value).getShape(), operand.view.dtype),
+            tensorType(value));
+        lowering.copyInto(operand, copy);
+        buffer = copy.buffer;
+      }
+    }
+    if (buffer.getType() != resultType) {
+      buffer = ktile::ViewOp::create(builder, ret.getLoc(), resultType, buffer);
+    }
+    returned.insert(buffer);
+    results.push_back(buffer);
+  }
+  func::ReturnOp::create(builder, ret.getLoc(), results);
+  return success();
+}
+
+struct ConvertKGraphToKTile
+    : kiln::tile_passes::impl::ConvertKGraphToKTileBase<ConvertKGraphToKTile> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    const target::TargetDescription *t = target::lookupTarget(target);
+    if (!t) {
+      getOperation().emitError("unknown target '") << target << "'";
+      return signalPassFailure();
+    }
+    llvm::SmallVector<func::FuncOp> functions(
+        getOperation().getOps<func::FuncOp>());
+    for (func::FuncOp source : functions) {
+      if (source.isExternal()) {
+        continue;
+      }
+      FunctionLowering lowering(source, *t, sbufBudget);
+      FailureOr<func::FuncOp> lowered = lowering.run();
+      if (failed(lowered)) {
+        return signalPassFailure();
+      }
+      source.erase();
+    }
+  }
+};
+
+} // namespace

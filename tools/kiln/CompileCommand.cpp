@@ -1,0 +1,135 @@
+//===- CompileCommand.cpp - kiln compile ----------------------------------===//
+
+#include "tools/kiln/Commands.h"
+#include "tools/kiln/ToolSupport.h"
+
+#include "compiler/driver/Compiler.h"
+#include "compiler/emit/ArtifactEmission.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+using namespace kiln;
+using namespace kiln::tool;
+
+namespace {
+
+cl::SubCommand compileCommand(
+    "compile", "Compile a graph (.kgraph.pb or kgraph .mlir) to a .kneff "
+               "artifact; options also come from KILN_CC_FLAGS");
+cl::opt<std::string> input(cl::Positional, cl::desc("<graph>"), cl::Required,
+                           cl::sub(compileCommand));
+cl::opt<std::string> output("o",
+                            cl::desc("Output (.kneff, or IR with --compile-to; "
+                                     "default: stdout for IR)"),
+                            cl::sub(compileCommand));
+cl::opt<std::string> targetName("target", cl::desc("trn1 (default) or trn2"),
+                                cl::sub(compileCommand));
+cl::opt<char> optLevel("O", cl::desc("Optimisation level: -O0, -O1 or -O2"),
+                       cl::Prefix, cl::sub(compileCommand));
+cl::opt<std::string> autoCast("auto-cast",
+                              cl::desc("none or bf16 (matmul inputs in bf16 "
+                                       "with f32 accumulation)"),
+                              cl::sub(compileCommand));
+cl::opt<int> worldSize("world-size",
+                       cl::desc("Workers of the data-parallel group"),
+                       cl::sub(compileCommand));
+cl::opt<std::string> compileTo(
+    "compile-to",
+    cl::desc("Stop after a phase and print its IR: import, graph, tile, "
+             "engine (emit writes the artifact)"),
+    cl::init("emit"), cl::sub(compileCommand));
+cl::opt<bool> timing("timing", cl::desc("Print each pass's time to stderr"),
+                     cl::sub(compileCommand));
+
+llvm::Expected<CompileOptions> options() {
+  auto opts = CompileOptions::fromEnvironment(CompileOptions{});
+  if (!opts) {
+    return opts.takeError();
+  }
+  std::vector<std::string> flags;
+  if (targetName.getNumOccurrences()) {
+    flags.push_back("--target=" + targetName);
+  }
+  if (optLevel.getNumOccurrences()) {
+    flags.push_back(std::string("-O") + optLevel.getValue());
+  }
+  if (autoCast.getNumOccurrences()) {
+    flags.push_back("--auto-cast=" + autoCast);
+  }
+  if (worldSize.getNumOccurrences()) {
+    flags.push_back("--world-size=" + std::to_string(worldSize));
+  }
+  return CompileOptions::parse(flags, *opts);
+}
+
+llvm::Error writeOutput(llvm::StringRef path,
+                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  if (path.empty() || path == "-") {
+    write(llvm::outs());
+    return llvm::Error::success();
+  }
+  // A temporary file renamed into place: no reader sees a partial output.
+  if (llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+        write(out);
+        return llvm::Error::success();
+      })) {
+    return llvm::createStringError("cannot write '" + path +
+                                   "': " + llvm::toString(std::move(err)));
+  }
+  return llvm::Error::success();
+}
+
+int finish(llvm::Error error) {
+  return error ? reportError(std::move(error)) : Success;
+}
+
+int runCompile() {
+  auto opts = options();
+  if (!opts) {
+    return reportError(opts.takeError());
+  }
+  std::optional<Phase> last = phaseNamed(compileTo);
+  if (!last) {
+    return reportError(llvm::createStringError(
+        "--compile-to: '" + compileTo +
+        "' is not one of import, graph, tile, engine, emit"));
+  }
+  if (*last == Phase::Emit && output.empty()) {
+    return reportError(
+        llvm::createStringError("-o is required to write an artifact"));
+  }
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  prepareContext(context);
+  auto module = loadGraphModule(input, context);
+  if (!module) {
+    return reportError(module.takeError());
+  }
+  CompileHooks hooks;
+  hooks.timing = timing ? &llvm::errs() : nullptr;
+  if (auto error = lowerModule(**module, *opts, *last, hooks)) {
+    return reportError(llvm::createStringError(
+        "cannot compile '" + input + "': " + llvm::toString(std::move(error))));
+  }
+  if (*last != Phase::Emit) {
+    return finish(writeOutput(
+        output, [&](llvm::raw_ostream &os) { module->get()->print(os); }));
+  }
+  auto program = emit::getProgram(**module);
+  if (!program) {
+    return reportError(program.takeError());
+  }
+  auto artifact = emit::assembleProgram(*program);
+  if (!artifact) {
+    return reportError(artifact.takeError());
+  }
+  std::string bytes = artifact::writeArtifact(*artifact);
+  return finish(
+      writeOutput(output, [&](llvm::raw_ostream &os) { os << bytes; }));
+}
+
+CommandRegistration registration(compileCommand, runCompile);
+
+} // namespace
