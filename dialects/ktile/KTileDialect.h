@@ -31,6 +31,12 @@ std::optional<isa::Memory> memoryOf(mlir::MemRefType type);
 mlir::MemRefType bufferType(llvm::ArrayRef<int64_t> shape,
                             mlir::Type elementType, isa::Memory memory);
 
+/// The engine phase's scratch space, which the memory plan leaves free: the
+/// last bytes of each SBUF partition (a slot per instruction stream) and the
+/// last PSUM bank. Instructions that only carry semaphore waits touch it.
+inline constexpr int64_t kScratchSbufBytes = 2048;
+inline constexpr int64_t kScratchSlotBytes = 64;
+
 /// On-chip buffers: bytes in each partition. HBM buffers: bytes in all.
 int64_t bufferBytes(mlir::MemRefType type);
 

@@ -5,6 +5,7 @@
 
 #include "compiler/target/Isa.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
@@ -37,10 +38,12 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     int worldSize, bool listSchedule);
 
 /// Sets waits and signals on the instructions; returns the number of
-/// semaphores used, or an error when a wait cannot be placed.
-llvm::Expected<int> insertSemaphores(std::vector<Node> &nodes,
-                                     llvm::ArrayRef<uint32_t> order,
-                                     int streams);
+/// semaphores used. An instruction that needs more than four waits gets
+/// carrier instructions from `carrier` (added to nodes and order) before it.
+llvm::Expected<int>
+insertSemaphores(std::vector<Node> &nodes, std::vector<uint32_t> &order,
+                 int streams,
+                 llvm::function_ref<isa::Instruction(int stream)> carrier);
 
 } // namespace kiln::engine_passes
 

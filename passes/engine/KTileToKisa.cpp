@@ -106,8 +106,46 @@ struct ConvertKTileToKisa
     // 2-4.
     computeDependencies(nodes);
     std::vector<uint32_t> order = scheduleNodes(nodes, *t, worldSize, schedule);
-    auto semaphores =
-        insertSemaphores(nodes, order, kDmaStream + static_cast<int>(t->dmaQueues));
+    // Carriers touch a slot of their own stream in the scratch space the
+    // memory plan leaves free (the end of SBUF, the last PSUM bank).
+    auto carrier = [&](int stream) {
+      isa::Instruction inst;
+      auto slot = [&](isa::Memory memory, int64_t offset) {
+        isa::AccessPattern ap;
+        ap.memory = memory;
+        ap.offset = offset;
+        ap.sizes[0] = 1;
+        ap.strides[0] = 1;
+        return ap;
+      };
+      isa::AccessPattern sbuf = slot(
+          isa::Memory::Sbuf, t->sbufBytesPerPartition - ktile::kScratchSbufBytes +
+                                 stream * ktile::kScratchSlotBytes);
+      inst.numOperands = 2;
+      inst.operands[1] = sbuf;
+      inst.operands[0] = sbuf;
+      if (stream >= kDmaStream) {
+        inst.opcode = isa::Opcode::DmaCopy;
+        inst.engine = isa::Engine::Dma;
+        inst.queue = static_cast<uint8_t>(stream - kDmaStream);
+      } else if (stream == static_cast<int>(isa::Engine::Tensor)) {
+        inst.opcode = isa::Opcode::Transpose;
+        inst.engine = isa::Engine::Tensor;
+        inst.operands[0] = slot(isa::Memory::Psum,
+                                t->psumBytesPerPartition - t->psumBankBytes);
+      } else if (stream == static_cast<int>(isa::Engine::Scalar)) {
+        inst.opcode = isa::Opcode::Activation;
+        inst.engine = isa::Engine::Scalar;
+        inst.imm0 = 1.0;
+      } else {
+        inst.opcode = isa::Opcode::Memset;
+        inst.engine = static_cast<isa::Engine>(stream);
+        inst.numOperands = 1;
+      }
+      return inst;
+    };
+    auto semaphores = insertSemaphores(
+        nodes, order, kDmaStream + static_cast<int>(t->dmaQueues), carrier);
     if (!semaphores) {
       return func.emitOpError(llvm::toString(semaphores.takeError()));
     }
@@ -124,7 +162,9 @@ struct ConvertKTileToKisa
       return failure();
     }
     for (uint32_t i : order) {
-      kisa::createInstructionOp(b, locations[i], nodes[i].inst);
+      kisa::createInstructionOp(
+          b, i < locations.size() ? locations[i] : func.getLoc(),
+          nodes[i].inst);
     }
     return success();
   }

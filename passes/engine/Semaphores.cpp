@@ -22,32 +22,41 @@ struct Wait {
 
 } // namespace
 
-llvm::Expected<int> insertSemaphores(std::vector<Node> &nodes,
-                                     llvm::ArrayRef<uint32_t> order,
-                                     int streams) {
+namespace {
+
+struct WaitPlan {
+  std::vector<uint32_t> seq;
+  std::vector<std::vector<uint32_t>> members;
+  std::vector<llvm::SmallVector<Wait, 4>> waits;
+  std::vector<llvm::SmallVector<uint32_t, 4>> producers; // one per wait
+  std::vector<bool> signals;
+};
+
+/// Waits from vector clocks, any number per instruction.
+WaitPlan planWaits(const std::vector<Node> &nodes,
+                   llvm::ArrayRef<uint32_t> order, int streams) {
   auto n = nodes.size();
-  std::vector<uint32_t> seq(n);
+  WaitPlan plan;
+  plan.seq.assign(n, 0);
+  plan.members.resize(streams);
   std::vector<uint32_t> streamLength(streams, 0);
-  // The instructions of each stream, in order.
-  std::vector<std::vector<uint32_t>> members(streams);
   for (uint32_t i : order) {
-    seq[i] = ++streamLength[nodes[i].stream];
-    members[nodes[i].stream].push_back(i);
+    plan.seq[i] = ++streamLength[nodes[i].stream];
+    plan.members[nodes[i].stream].push_back(i);
   }
   std::vector<std::vector<uint32_t>> known(streams,
                                            std::vector<uint32_t>(streams, 0));
   std::vector<std::vector<uint32_t>> clock(n);
-  std::vector<llvm::SmallVector<Wait, 4>> waits(n);
-  std::vector<bool> signals(n, false);
-
+  plan.waits.resize(n);
+  plan.producers.resize(n);
+  plan.signals.assign(n, false);
   for (uint32_t i : order) {
     int t = nodes[i].stream;
-    std::vector<uint32_t> needed(streams, 0);
-    std::vector<uint32_t> producer(streams, 0);
+    std::vector<uint32_t> needed(streams, 0), producer(streams, 0);
     for (uint32_t p : nodes[i].preds) {
       int s = nodes[p].stream;
-      if (s != t && seq[p] > needed[s]) {
-        needed[s] = seq[p];
+      if (s != t && plan.seq[p] > needed[s]) {
+        needed[s] = plan.seq[p];
         producer[s] = p;
       }
     }
@@ -57,32 +66,67 @@ llvm::Expected<int> insertSemaphores(std::vector<Node> &nodes,
         continue;
       }
       uint32_t p = producer[s];
-      signals[p] = true;
-      // Place the wait on i, or on an earlier instruction of this stream
-      // with room that p does not depend on (waiting earlier is safe then).
-      uint32_t host = i;
-      while (waits[host].size() >= isa::kMaxWaits) {
-        uint32_t position = seq[host] - 1;
-        if (position == 0) {
-          return llvm::createStringError(
-              "an instruction needs more than four semaphore waits");
-        }
-        uint32_t earlier = members[t][position - 1];
-        if (clock[p].size() && clock[p][t] >= seq[earlier]) {
-          return llvm::createStringError(
-              "an instruction needs more than four semaphore waits and no "
-              "earlier instruction of its stream can take one");
-        }
-        host = earlier;
-      }
-      waits[host].push_back({s, seq[p]});
+      plan.signals[p] = true;
+      plan.waits[i].push_back({s, plan.seq[p]});
+      plan.producers[i].push_back(p);
       for (int r = 0; r < streams; ++r) {
         k[r] = std::max(k[r], clock[p][r]);
       }
     }
     clock[i] = k;
-    clock[i][t] = seq[i];
-    k[t] = seq[i];
+    clock[i][t] = plan.seq[i];
+    k[t] = plan.seq[i];
+  }
+  return plan;
+}
+
+} // namespace
+
+llvm::Expected<int>
+insertSemaphores(std::vector<Node> &nodes, std::vector<uint32_t> &order,
+                 int streams,
+                 llvm::function_ref<isa::Instruction(int stream)> carrier) {
+  // An instruction may wait on four semaphores. One that needs more gets
+  // carriers: instructions on its stream, just before it, that take the
+  // extra waits and touch only a scratch slot of their own stream.
+  WaitPlan plan = planWaits(nodes, order, streams);
+  for (int round = 0; round < 8; ++round) {
+    std::vector<uint32_t> expanded;
+    bool changed = false;
+    for (uint32_t i : order) {
+      auto &producers = plan.producers[i];
+      for (size_t first = 0; producers.size() - first > isa::kMaxWaits;
+           first += isa::kMaxWaits) {
+        Node c;
+        c.inst = carrier(nodes[i].stream);
+        c.stream = nodes[i].stream;
+        size_t last = std::min(producers.size(), first + isa::kMaxWaits);
+        c.preds.assign(producers.begin() + first, producers.begin() + last);
+        nodes.push_back(c);
+        expanded.push_back(static_cast<uint32_t>(nodes.size() - 1));
+        changed = true;
+      }
+      expanded.push_back(i);
+    }
+    if (!changed) {
+      break;
+    }
+    order = std::move(expanded);
+    plan = planWaits(nodes, order, streams);
+  }
+  for (uint32_t i : order) {
+    if (plan.waits[i].size() > isa::kMaxWaits) {
+      return llvm::createStringError(
+          "an instruction needs more than four semaphore waits");
+    }
+  }
+  auto n = nodes.size();
+  auto &waits = plan.waits;
+  auto &signals = plan.signals;
+  auto &members = plan.members;
+  std::vector<uint32_t> streamLength(streams, 0);
+  for (int s = 0; s < streams; ++s) {
+    streamLength[s] = static_cast<uint32_t>(members[s].size());
   }
 
   // Semaphore ids for the streams that signal, and signal counts.

@@ -158,9 +158,13 @@ struct KTilePlanMemory
                   b.getI64IntegerAttr(std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64)));
 
     // SBUF and PSUM, in program order.
-    int64_t sbufCapacity = sbufBytes > 0 ? sbufBytes : t.sbufBytesPerPartition;
+    // The engine phase's scratch slots sit past what the plan hands out.
+    int64_t sbufCapacity =
+        (sbufBytes > 0 ? std::min<int64_t>(sbufBytes, t.sbufBytesPerPartition)
+                       : t.sbufBytesPerPartition) -
+        ktile::kScratchSbufBytes;
     RotatingAllocator sbuf(sbufCapacity, kAlignment);
-    int64_t banks = t.psumBytesPerPartition / t.psumBankBytes;
+    int64_t banks = t.psumBytesPerPartition / t.psumBankBytes - 1;
     RotatingAllocator psum(banks, 1);
     std::multimap<int64_t, std::pair<RotatingAllocator *, int64_t>> frees;
     for (Operation &op : body) {

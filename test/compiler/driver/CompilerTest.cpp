@@ -1,0 +1,347 @@
+//===- CompilerTest.cpp - compiled steps match the reference interpreter --===//
+
+#include "test/compiler/driver/Differential.h"
+#include "test/compiler/driver/RandomGraphs.h"
+
+#include "compiler/builder/GraphBuilder.h"
+#include "compiler/driver/Compiler.h"
+#include "examples/cpp/MlpStep.h"
+#include "runtime/artifact/Artifact.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+using Build = std::function<void(GraphBuilder &)>;
+
+proto::Graph buildGraph(mlir::MLIRContext &context, const Build &build) {
+  GraphBuilder b(context, "step");
+  build(b);
+  auto graph = b.finishGraph();
+  if (!graph) {
+    ADD_FAILURE() << llvm::toString(graph.takeError());
+    return {};
+  }
+  return *graph;
+}
+
+void expectMatches(const proto::Graph &graph, DiffOptions options = {}) {
+  auto report = compileAndCompare(graph, options);
+  ASSERT_TRUE(static_cast<bool>(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->hazards, 0u) << report->worst;
+  EXPECT_LE(report->worstExcess, 1.0) << report->worst;
+}
+
+struct OpCase {
+  const char *name;
+  Build build;
+  Range range{-1.0, 1.0};
+  bool matmul = false;
+};
+
+Tensor in(GraphBuilder &b, const char *name, llvm::ArrayRef<int64_t> shape,
+          proto::DType dtype = proto::F32) {
+  return b.input(name, dtype, shape, proto::BATCH_INPUT);
+}
+void out(GraphBuilder &b, Tensor t, const char *name = "out") {
+  b.output(name, t, proto::METRIC);
+}
+
+/// One graph per op of the kgraph op set (dropout aside), at shapes that are
+/// not multiples of 128.
+std::vector<OpCase> opCases() {
+  using B = GraphBuilder;
+  std::vector<OpCase> cases;
+  auto unary = [&](const char *name, Tensor (B::*fn)(Tensor), Range r) {
+    cases.push_back({name,
+                     [fn](B &b) { out(b, (b.*fn)(in(b, "x", {129, 200}))); },
+                     r});
+  };
+  unary("neg", &B::neg, {});
+  unary("abs", &B::abs, {});
+  unary("sign", &B::sign, {});
+  unary("exp", &B::exp, {});
+  unary("log", &B::log, {0.1, 4.0});
+  unary("log1p", &B::log1p, {0.0, 3.0});
+  unary("sqrt", &B::sqrt, {0.1, 4.0});
+  unary("rsqrt", &B::rsqrt, {0.1, 4.0});
+  unary("reciprocal", &B::reciprocal, {0.5, 4.0});
+  unary("tanh", &B::tanh, {});
+  unary("sigmoid", &B::sigmoid, {});
+  unary("relu", &B::relu, {});
+  unary("erf", &B::erf, {});
+  unary("sin", &B::sin, {});
+  unary("cos", &B::cos, {});
+  cases.push_back({"gelu", [](B &b) { out(b, b.gelu(in(b, "x", {3, 1000}))); }});
+  cases.push_back({"gelu_tanh", [](B &b) {
+                     out(b, b.gelu(in(b, "x", {3, 1000}), "tanh"));
+                   }});
+  auto binary = [&](const char *name, Tensor (B::*fn)(Tensor, Tensor),
+                    Range r) {
+    cases.push_back({name,
+                     [fn](B &b) {
+                       out(b, (b.*fn)(in(b, "x", {127, 65}), in(b, "y", {65})));
+                     },
+                     r});
+  };
+  binary("add", &B::add, {});
+  binary("sub", &B::sub, {});
+  binary("mul", &B::mul, {});
+  binary("div", &B::div, {0.5, 2.0});
+  binary("pow", &B::pow, {0.5, 2.0});
+  binary("max", &B::max, {});
+  binary("min", &B::min, {});
+  cases.push_back({"logical", [](B &b) {
+                     Tensor x = in(b, "x", {5, 7}), y = in(b, "y", {5, 7});
+                     Tensor zero = b.scalar(0.0);
+                     Tensor p = b.compare("gt", x, b.broadcast(zero, {5, 7}));
+                     Tensor q = b.compare("lt", y, b.broadcast(zero, {5, 7}));
+                     out(b, b.cast(b.logicalOr(b.logicalAnd(p, q),
+                                               b.logicalNot(p)),
+                                   proto::F32));
+                   }});
+  cases.push_back({"compare_select", [](B &b) {
+                     Tensor x = in(b, "x", {33, 130}), y = in(b, "y", {33, 130});
+                     out(b, b.select(b.compare("ge", x, y), x, b.neg(y)));
+                   }});
+  cases.push_back({"cast_int", [](B &b) {
+                     Tensor x = in(b, "x", {9, 11});
+                     out(b, b.cast(b.cast(b.mul(x, b.scalar(10.0)), proto::I64),
+                                   proto::F32));
+                   }});
+  cases.push_back({"cast_bf16", [](B &b) {
+                     out(b, b.cast(in(b, "x", {64, 300}), proto::BF16));
+                   }});
+  cases.push_back({"reshape_transpose", [](B &b) {
+                     Tensor x = in(b, "x", {6, 10, 7});
+                     Tensor t = b.transpose(x, {2, 0, 1});
+                     out(b, b.reshape(b.exp(t), {7, 60}));
+                   }});
+  cases.push_back({"broadcast_slice_concat", [](B &b) {
+                     Tensor x = in(b, "x", {1, 40}), y = in(b, "y", {20, 50});
+                     Tensor s = b.slice(y, {2, 5}, {20, 45}, {3, 1});
+                     Tensor bx = b.broadcast(x, {6, 40});
+                     out(b, b.concat({bx, b.mul(s, s)}, 0));
+                   }});
+  cases.push_back({"iota", [](B &b) {
+                     Tensor x = in(b, "x", {4, 129});
+                     out(b, b.add(x, b.cast(b.iota({4, 129}, 1), proto::F32)));
+                   }});
+  cases.push_back({"reductions", [](B &b) {
+                     Tensor x = in(b, "x", {3, 129, 50});
+                     out(b, b.reduceSum(x, {2}), "sum");
+                     out(b, b.reduceMean(x, {0}), "mean");
+                     out(b, b.reduceMax(x, {1}), "max");
+                     out(b, b.reduceMin(x, {0, 2}, true), "min");
+                     out(b, b.argmax(x, 1), "argmax");
+                   }});
+  cases.push_back({"matmul", [](B &b) {
+                     Tensor x = in(b, "x", {130, 200}), w = in(b, "w", {200, 600});
+                     out(b, b.matmul(x, w));
+                   },
+                   {},
+                   true});
+  cases.push_back({"matmul_transposed_batched", [](B &b) {
+                     Tensor x = in(b, "x", {3, 40, 129}), w = in(b, "w", {3, 70, 129});
+                     out(b, b.matmul(x, w, false, true));
+                     Tensor z = in(b, "z", {40, 5});
+                     out(b, b.matmul(x, z, true, false), "t");
+                   },
+                   {},
+                   true});
+  cases.push_back({"linear", [](B &b) {
+                     Tensor x = in(b, "x", {2, 5, 33}), w = in(b, "w", {17, 33});
+                     out(b, b.linear(x, w, in(b, "bias", {17})));
+                   },
+                   {},
+                   true});
+  cases.push_back({"softmax_family", [](B &b) {
+                     Tensor x = in(b, "x", {7, 300}), g = in(b, "g", {7, 300});
+                     Tensor s = b.softmax(x, 1), l = b.logSoftmax(x, 0);
+                     out(b, s, "softmax");
+                     out(b, l, "log_softmax");
+                     out(b, b.softmaxBackward(g, s, 1), "softmax_backward");
+                     out(b, b.logSoftmaxBackward(g, l, 0), "log_softmax_backward");
+                   }});
+  cases.push_back({"layer_norm", [](B &b) {
+                     Tensor x = in(b, "x", {4, 9, 96}), g = in(b, "g", {4, 9, 96});
+                     Tensor w = in(b, "w", {96}), bias = in(b, "bias", {96});
+                     auto ln = b.layerNorm(x, w, bias, 1);
+                     out(b, ln.output, "y");
+                     auto grads = b.layerNormBackward(g, x, ln.mean, ln.rstd, w, 1);
+                     out(b, grads.input, "dx");
+                     out(b, grads.weight, "dw");
+                     out(b, grads.bias, "db");
+                   }});
+  cases.push_back({"activation_backwards", [](B &b) {
+                     Tensor x = in(b, "x", {50, 70}), g = in(b, "g", {50, 70});
+                     out(b, b.geluBackward(g, x), "gelu");
+                     out(b, b.geluBackward(g, x, "tanh"), "gelu_tanh");
+                     out(b, b.tanhBackward(g, b.tanh(x)), "tanh");
+                     out(b, b.sigmoidBackward(g, b.sigmoid(x)), "sigmoid");
+                     out(b, b.reluBackward(g, x), "relu");
+                   }});
+  cases.push_back({"indexing", [](B &b) {
+                     Tensor x = in(b, "x", {6, 10});
+                     Tensor idx = in(b, "idx", {6, 3}, proto::I64);
+                     Tensor rows = in(b, "rows", {4}, proto::I64);
+                     out(b, b.gather(x, idx, 1), "gather");
+                     out(b, b.scatterAdd(x, idx, in(b, "src", {6, 3}), 1), "scatter");
+                     out(b, b.indexSelect(x, rows, 1), "index_select");
+                     Tensor w = in(b, "w", {10, 8});
+                     out(b, b.embedding(w, idx), "embedding");
+                     out(b, b.embeddingBackward(in(b, "g", {6, 3, 8}), idx, 10, 2),
+                         "embedding_backward");
+                   }});
+  cases.push_back({"nll_loss", [](B &b) {
+                     Tensor x = b.logSoftmax(in(b, "x", {5, 10}), 1);
+                     Tensor y = in(b, "idx", {5}, proto::I64);
+                     auto loss = b.nllLoss(x, y);
+                     out(b, loss.loss, "loss");
+                     out(b, b.nllLossBackward(b.scalar(1.0), x, y, loss.totalWeight),
+                         "grad");
+                   }});
+  cases.push_back({"all_reduce", [](B &b) {
+                     out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
+                   }});
+  return cases;
+}
+
+class OpTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(OpTest, MatchesReference) {
+  OpCase c = opCases()[GetParam()];
+  mlir::MLIRContext context;
+  DiffOptions options;
+  // A dot product's rounding error scales with the sum of |a_k b_k|, not
+  // with the result, which cancellation can make small: f32 accumulation
+  // in a different order than the interpreter's is within this.
+  options.atol = c.matmul ? 2e-5 : 1e-6;
+  options.floats = c.range;
+  options.ranges["idx"] = {0.0, 10.0};
+  options.ranges["rows"] = {0.0, 10.0};
+  expectMatches(buildGraph(context, c.build), options);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpTest,
+                         ::testing::Range<size_t>(0, opCases().size()),
+                         [](const ::testing::TestParamInfo<size_t> &info) {
+                           return std::string(opCases()[info.param].name);
+                         });
+
+TEST(CompilerTest, MlpTrainingStepMatchesReference) {
+  mlir::MLIRContext context;
+  examples::MlpConfig config;
+  config.batch = 32;
+  auto graph = examples::buildMlpTrainStep(context, config);
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  DiffOptions options;
+  options.ranges["y"] = {0.0, 10.0};
+  options.ranges["step"] = {1.0, 1.0};
+  options.ranges["lr"] = {0.01, 0.01};
+  for (const char *v : {"v_w1", "v_b1", "v_w2", "v_b2"}) {
+    options.ranges[v] = {0.0, 0.01};
+  }
+  for (int level : {0, 2}) {
+    options.compile.optLevel = level;
+    expectMatches(*graph, options);
+  }
+}
+
+TEST(CompilerTest, Bf16MatmulAccumulatesInF32) {
+  // What --auto-cast=bf16 makes of a matmul, written out: the reference
+  // rounds the inputs and the result to bf16, the compiled step rounds the
+  // inputs in its loads and keeps the f32 accumulator, so they differ by at
+  // most the result's bf16 rounding.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor x = b.cast(in(b, "x", {64, 256}), proto::BF16);
+    Tensor w = b.cast(in(b, "w", {256, 96}), proto::BF16);
+    out(b, b.cast(b.matmul(x, w), proto::F32));
+  });
+  DiffOptions options;
+  options.rtol = 1.0 / 256;
+  options.atol = 1e-4;
+  expectMatches(graph, options);
+}
+
+TEST(CompilerTest, AutoCastMatmulStaysNearF32) {
+  // The same matmul in f32 with --auto-cast=bf16: each product carries up to
+  // 2^-8 relative error from its inputs; over K = 256 terms in [-1, 1] the
+  // error's deviation is about 0.01, and 0.06 is six of them.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    out(b, b.matmul(in(b, "x", {64, 256}), in(b, "w", {256, 96})));
+  });
+  DiffOptions options;
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 0.06;
+  expectMatches(graph, options);
+  auto artifact = compile(graph, options.compile);
+  ASSERT_TRUE(static_cast<bool>(artifact));
+  bool bf16Matmul = false;
+  for (const artifact::Stream &s : artifact->streams) {
+    for (const isa::Instruction &inst : s.instructions) {
+      bf16Matmul |= inst.opcode == isa::Opcode::Matmul &&
+                    inst.operands[1].dtype == isa::DType::BF16;
+    }
+  }
+  EXPECT_TRUE(bf16Matmul) << "auto-cast did not reach TensorE";
+}
+
+TEST(CompilerTest, SameGraphGivesByteIdenticalArtifacts) {
+  mlir::MLIRContext context;
+  auto graph = examples::buildMlpTrainStep(context, examples::MlpConfig{});
+  ASSERT_TRUE(static_cast<bool>(graph));
+  auto a = compile(*graph, CompileOptions{});
+  auto b = compile(*graph, CompileOptions{});
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(artifact::writeArtifact(*a), artifact::writeArtifact(*b));
+}
+
+TEST(CompilerTest, UnknownTargetIsAnError) {
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(
+      context, [](GraphBuilder &b) { out(b, b.exp(in(b, "x", {4, 4}))); });
+  CompileOptions options;
+  options.target = "trn9";
+  auto artifact = compile(graph, options);
+  ASSERT_FALSE(static_cast<bool>(artifact));
+  EXPECT_NE(llvm::toString(artifact.takeError()).find("trn9"),
+            std::string::npos);
+}
+
+/// Seeded random graphs, shapes that are not multiples of 128 included.
+/// KILN_RANDOM_GRAPHS sets how many (the `differential-large` target runs
+/// thousands).
+TEST(CompilerTest, RandomGraphsMatchReference) {
+  int count = 300;
+  if (const char *env = std::getenv("KILN_RANDOM_GRAPHS")) {
+    count = std::atoi(env);
+  }
+  for (int seed = 0; seed < count; ++seed) {
+    mlir::MLIRContext context;
+    auto graph = randomGraph(context, seed);
+    ASSERT_TRUE(static_cast<bool>(graph)) << "seed " << seed << ": "
+                                          << llvm::toString(graph.takeError());
+    DiffOptions options;
+    options.seed = seed;
+    options.compile.optLevel = seed % 3;
+    options.rtol = 1e-4; // chains of up to a dozen f32 ops
+    options.atol = 5e-5; // matmuls: see OpTest
+    auto report = compileAndCompare(*graph, options);
+    ASSERT_TRUE(static_cast<bool>(report))
+        << "seed " << seed << ": " << llvm::toString(report.takeError());
+    ASSERT_TRUE(report->passed()) << "seed " << seed << ": " << report->worst;
+  }
+}
+
+} // namespace

@@ -1,0 +1,217 @@
+//===- Differential.cpp - compiled step vs reference interpreter ----------===//
+
+#include "test/compiler/driver/Differential.h"
+
+#include "compiler/driver/Compiler.h"
+#include "compiler/graph/GraphConversion.h"
+#include "compiler/reference/Interpreter.h"
+#include "compiler/target/FloatFormats.h"
+#include "runtime/sim/Simulator.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace kiln::testing {
+
+namespace {
+
+using reference::HostTensor;
+
+proto::DType graphType(mlir::Type t) {
+  if (t.isF32()) {
+    return proto::F32;
+  }
+  if (t.isBF16()) {
+    return proto::BF16;
+  }
+  if (t.isF16()) {
+    return proto::F16;
+  }
+  if (t.isInteger(1)) {
+    return proto::I1;
+  }
+  if (t.isInteger(32)) {
+    return proto::I32;
+  }
+  return proto::I64;
+}
+
+/// The bytes of `t` in the device type of buffer `b`.
+std::string deviceBytes(const HostTensor &t, isa::DType dtype) {
+  std::string out(t.data.size() * isa::dtypeBytes(dtype), '\0');
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    char *p = out.data() + i * isa::dtypeBytes(dtype);
+    double v = t.data[i];
+    switch (dtype) {
+    case isa::DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case isa::DType::BF16: {
+      uint16_t h = numerics::floatToBF16Bits(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case isa::DType::F16: {
+      uint16_t h = numerics::floatToHalfBits(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case isa::DType::I32: {
+      auto i32 = static_cast<int32_t>(v);
+      std::memcpy(p, &i32, 4);
+      break;
+    }
+    }
+  }
+  return out;
+}
+
+double deviceValue(llvm::StringRef bytes, size_t i, isa::DType dtype) {
+  const char *p = bytes.data() + i * isa::dtypeBytes(dtype);
+  switch (dtype) {
+  case isa::DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  case isa::DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return numerics::bf16BitsToFloat(h);
+  }
+  case isa::DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return numerics::halfBitsToFloat(h);
+  }
+  case isa::DType::I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  }
+  return NAN;
+}
+
+} // namespace
+
+llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
+                                             const DiffOptions &options) {
+  auto artifact = compile(graph, options.compile);
+  if (!artifact) {
+    return artifact.takeError();
+  }
+  mlir::MLIRContext context;
+  prepareContext(context);
+  auto module = graph::importGraph(graph, context);
+  if (!module) {
+    return module.takeError();
+  }
+  auto func = graph::getStepFunction(**module);
+  if (!func) {
+    return func.takeError();
+  }
+
+  // Inputs.
+  std::mt19937_64 rng(options.seed);
+  std::vector<HostTensor> inputs;
+  llvm::StringMap<size_t> inputIndex;
+  for (auto [i, type] : llvm::enumerate(func->getArgumentTypes())) {
+    auto tensor = llvm::cast<mlir::RankedTensorType>(type);
+    auto name = func->getArgAttrOfType<mlir::StringAttr>(i, "kgraph.name");
+    proto::DType dtype = graphType(tensor.getElementType());
+    HostTensor t(dtype, reference::Shape(tensor.getShape()));
+    bool floating = reference::isFloat(dtype);
+    Range range = floating ? options.floats : options.integers;
+    if (name && options.ranges.count(name.getValue())) {
+      range = options.ranges.lookup(name.getValue());
+    }
+    std::uniform_real_distribution<double> uniform(range.lo, range.hi);
+    for (double &v : t.data) {
+      v = uniform(rng);
+      v = floating ? reference::roundTo(dtype, v) : std::floor(v);
+      if (dtype == proto::I1) {
+        v = v != 0.0;
+      }
+    }
+    inputIndex[name ? name.getValue() : ""] = inputs.size();
+    inputs.push_back(std::move(t));
+  }
+  auto expected = reference::interpret(*func, inputs);
+  if (!expected) {
+    return expected.takeError();
+  }
+
+  sim::SimOptions simOptions;
+  simOptions.checkHazards = true;
+  sim::Simulator simulator(*artifact, simOptions);
+  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+    if (b.role() != kneff::INPUT && b.role() != kneff::INOUT) {
+      continue;
+    }
+    auto it = inputIndex.find(b.name());
+    if (it == inputIndex.end()) {
+      return llvm::createStringError("artifact input '" + b.name() +
+                                     "' is not a graph input");
+    }
+    auto dtype = static_cast<isa::DType>(b.dtype());
+    if (auto err = simulator.setBuffer(
+            b.name(), deviceBytes(inputs[it->second], dtype))) {
+      return std::move(err);
+    }
+  }
+  auto result = simulator.run();
+  if (!result) {
+    return result.takeError();
+  }
+  DiffReport report;
+  report.hazards = result->hazards.size();
+  report.modelledSeconds = result->makespanSeconds;
+  for (const artifact::Stream &s : artifact->streams) {
+    report.instructions += s.instructions.size();
+  }
+  if (!result->hazards.empty()) {
+    report.worst = "hazard: " + result->hazards.front();
+  }
+  for (auto [r, type] : llvm::enumerate(func->getResultTypes())) {
+    auto name = func->getResultAttrOfType<mlir::StringAttr>(r, "kgraph.name");
+    auto bytes = simulator.getBuffer(name.getValue());
+    if (!bytes) {
+      return bytes.takeError();
+    }
+    isa::DType dtype = isa::DType::F32;
+    for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+      if (b.name() == name.getValue()) {
+        dtype = static_cast<isa::DType>(b.dtype());
+      }
+    }
+    const HostTensor &want = (*expected)[r];
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      double got = deviceValue(*bytes, i, dtype), ref = want.data[i];
+      double excess;
+      if (std::isnan(ref) || std::isnan(got)) {
+        excess = std::isnan(ref) && std::isnan(got) ? 0.0 : INFINITY;
+      } else if (std::isinf(ref) || std::isinf(got)) {
+        excess = got == ref ? 0.0 : INFINITY;
+      } else {
+        excess = std::fabs(got - ref) /
+                 (options.atol + options.rtol * std::fabs(ref));
+      }
+      if (excess > report.worstExcess) {
+        report.worstExcess = excess;
+        report.worst = (name.getValue() + "[" + llvm::Twine(i) + "]: sim " +
+                        std::to_string(got) + " vs reference " +
+                        std::to_string(ref))
+                           .str();
+      }
+    }
+  }
+  return report;
+}
+
+} // namespace kiln::testing
