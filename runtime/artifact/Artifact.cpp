@@ -310,7 +310,14 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
   if (std::memcmp(content.data(), h + kOffContentHash, 32) != 0) {
     return fail("checksum mismatch: the file is corrupt");
   }
-  if (schemaHash() != llvm::StringRef(h + kOffSchemaHash, 32)) {
+  // Minor versions only append opcodes and field values, so an older
+  // minor's instructions mean what they meant: accept its schema too.
+  static const char kMinor0Schema[] =
+      "c4a81381e11467c124abbf1578d4fc2f0426903a5949ded1e8571ffe3a86c7dd";
+  llvm::StringRef recorded(h + kOffSchemaHash, 32);
+  bool knownOlder = minor == 0 && llvm::toHex(recorded, /*LowerCase=*/true) ==
+                                      llvm::StringRef(kMinor0Schema);
+  if (schemaHash() != recorded && !knownOlder) {
     return fail(
         "instruction schema differs from this Kiln's; recompile the graph");
   }
