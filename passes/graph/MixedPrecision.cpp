@@ -27,9 +27,10 @@ struct KGraphMixedPrecision
       OpBuilder builder(op);
       GraphEmitter e(builder, op.getLoc());
       Type bf16 = builder.getBF16Type();
+      Value lhs = e.cast(op.getLhs(), bf16);
+      Value rhs = e.cast(op.getRhs(), bf16);
       Value product =
-          e.matmul(e.cast(op.getLhs(), bf16), e.cast(op.getRhs(), bf16),
-                   op.getTransposeLhs(), op.getTransposeRhs());
+          e.matmul(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs());
       op.getOutput().replaceAllUsesWith(e.cast(product, builder.getF32Type()));
       op.erase();
     }

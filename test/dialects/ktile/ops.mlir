@@ -1,0 +1,34 @@
+// RUN: kiln-opt %s | kiln-opt | FileCheck %s
+// ktile ops print and parse back unchanged.
+
+// CHECK-LABEL: func.func @exp_rows
+// CHECK: ktile.alloc : memref<128x512xf32, "sbuf">
+// CHECK: ktile.alloc {name = "y"} : memref<128x512xf32, "hbm">
+// CHECK: ktile.dma_copy
+// CHECK-SAME: pstride = 512
+// CHECK: ktile.activation
+// CHECK-SAME: func = "exp"
+// CHECK: ktile.view
+func.func @exp_rows(%x: memref<128x512xf32, "hbm">) -> memref<65536xf32, "hbm"> {
+  %t = ktile.alloc : memref<128x512xf32, "sbuf">
+  %y = ktile.alloc {name = "y"} : memref<128x512xf32, "hbm">
+  ktile.dma_copy %t, %x {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 512], pstride = 512>} : memref<128x512xf32, "sbuf">, memref<128x512xf32, "hbm">
+  ktile.activation %t, %t {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>} : memref<128x512xf32, "sbuf">, memref<128x512xf32, "sbuf">
+  ktile.dma_copy %y, %t {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 512], pstride = 512>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>} : memref<128x512xf32, "hbm">, memref<128x512xf32, "sbuf">
+  %flat = ktile.view %y : memref<128x512xf32, "hbm"> to memref<65536xf32, "hbm">
+  return %flat : memref<65536xf32, "hbm">
+}
+
+// CHECK-LABEL: func.func @matmul_tile
+// CHECK: ktile.matmul
+// CHECK-SAME: accumulate = true
+// CHECK: ktile.tensor_copy
+func.func @matmul_tile() {
+  %a = ktile.alloc : memref<128x128xbf16, "sbuf">
+  %b = ktile.alloc : memref<128x512xbf16, "sbuf">
+  %c = ktile.alloc : memref<128x512xf32, "psum">
+  %o = ktile.alloc : memref<128x512xf32, "sbuf">
+  ktile.matmul %c, %a, %b {accumulate = true, dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 512]>, stationary = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 128]>, moving = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>} : memref<128x512xf32, "psum">, memref<128x128xbf16, "sbuf">, memref<128x512xbf16, "sbuf">
+  ktile.tensor_copy %o, %c {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 512]>} : memref<128x512xf32, "sbuf">, memref<128x512xf32, "psum">
+  return
+}

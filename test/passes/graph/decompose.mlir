@@ -1,0 +1,55 @@
+// RUN: kiln-opt %s --kgraph-decompose | FileCheck %s
+
+// CHECK-LABEL: func.func @linear
+// CHECK: %[[X:.*]] = kgraph.reshape %arg0 : tensor<2x3x8xf32> -> tensor<6x8xf32>
+// CHECK: %[[Y:.*]] = kgraph.matmul %[[X]], %arg1 {transpose_rhs = true}
+// CHECK: %[[B:.*]] = kgraph.reshape %arg2 : tensor<5xf32> -> tensor<1x5xf32>
+// CHECK: %[[S:.*]] = kgraph.add %[[Y]], %[[B]]
+// CHECK: kgraph.reshape %[[S]] : tensor<6x5xf32> -> tensor<2x3x5xf32>
+// CHECK-NOT: kgraph.linear
+func.func @linear(%x: tensor<2x3x8xf32>, %w: tensor<5x8xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
+  %0 = kgraph.linear %x, %w, %b : tensor<2x3x8xf32>, tensor<5x8xf32>, tensor<5xf32> -> tensor<2x3x5xf32>
+  return %0 : tensor<2x3x5xf32>
+}
+
+// Softmax: the max-subtracted exponentials over their sum.
+// CHECK-LABEL: func.func @softmax
+// CHECK: %[[M:.*]] = kgraph.reduce_max %arg0, [1] {keepdim = true}
+// CHECK: %[[D:.*]] = kgraph.sub %arg0, %[[M]]
+// CHECK: %[[E:.*]] = kgraph.exp %[[D]]
+// CHECK: %[[S:.*]] = kgraph.reduce_sum %[[E]], [1] {keepdim = true}
+// CHECK: kgraph.div %[[E]], %[[S]]
+func.func @softmax(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
+  %0 = kgraph.softmax %x {dim = 1 : i64} : tensor<4x10xf32>
+  return %0 : tensor<4x10xf32>
+}
+
+// Embedding: a one-hot matrix of the indices times the table, on TensorE.
+// CHECK-LABEL: func.func @embedding
+// CHECK: kgraph.iota {dim = 0 : i64} : tensor<50xi64>
+// CHECK: kgraph.compare "eq"
+// CHECK: %[[H:.*]] = kgraph.cast %{{.*}} : tensor<6x50xi1> -> tensor<6x50xf32>
+// CHECK: kgraph.matmul %[[H]], %arg0 : tensor<6x50xf32>, tensor<50x16xf32> -> tensor<6x16xf32>
+func.func @embedding(%w: tensor<50x16xf32>, %ids: tensor<2x3xi64>) -> tensor<2x3x16xf32> {
+  %0 = kgraph.embedding %w, %ids : tensor<50x16xf32>, tensor<2x3xi64> -> tensor<2x3x16xf32>
+  return %0 : tensor<2x3x16xf32>
+}
+
+// A 2-D iota is a 1-D one, reshaped and broadcast.
+// CHECK-LABEL: func.func @iota
+// CHECK: %[[I:.*]] = kgraph.iota {dim = 0 : i64} : tensor<7xf32>
+// CHECK: %[[R:.*]] = kgraph.reshape %[[I]] : tensor<7xf32> -> tensor<1x7xf32>
+// CHECK: kgraph.broadcast %[[R]] : tensor<1x7xf32> -> tensor<3x7xf32>
+func.func @iota() -> tensor<3x7xf32> {
+  %0 = kgraph.iota {dim = 1 : i64} : tensor<3x7xf32>
+  return %0 : tensor<3x7xf32>
+}
+
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[S:.*]] = kgraph.reduce_sum %arg0, [1]
+// CHECK: %[[K:.*]] = kgraph.constant dense<2.500000e-01> : tensor<f32>
+// CHECK: kgraph.mul %[[S]], %[[K]]
+func.func @mean(%x: tensor<3x4xf32>) -> tensor<3xf32> {
+  %0 = kgraph.reduce_mean %x, [1] : tensor<3x4xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
