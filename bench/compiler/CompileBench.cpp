@@ -1,0 +1,187 @@
+//===- CompileBench.cpp - compile time, instruction counts, modelled MFU --===//
+//
+// Compiles steps of growing size and prints, for each: compile time on one
+// thread (best of 3), instructions per artifact, and — simulated with
+// zero-filled inputs where that is quick — the modelled step time, TensorE
+// busy fraction and MFU on trn1.
+//
+//   build/bin/kiln-bench-compile [--no-sim]
+//
+//   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
+//   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
+//                   >= 95 % busy)
+//   bert-layer-fwd  one BERT-style encoder layer, forward (hidden 256,
+//                   4 heads, sequence 128, batch 8)
+//   bert-base-fwd   12 BERT-base encoder layers, forward (hidden 768,
+//                   12 heads, sequence 128, batch 8), bf16 matmuls
+//
+// The BERT *training* steps need the backward graph, which the PyTorch
+// front end (issue 6) traces; until then the forward stacks stand in, and
+// the figures say so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/builder/GraphBuilder.h"
+#include "compiler/driver/Compiler.h"
+#include "examples/cpp/MlpStep.h"
+#include "runtime/sim/Simulator.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+using namespace kiln;
+
+namespace {
+
+Tensor input(GraphBuilder &b, const std::string &name,
+             llvm::ArrayRef<int64_t> shape) {
+  return b.input(name, proto::F32, shape, proto::PARAMETER);
+}
+
+/// One post-norm encoder layer: attention, residual, layer norm, GELU MLP,
+/// residual, layer norm. x is [B*S, H].
+Tensor encoderLayer(GraphBuilder &b, Tensor x, int layer, int64_t batch,
+                    int64_t seq, int64_t hidden, int64_t heads) {
+  std::string p = "l" + std::to_string(layer) + ".";
+  int64_t d = hidden / heads, tokens = batch * seq;
+  auto proj = [&](Tensor v, const char *name, int64_t out) {
+    return b.linear(v, input(b, p + name + ".w", {out, hidden}),
+                    input(b, p + name + ".b", {out}));
+  };
+  auto split = [&](Tensor v) { // [B*S, H] -> [B, heads, S, d]
+    return b.transpose(b.reshape(v, {batch, seq, heads, d}), {0, 2, 1, 3});
+  };
+  Tensor q = split(proj(x, "q", hidden)), k = split(proj(x, "k", hidden)),
+         v = split(proj(x, "v", hidden));
+  Tensor scores = b.mul(b.matmul(q, k, false, true),
+                        b.scalar(1.0 / std::sqrt(static_cast<double>(d))));
+  Tensor context = b.matmul(b.softmax(scores, 3), v); // [B, heads, S, d]
+  Tensor merged =
+      b.reshape(b.transpose(context, {0, 2, 1, 3}), {tokens, hidden});
+  Tensor attn = proj(merged, "o", hidden);
+  auto norm = [&](Tensor v, const char *name) {
+    return b
+        .layerNorm(v, input(b, p + name + ".g", {hidden}),
+                   input(b, p + name + ".beta", {hidden}), 1)
+        .output;
+  };
+  Tensor h = norm(b.add(x, attn), "ln1");
+  Tensor ffn = b.gelu(b.linear(h, input(b, p + "ff1.w", {4 * hidden, hidden}),
+                               input(b, p + "ff1.b", {4 * hidden})));
+  ffn = b.linear(ffn, input(b, p + "ff2.w", {hidden, 4 * hidden}),
+                 input(b, p + "ff2.b", {hidden}));
+  return norm(b.add(h, ffn), "ln2");
+}
+
+llvm::Expected<proto::Graph> encoder(mlir::MLIRContext &context, int layers,
+                                     int64_t hidden, int64_t heads) {
+  const int64_t batch = 8, seq = 128;
+  GraphBuilder b(context, "encoder");
+  Tensor x = b.input("x", proto::F32, {batch * seq, hidden},
+                     proto::BATCH_INPUT);
+  for (int l = 0; l < layers; ++l) {
+    x = encoderLayer(b, x, l, batch, seq, hidden, heads);
+  }
+  b.output("y", x, proto::METRIC);
+  return b.finishGraph();
+}
+
+llvm::Expected<proto::Graph> bigMatmul(mlir::MLIRContext &context) {
+  GraphBuilder b(context, "matmul");
+  Tensor x = b.input("x", proto::F32, {4096, 4096}, proto::BATCH_INPUT);
+  Tensor w = b.input("w", proto::F32, {4096, 4096}, proto::PARAMETER);
+  b.output("y", b.matmul(x, w), proto::METRIC);
+  return b.finishGraph();
+}
+
+double seconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int run(const char *name, llvm::Expected<proto::Graph> graph,
+        CompileOptions options, bool simulate) {
+  if (!graph) {
+    std::fprintf(stderr, "%s: %s\n", name,
+                 llvm::toString(graph.takeError()).c_str());
+    return 1;
+  }
+  double best = 1e30;
+  std::optional<artifact::Artifact> artifact;
+  for (int i = 0; i < 3; ++i) {
+    double start = seconds();
+    auto compiled = compile(*graph, options);
+    best = std::min(best, seconds() - start);
+    if (!compiled) {
+      std::fprintf(stderr, "%s: %s\n", name,
+                   llvm::toString(compiled.takeError()).c_str());
+      return 1;
+    }
+    artifact = std::move(*compiled);
+  }
+  size_t instructions = 0;
+  for (const auto &s : artifact->streams) {
+    instructions += s.instructions.size();
+  }
+  std::printf("%-16s compile %7.3f s  %8zu instructions", name, best,
+              instructions);
+  if (simulate) {
+    sim::SimOptions simOptions;
+    simOptions.checkHazards = false;
+    sim::Simulator simulator(*artifact, simOptions);
+    for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+      if (b.role() == kneff::INPUT || b.role() == kneff::INOUT) {
+        int64_t n = 1;
+        for (int64_t d : b.shape()) {
+          n *= d;
+        }
+        auto dtype = static_cast<isa::DType>(b.dtype());
+        (void)simulator.setBuffer(
+            b.name(), std::string(n * isa::dtypeBytes(dtype), '\0'));
+      }
+    }
+    auto result = simulator.run();
+    if (!result) {
+      std::fprintf(stderr, "\n%s: %s\n", name,
+                   llvm::toString(result.takeError()).c_str());
+      return 1;
+    }
+    double tensorBusy = 0;
+    for (const auto &s : result->streams) {
+      if (s.name == "tensor") {
+        tensorBusy = s.busySeconds / result->makespanSeconds;
+      }
+    }
+    std::printf("  modelled %9.1f us  TensorE busy %5.1f %%  MFU %5.1f %%",
+                result->makespanSeconds * 1e6, 100 * tensorBusy,
+                100 * result->mfu);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool simulate = !(argc > 1 && std::strcmp(argv[1], "--no-sim") == 0);
+  mlir::MLIRContext context;
+  CompileOptions f32, bf16;
+  bf16.autoCast = "bf16";
+  examples::MlpConfig mlp;
+  int failures = 0;
+  failures += run("mlp-step", examples::buildMlpTrainStep(context, mlp), f32,
+                  simulate);
+  failures += run("matmul-4096", bigMatmul(context), bf16, simulate);
+  failures += run("bert-layer-fwd", encoder(context, 1, 256, 4), f32, simulate);
+  failures +=
+      run("bert-base-fwd", encoder(context, 12, 768, 12), bf16, simulate);
+  std::printf("(trn1; compile on one thread, best of 3; simulated with "
+              "zero inputs, hazard checker off)\n");
+  return failures ? 1 : 0;
+}
