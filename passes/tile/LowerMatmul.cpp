@@ -108,9 +108,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
   const int64_t kTile = 128, mTile = 128, nTile = 512;
   int64_t kTiles = (k + kTile - 1) / kTile;
   int64_t elementBytes = isa::dtypeBytes(lhsType);
-  // Keep a row block's stationary tiles for every N tile when they fit.
-  bool keepStationary = kTiles * mTile * elementBytes <= sbufBudget / 2;
-
+  // Keep a block of row tiles' stationary tiles for every N tile when they
+  // fit, and let each moving tile serve the whole block: the moving operand
+  // is then read from HBM once per block of up to four row tiles, not once
+  // per row tile (a 4096^3 matmul moves 300 MB instead of 1.1 GB).
+  int64_t perRowTile = kTiles * mTile * elementBytes;
+  bool keepStationary = perRowTile <= sbufBudget / 2;
+  int64_t mBlock =
+      keepStationary ? std::clamp<int64_t>((sbufBudget / 2) / perRowTile, 1, 4)
+                     : 1;
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t lhsBase = lhs.offset, rhsBase = rhs.offset, outBase = dst.offset;
     int64_t rest = bIndex;
@@ -128,29 +134,44 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
     KMajor moving{rhs, rhsBase,
                   rhs.strides[op.getTransposeRhs() ? rank - 1 : rank - 2],
                   rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1]};
-    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
-      int64_t mm = std::min(mTile, m - m0);
-      llvm::SmallVector<Tile> kept;
+    for (int64_t b0 = 0; b0 < m; b0 += mTile * mBlock) {
+      llvm::SmallVector<std::pair<int64_t, int64_t>, 4> rowTiles;
+      for (int64_t m0 = b0; m0 < std::min(m, b0 + mTile * mBlock);
+           m0 += mTile) {
+        rowTiles.push_back({m0, std::min(mTile, m - m0)});
+      }
+      std::vector<llvm::SmallVector<Tile>> kept(rowTiles.size());
       if (keepStationary) {
-        for (int64_t kt = 0; kt < kTiles; ++kt) {
-          int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
-          kept.push_back(loadKMajor(tb, stationary, k0, kk, m0, mm, lhsType));
+        for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+          for (int64_t kt = 0; kt < kTiles; ++kt) {
+            int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
+            kept[i].push_back(loadKMajor(tb, stationary, k0, kk, rt.first,
+                                         rt.second, lhsType));
+          }
         }
       }
       for (int64_t n0 = 0; n0 < n; n0 += nTile) {
         int64_t nn = std::min(nTile, n - n0);
-        Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, mm, nn);
+        llvm::SmallVector<Tile, 4> accs;
+        for (auto &rt : rowTiles) {
+          accs.push_back(
+              tb.tile(isa::Memory::Psum, isa::DType::F32, rt.second, nn));
+        }
         for (int64_t kt = 0; kt < kTiles; ++kt) {
           int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
-          Tile s = keepStationary
-                       ? kept[kt]
-                       : loadKMajor(tb, stationary, k0, kk, m0, mm, lhsType);
           Tile v = loadKMajor(tb, moving, k0, kk, n0, nn, rhsType);
-          tb.matmul(acc, s, v, /*accumulate=*/kt > 0);
+          for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+            Tile s = keepStationary ? kept[i][kt]
+                                    : loadKMajor(tb, stationary, k0, kk,
+                                                 rt.first, rt.second, lhsType);
+            tb.matmul(accs[i], s, v, /*accumulate=*/kt > 0);
+          }
         }
-        Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, mm, nn);
-        tb.copy(out, acc);
-        tb.store(dst, outBase + m0 * sMo + n0 * sNo, sMo, sNo, out);
+        for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+          Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, rt.second, nn);
+          tb.copy(out, accs[i]);
+          tb.store(dst, outBase + rt.first * sMo + n0 * sNo, sMo, sNo, out);
+        }
       }
     }
   }
