@@ -1,13 +1,14 @@
 //===- Dependencies.cpp - byte-overlap dependencies between instructions --===//
 //
-// Regions are what the simulator's hazard checker compares: on-chip, a
-// partition range times a byte range; in HBM, the byte interval from the
-// first to the last byte a pattern touches. Ordering every pair the checker
-// could flag is what makes a compiled step hazard-free by construction.
+// Regions (compiler/target/AccessRegion.h) are what the simulator's hazard
+// checker compares: ordering every pair the checker could flag is what makes
+// a compiled step hazard-free by construction.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/engine/Engine.h"
+
+#include "compiler/target/AccessRegion.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -16,31 +17,8 @@ namespace kiln::engine_passes {
 
 namespace {
 
-struct Region {
-  isa::Memory memory;
-  int64_t rowLo, rowHi, byteLo, byteHi;
-
-  bool overlaps(const Region &o) const {
-    return memory == o.memory && rowLo < o.rowHi && o.rowLo < rowHi &&
-           byteLo < o.byteHi && o.byteLo < byteHi;
-  }
-  bool contains(const Region &o) const {
-    return memory == o.memory && rowLo <= o.rowLo && o.rowHi <= rowHi &&
-           byteLo <= o.byteLo && o.byteHi <= byteHi;
-  }
-};
-
-Region regionOf(const isa::AccessPattern &ap) {
-  int64_t row = ap.rowSpanElements() * ap.elementBytes();
-  if (ap.memory == isa::Memory::Hbm) {
-    return {ap.memory, 0, 1, ap.offset,
-            ap.offset +
-                (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() +
-                row};
-  }
-  return {ap.memory, ap.partition, ap.partition + ap.partitions, ap.offset,
-          ap.offset + row};
-}
+using Region = isa::AccessRegion;
+using isa::regionOf;
 
 struct Access {
   uint32_t node;

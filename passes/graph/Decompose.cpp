@@ -191,6 +191,24 @@ Values argmax(GraphEmitter &e, ArgmaxOp op) {
   return {e.cast(first, GraphEmitter::elementOf(op.getOutput()))};
 }
 
+/// hot[.., j, c, ..] = (index[.., j, ..] == c) in `work`: the index with a
+/// new axis of `classes` after `dim`, compared with an iota along it.
+Value oneHotAlong(GraphEmitter &e, Value index, int64_t dim, int64_t classes,
+                  Type work) {
+  llvm::ArrayRef<int64_t> js = GraphEmitter::shapeOf(index);
+  Shape hotShape(js);
+  hotShape.insert(hotShape.begin() + dim + 1, classes);
+  Shape idxShape(js);
+  idxShape.insert(idxShape.begin() + dim + 1, 1);
+  Shape iotaShape(hotShape.size(), 1);
+  iotaShape[dim + 1] = classes;
+  Type indexType = GraphEmitter::elementOf(index);
+  Value column = e.broadcast(e.reshape(index, idxShape), hotShape);
+  Value iota = e.broadcast(
+      e.reshape(e.iota1d(classes, indexType), iotaShape), hotShape);
+  return e.cast(e.compare("eq", column, iota), work);
+}
+
 /// input[..., C, ...] contracted with a one-hot [.., J, C, ..] along `dim`:
 /// out[..., j, ...] = sum_c hot[.., j, c, ..] * input[.., c, ..].
 Values gather(GraphEmitter &e, GatherOp op) {
@@ -209,20 +227,7 @@ Values gather(GraphEmitter &e, GatherOp op) {
                             e.builder().getDenseI64ArrayAttr(limit),
                             e.builder().getDenseI64ArrayAttr(stride));
   }
-  int64_t classes = is[dim];
-  // hot[.., j, c, ..]: index unsqueezed after dim, iota along the new axis.
-  Shape hotShape(js);
-  hotShape.insert(hotShape.begin() + dim + 1, classes);
-  Shape idxShape(js);
-  idxShape.insert(idxShape.begin() + dim + 1, 1);
-  Shape iotaShape(hotShape.size(), 1);
-  iotaShape[dim + 1] = classes;
-  Type indexType = GraphEmitter::elementOf(index);
-  Value hot = e.cast(
-      e.compare("eq", e.broadcast(e.reshape(index, idxShape), hotShape),
-                e.broadcast(e.reshape(e.iota1d(classes, indexType), iotaShape),
-                            hotShape)),
-      work);
+  Value hot = oneHotAlong(e, index, dim, is[dim], work);
   Shape inShape(limit);
   inShape.insert(inShape.begin() + dim, 1);
   Value values = e.reshape(e.cast(input, work), inShape);
@@ -230,7 +235,7 @@ Values gather(GraphEmitter &e, GatherOp op) {
   return {e.cast(out, t)};
 }
 
-Values scatterAdd(GraphEmitter &e, ScatterAddOp op, InFlightDiagnostic *) {
+Values scatterAdd(GraphEmitter &e, ScatterAddOp op) {
   Value input = op.getInput(), index = op.getIndex(), source = op.getSource();
   int64_t dim = op.getDim();
   llvm::ArrayRef<int64_t> is = GraphEmitter::shapeOf(input),
@@ -238,19 +243,10 @@ Values scatterAdd(GraphEmitter &e, ScatterAddOp op, InFlightDiagnostic *) {
   Type t = GraphEmitter::elementOf(input);
   Type work = t.isIntOrIndex() ? e.builder().getF32Type() : t;
   int64_t classes = is[dim];
-  // hot[.., j, c, ..] as in gather; the contraction runs over j instead.
-  Shape hotShape(js);
-  hotShape.insert(hotShape.begin() + dim + 1, classes);
+  // The contraction runs over j instead of c.
+  Value hot = oneHotAlong(e, index, dim, classes, work);
   Shape idxShape(js);
   idxShape.insert(idxShape.begin() + dim + 1, 1);
-  Shape iotaShape(hotShape.size(), 1);
-  iotaShape[dim + 1] = classes;
-  Type indexType = GraphEmitter::elementOf(index);
-  Value hot = e.cast(
-      e.compare("eq", e.broadcast(e.reshape(index, idxShape), hotShape),
-                e.broadcast(e.reshape(e.iota1d(classes, indexType), iotaShape),
-                            hotShape)),
-      work);
   // Only the index's extent of source takes part, as in PyTorch.
   Shape start(js.size(), 0), stride(js.size(), 1);
   Value src = source;
@@ -431,7 +427,7 @@ std::optional<Values> decompose(GraphEmitter &e, Operation *op) {
       .Case([&](NllLossBackwardOp o) { return R(nllLossBackward(e, o)); })
       .Case([&](ArgmaxOp o) { return R(argmax(e, o)); })
       .Case([&](GatherOp o) { return R(gather(e, o)); })
-      .Case([&](ScatterAddOp o) { return R(scatterAdd(e, o, nullptr)); })
+      .Case([&](ScatterAddOp o) { return R(scatterAdd(e, o)); })
       .Case([&](IndexSelectOp o) { return R(indexSelect(e, o)); })
       .Case([&](EmbeddingOp o) { return R(embedding(e, o)); })
       .Case([&](EmbeddingBackwardOp o) { return R(embeddingBackward(e, o)); })

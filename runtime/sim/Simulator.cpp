@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/sim/Simulator.h"
+
+#include "compiler/target/AccessRegion.h"
 #include "runtime/sim/Semantics.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -29,27 +31,8 @@ namespace kiln::sim {
 
 namespace {
 
-/// The byte region an operand touches, for the hazard checker.
-struct Region {
-  isa::Memory memory;
-  int64_t rowLo, rowHi, byteLo, byteHi;
-  bool overlaps(const Region &o) const {
-    return memory == o.memory && rowLo < o.rowHi && o.rowLo < rowHi &&
-           byteLo < o.byteHi && o.byteLo < byteHi;
-  }
-};
-
-Region regionOf(const isa::AccessPattern &ap) {
-  int64_t row = ap.rowSpanElements() * ap.elementBytes();
-  if (ap.memory == isa::Memory::Hbm) {
-    return {ap.memory, 0, 1, ap.offset,
-            ap.offset +
-                (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() +
-                row};
-  }
-  return {ap.memory, ap.partition, ap.partition + ap.partitions, ap.offset,
-          ap.offset + row};
-}
+using Region = isa::AccessRegion;
+using isa::regionOf;
 
 struct Access {
   int stream;
