@@ -71,8 +71,9 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   const char *alu = llvm::isa<ReduceSumOp>(op)   ? "add"
                     : llvm::isa<ReduceMaxOp>(op) ? "max"
                                                  : "min";
-  auto [rowCount, rowStride] = *rows;
-  auto [colCount, colStride] = *cols;
+  // A contiguous view always collapses.
+  auto [rowCount, rowStride] = rows.value_or(std::make_pair(int64_t(1), int64_t(1)));
+  auto [colCount, colStride] = cols.value_or(std::make_pair(int64_t(1), int64_t(1)));
   int64_t chunk = std::min<int64_t>(colCount, sbufBudget / 16);
   for (int64_t p0 = 0; p0 < rowCount; p0 += 128) {
     int64_t n = std::min<int64_t>(128, rowCount - p0);
