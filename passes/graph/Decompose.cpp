@@ -397,12 +397,12 @@ std::optional<Values> decompose(GraphEmitter &e, Operation *op) {
       })
       .Case([&](SoftmaxBackwardOp o) {
         Value g = o.getGradOutput(), y = o.getOutput();
-        Value dot = e.reduceSum(e.mul(g, y), {o.getDim()}, true);
+        Value dot = e.reduceSum(e.mul(g, y), {static_cast<int64_t>(o.getDim())}, true);
         return R(Values{e.mul(y, e.sub(g, dot))});
       })
       .Case([&](LogSoftmaxBackwardOp o) {
         Value g = o.getGradOutput(), y = o.getOutput();
-        Value sum = e.reduceSum(g, {o.getDim()}, true);
+        Value sum = e.reduceSum(g, {static_cast<int64_t>(o.getDim())}, true);
         return R(Values{e.sub(g, e.mul(e.exp(y), sum))});
       })
       .Case([&](LayerNormOp o) { return R(layerNorm(e, o)); })
