@@ -6,7 +6,6 @@
 include "dialects/ktile/KTileBase.td"
 include "dialects/kisa/KisaBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-include "mlir/Interfaces/ViewLikeInterface.td"
 
 def KTile_AllocOp : Op<KTile_Dialect, "alloc"> {
   let summary = "A buffer in HBM, SBUF or PSUM";

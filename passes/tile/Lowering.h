@@ -43,7 +43,8 @@ public:
                                        llvm::ArrayRef<int64_t> shape,
                                        llvm::ArrayRef<LoopOutput> outputs);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
-  /// `castResult`: the f32 cast of the product folded into the evacuation.
+  /// Writes the product into `dst` (for a folded f32 cast of a bf16 product,
+  /// the cast's result: PSUM is f32 already).
   mlir::LogicalResult lowerMatmul(kgraph::MatmulOp op, const HbmView &dst);
 
   /// The view and load dtype of a matmul operand, looking through a bf16

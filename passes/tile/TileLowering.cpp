@@ -238,8 +238,6 @@ void FunctionLowering::planInPlace() {
               position[user] < at;
       }
     }
-    // Group values the result depends on must not be results themselves
-    // aliasing the same argument; one in-place result per argument.
     if (ok) {
       inPlace[result] = alias.getInt();
     }

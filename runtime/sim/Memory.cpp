@@ -2,6 +2,7 @@
 
 #include "runtime/sim/Memory.h"
 
+#include "compiler/target/Elements.h"
 #include "compiler/target/FloatFormats.h"
 
 #include <cmath>
@@ -21,58 +22,13 @@ double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
       return NAN;
     }
   }
-  const uint8_t *p = bytes.data() + at;
-  switch (dtype) {
-  case isa::DType::F32: {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  case isa::DType::BF16: {
-    uint16_t b;
-    std::memcpy(&b, p, 2);
-    return bf16BitsToFloat(b);
-  }
-  case isa::DType::F16: {
-    uint16_t b;
-    std::memcpy(&b, p, 2);
-    return halfBitsToFloat(b);
-  }
-  case isa::DType::I32: {
-    int32_t i;
-    std::memcpy(&i, p, 4);
-    return i;
-  }
-  }
-  return NAN;
+  return isa::decodeElement(dtype, bytes.data() + at);
 }
 
 void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype,
                         double value) {
   int64_t at = row * rowBytes + byte;
-  uint8_t *p = bytes.data() + at;
-  switch (dtype) {
-  case isa::DType::F32: {
-    float f = static_cast<float>(value);
-    std::memcpy(p, &f, 4);
-    break;
-  }
-  case isa::DType::BF16: {
-    uint16_t b = numerics::floatToBF16Bits(static_cast<float>(value));
-    std::memcpy(p, &b, 2);
-    break;
-  }
-  case isa::DType::F16: {
-    uint16_t b = floatToHalfBits(static_cast<float>(value));
-    std::memcpy(p, &b, 2);
-    break;
-  }
-  case isa::DType::I32: {
-    int32_t i = std::isnan(value) ? 0 : static_cast<int32_t>(std::trunc(value));
-    std::memcpy(p, &i, 4);
-    break;
-  }
-  }
+  isa::encodeElement(dtype, value, bytes.data() + at);
   std::memset(written.data() + at, 1, isa::dtypeBytes(dtype));
 }
 

@@ -5,7 +5,7 @@
 #include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphConversion.h"
 #include "compiler/reference/Interpreter.h"
-#include "compiler/target/FloatFormats.h"
+#include "compiler/target/Elements.h"
 #include "runtime/sim/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -39,63 +39,13 @@ proto::DType graphType(mlir::Type t) {
   return proto::I64;
 }
 
-/// The bytes of `t` in the device type of buffer `b`.
+/// The bytes of `t` in a buffer of device type `dtype`.
 std::string deviceBytes(const HostTensor &t, isa::DType dtype) {
   std::string out(t.data.size() * isa::dtypeBytes(dtype), '\0');
   for (size_t i = 0; i < t.data.size(); ++i) {
-    char *p = out.data() + i * isa::dtypeBytes(dtype);
-    double v = t.data[i];
-    switch (dtype) {
-    case isa::DType::F32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case isa::DType::BF16: {
-      uint16_t h = numerics::floatToBF16Bits(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case isa::DType::F16: {
-      uint16_t h = numerics::floatToHalfBits(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case isa::DType::I32: {
-      auto i32 = static_cast<int32_t>(v);
-      std::memcpy(p, &i32, 4);
-      break;
-    }
-    }
+    isa::encodeElement(dtype, t.data[i], out.data() + i * isa::dtypeBytes(dtype));
   }
   return out;
-}
-
-double deviceValue(llvm::StringRef bytes, size_t i, isa::DType dtype) {
-  const char *p = bytes.data() + i * isa::dtypeBytes(dtype);
-  switch (dtype) {
-  case isa::DType::F32: {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  case isa::DType::BF16: {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return numerics::bf16BitsToFloat(h);
-  }
-  case isa::DType::F16: {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return numerics::halfBitsToFloat(h);
-  }
-  case isa::DType::I32: {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  }
-  return NAN;
 }
 
 } // namespace
@@ -192,7 +142,9 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
     }
     const HostTensor &want = (*expected)[r];
     for (size_t i = 0; i < want.data.size(); ++i) {
-      double got = deviceValue(*bytes, i, dtype), ref = want.data[i];
+      double got = isa::decodeElement(
+                     dtype, bytes->data() + i * isa::dtypeBytes(dtype)),
+             ref = want.data[i];
       double excess;
       if (std::isnan(ref) || std::isnan(got)) {
         excess = std::isnan(ref) && std::isnan(got) ? 0.0 : INFINITY;
