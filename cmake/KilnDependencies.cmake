@@ -51,3 +51,11 @@ kiln_require(dnnl_FOUND "oneDNN (the simulator's GEMM)" "libdnnl-dev")
 
 find_package(OpenSSL QUIET)
 kiln_require(OpenSSL_FOUND "OpenSSL's libcrypto (SHA-256)" "libssl-dev")
+
+# The Python front end: Debian's interpreter (not whatever python3 is first on
+# PATH) and pybind11 for the runtime's bindings.
+set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python with Debian's torch")
+find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
+kiln_require(Python3_FOUND "Python 3 headers" "python3-dev")
+find_package(pybind11 CONFIG QUIET)
+kiln_require(pybind11_FOUND "pybind11" "pybind11-dev")

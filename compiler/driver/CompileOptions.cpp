@@ -19,6 +19,12 @@ CompileOptions::keyFields() const {
           {"world-size", std::to_string(worldSize)}};
 }
 
+std::vector<std::string> CompileOptions::toFlags() const {
+  return {"--target=" + target, "-O" + std::to_string(optLevel),
+          "--auto-cast=" + autoCast,
+          "--world-size=" + std::to_string(worldSize)};
+}
+
 llvm::Expected<CompileOptions>
 CompileOptions::parse(llvm::ArrayRef<std::string> flags, CompileOptions base) {
   CompileOptions o = std::move(base);

@@ -29,6 +29,9 @@ struct CompileOptions {
 
   /// name=value for every option, in a fixed order, defaults written out.
   std::vector<std::pair<std::string, std::string>> keyFields() const;
+  /// The flags that parse() turns back into these options, defaults
+  /// included (what a collected graph's sidecar records).
+  std::vector<std::string> toFlags() const;
 
   /// Parses command-line style flags (`--target trn2`, `-O1`,
   /// `--auto-cast=bf16`, `--world-size 4`) on top of `base`.

@@ -1,0 +1,127 @@
+"""Optimizer specs: the update rule Kiln traces into the training step.
+
+Each spec computes, in plain tensor ops, exactly the update its torch.optim
+namesake applies (torch 1.13, single-tensor path), so that a Kiln step and
+an eager PyTorch step agree. Hyper-parameters that change between steps
+(the learning rate, Adam's bias corrections) are graph *inputs*, computed
+on the host each step: changing the learning rate or the step count never
+changes the graph or its cache key.
+"""
+
+import math
+
+import torch
+
+
+class Optimizer:
+    #: Names of the per-parameter state tensors, in order.
+    state_names = ()
+
+    def __init__(self, lr):
+        self.lr = float(lr)
+
+    def hyper_parameters(self, step):
+        """Host-side scalars for 1-based step `step`, by name."""
+        return {"lr": self.lr}
+
+    def init_state(self, param):
+        return {name: torch.zeros_like(param) for name in self.state_names}
+
+    def update(self, param, grad, state, hyper):
+        """(new param, new state dict) for one parameter."""
+        raise NotImplementedError
+
+    def describe(self):
+        fields = ", ".join(f"{k}={v}" for k, v in sorted(vars(self).items()))
+        return f"{type(self).__name__}({fields})"
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD with momentum, dampening, weight decay, Nesterov."""
+
+    def __init__(self, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        super().__init__(lr)
+        self.momentum = float(momentum)
+        self.dampening = float(dampening)
+        self.weight_decay = float(weight_decay)
+        self.nesterov = bool(nesterov)
+        self.state_names = ("momentum_buffer",) if momentum else ()
+
+    def update(self, param, grad, state, hyper):
+        if self.weight_decay:
+            grad = grad + self.weight_decay * param
+        new_state = {}
+        if self.momentum:
+            # torch starts the buffer at the first gradient; with dampening
+            # that differs from momentum * 0 + (1 - dampening) * g, so the
+            # host passes first_step = 1 on step 1 and 0 after.
+            buf = state["momentum_buffer"]
+            damped = (1 - self.dampening) * grad
+            buf = self.momentum * buf + damped + hyper["first_step"] * (grad - damped)
+            new_state["momentum_buffer"] = buf
+            grad = grad + self.momentum * buf if self.nesterov else buf
+        return param - hyper["lr"] * grad, new_state
+
+    def hyper_parameters(self, step):
+        h = {"lr": self.lr}
+        if self.momentum:
+            h["first_step"] = 1.0 if step == 1 else 0.0
+        return h
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight decay added to the gradient)."""
+
+    state_names = ("exp_avg", "exp_avg_sq")
+    decoupled = False
+
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(lr)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+
+    def hyper_parameters(self, step):
+        return {
+            "lr": self.lr,
+            # lr / (1 - beta1^t) and sqrt(1 - beta2^t), as torch computes them
+            "step_size": self.lr / (1 - self.beta1 ** step),
+            "bias_correction2_sqrt": math.sqrt(1 - self.beta2 ** step),
+        }
+
+    def update(self, param, grad, state, hyper):
+        if self.weight_decay and self.decoupled:
+            param = param * (1 - hyper["lr"] * self.weight_decay)
+        elif self.weight_decay:
+            grad = grad + self.weight_decay * param
+        m = self.beta1 * state["exp_avg"] + (1 - self.beta1) * grad
+        v = self.beta2 * state["exp_avg_sq"] + (1 - self.beta2) * grad * grad
+        denom = v.sqrt() / hyper["bias_correction2_sqrt"] + self.eps
+        param = param - hyper["step_size"] * (m / denom)
+        return param, {"exp_avg": m, "exp_avg_sq": v}
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW (decoupled weight decay)."""
+
+    decoupled = True
+
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(lr, betas, eps, weight_decay)
+
+
+def torch_optimizer(spec, params):
+    """The torch.optim optimizer a spec mirrors (for eager comparisons)."""
+    if isinstance(spec, SGD):
+        return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum,
+                               dampening=spec.dampening,
+                               weight_decay=spec.weight_decay,
+                               nesterov=spec.nesterov)
+    if isinstance(spec, AdamW):
+        return torch.optim.AdamW(params, lr=spec.lr, betas=(spec.beta1, spec.beta2),
+                                 eps=spec.eps, weight_decay=spec.weight_decay)
+    if isinstance(spec, Adam):
+        return torch.optim.Adam(params, lr=spec.lr, betas=(spec.beta1, spec.beta2),
+                                eps=spec.eps, weight_decay=spec.weight_decay)
+    raise TypeError(f"no torch optimizer for {spec!r}")

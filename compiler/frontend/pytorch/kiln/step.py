@@ -1,0 +1,336 @@
+"""compile_step: a PyTorch training step, traced, cached and run by Kiln.
+
+A CompiledStep owns one runtime Session per batch signature (shapes and
+dtypes): the first call with a new signature traces and converts the step,
+derives its cache key and loads (or compiles) its artifact. Parameters and
+optimizer state live on the simulated device, updated in place by each
+step; they move between sessions only when the signature changes, and come
+back to the host only when asked (state_dict(), copy_to()).
+
+In collection mode (KILN_EXTRACT_GRAPHS_ONLY=1, set by `kiln precompile`)
+the session records the graph instead of compiling it, and calls return
+zero-filled outputs without running anything.
+"""
+
+import os
+import time
+
+import torch
+from torch.nn.utils.stateless import functional_call
+
+from . import _kiln
+from . import kgraph_pb2 as pb
+from .aten_to_kgraph import Context, convert_nodes, uses_randomness
+from .graph_writer import TORCH_DTYPES, GraphWriter, kgraph_dtype
+from .optim import Optimizer
+from .tracing import trace
+
+
+def _tensor_bytes(t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().tobytes()
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8).numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+def _tensor_from(data, dtype, shape):
+    if dtype == torch.bool:
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8).to(torch.bool).reshape(shape)
+    if dtype == torch.bfloat16:
+        return torch.frombuffer(bytearray(data), dtype=torch.int16).view(torch.bfloat16).reshape(shape)
+    if not data:
+        return torch.zeros(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+
+
+def _signature(batch):
+    return tuple((tuple(t.shape), t.dtype) for t in batch)
+
+
+class _Spec:
+    """What a step is made of, independent of the batch shapes."""
+
+    def __init__(self, name, params, state, hyper, build):
+        self.name = name
+        self.params = params      # name -> initial tensor (updated by the step)
+        self.frozen = {}          # name -> tensor (read, never updated)
+        self.state = state        # name -> initial tensor
+        self.hyper = hyper        # step -> {name: float}
+        self.build = build        # returns the flat step function
+
+
+class CompiledStep:
+    def __init__(self, spec, flags, cache_root, check_hazards, seed):
+        self._spec = spec
+        self._flags = list(flags)
+        self._cache_root = cache_root or ""
+        self._check_hazards = check_hazards
+        self._seed = int(seed)
+        self._sessions = {}       # signature -> _Compiled
+        self._holder = None       # the _Compiled whose device holds the state
+        self._host = {**spec.params, **spec.state}  # when no device holds it
+        self.steps = 0
+        self.last_stats = None
+
+    # -- public -------------------------------------------------------------
+
+    def __call__(self, *batch):
+        """Runs one training step on `batch`; returns the loss (a 0-d tensor)."""
+        batch = tuple(torch.as_tensor(b) for b in batch)
+        compiled = self._compiled_for(batch)
+        self.steps += 1
+        self._bind_state(compiled)
+        session = compiled.session
+        hyper = self._spec.hyper(self.steps)
+        for name, value in hyper.items():
+            session.set_input("h." + name, _tensor_bytes(torch.tensor(value, dtype=torch.float32)))
+        for i, tensor in enumerate(batch):
+            session.set_input(f"b.{i}", _tensor_bytes(tensor))
+        if compiled.has_seed:
+            session.set_input("seed", _tensor_bytes(torch.tensor(self._seed + self.steps)))
+        self.last_stats = session.run()
+        loss_type = compiled.outputs["loss"]
+        return _tensor_from(session.read("loss"), *loss_type)
+
+    def state_dict(self):
+        """Current parameters and optimizer state, by name, on the host."""
+        if self._holder is None:
+            return {k: v.clone() for k, v in self._host.items()}
+        return {name: self._read(self._holder, name) for name in self._host}
+
+    def parameters(self):
+        return {k: v for k, v in self.state_dict().items() if k in self._spec.params}
+
+    def copy_to(self, model):
+        """Copies the trained parameters into `model` (same parameter names)."""
+        params = self.parameters()
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name in params:
+                    p.copy_(params[name])
+
+    @property
+    def key(self):
+        """The cache key of the most recently used graph."""
+        return self._holder.session.key if self._holder else None
+
+    @property
+    def keys(self):
+        return [c.session.key for c in self._sessions.values()]
+
+    @property
+    def outcomes(self):
+        """How each graph's artifact was obtained: hit, compiled, collected."""
+        return {c.session.key: c.session.outcome for c in self._sessions.values()}
+
+    def cache_stats(self):
+        """This step's cache counters, summed over its graphs."""
+        total = {}
+        for c in self._sessions.values():
+            for k, v in c.session.cache_stats().items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def graph(self, *batch):
+        """The kgraph protobuf for `batch`'s signature (traced if needed)."""
+        return self._compiled_for(tuple(torch.as_tensor(b) for b in batch)).graph
+
+    # -- internals ----------------------------------------------------------
+
+    def _compiled_for(self, batch):
+        signature = _signature(batch)
+        compiled = self._sessions.get(signature)
+        if compiled is None:
+            graph = build_graph(self._spec, batch)
+            compiled = _Compiled(graph, self._flags, self._cache_root,
+                                 self._check_hazards)
+            self._sessions[signature] = compiled
+        return compiled
+
+    def _bind_state(self, compiled):
+        if self._holder is compiled:
+            return
+        values = self.state_dict()
+        for name, tensor in values.items():
+            compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(tensor))
+        for name, tensor in self._spec.frozen.items():
+            compiled.session.set_input("f." + name, _tensor_bytes(tensor))
+        self._holder = compiled
+
+    def _read(self, compiled, name):
+        input_name = _input_name(self._spec, name)
+        dtype, shape = compiled.inputs[input_name]
+        return _tensor_from(compiled.session.read(input_name), dtype, shape)
+
+
+class _Compiled:
+    def __init__(self, graph, flags, cache_root, check_hazards):
+        self.graph = graph
+        self.inputs = {i.name: (TORCH_DTYPES[i.type.dtype], tuple(i.type.shape))
+                       for i in graph.inputs}
+        self.outputs = {}
+        for o in graph.outputs:
+            self.outputs[o.name] = self._value_type(graph, o.value)
+        self.has_seed = "seed" in self.inputs
+        self.session = _kiln.Session(graph.SerializeToString(deterministic=True),
+                                     flags, cache_root, check_hazards)
+
+    @staticmethod
+    def _value_type(graph, value):
+        if value < len(graph.inputs):
+            t = graph.inputs[value].type
+        else:
+            index = value - len(graph.inputs)
+            for node in graph.nodes:
+                if index < len(node.results):
+                    t = node.results[index]
+                    break
+                index -= len(node.results)
+        return TORCH_DTYPES[t.dtype], tuple(t.shape)
+
+
+def _input_name(spec, name):
+    return ("p." if name in spec.params else "s.") + name
+
+
+def build_graph(spec, batch):
+    """Traces the step for `batch` and converts it: a kgraph_pb2.Graph."""
+    pnames, fnames, snames = list(spec.params), list(spec.frozen), list(spec.state)
+    hnames = sorted(spec.hyper(1))
+    hyper = {n: torch.tensor(v, dtype=torch.float32) for n, v in spec.hyper(1).items()}
+    example = ([spec.params[n] for n in pnames] + [spec.frozen[n] for n in fnames] +
+               [spec.state[n] for n in snames] + [hyper[n] for n in hnames] +
+               list(batch))
+    example = [t.detach().clone() for t in example]
+    flat_step = spec.build(pnames, fnames, snames, hnames, len(batch))
+    gm = trace(flat_step, example)
+
+    writer = GraphWriter(spec.name)
+    values = []
+    roles = ([("p." + n, pb.PARAMETER) for n in pnames] +
+             [("f." + n, pb.PARAMETER) for n in fnames] +
+             [("s." + n, pb.OPTIMIZER_STATE) for n in snames] +
+             [("h." + n, pb.HYPER_PARAMETER) for n in hnames] +
+             [(f"b.{i}", pb.BATCH_INPUT) for i in range(len(batch))])
+    for (name, role), tensor in zip(roles, example):
+        values.append(writer.input(name, tensor.dtype, tensor.shape, role))
+    seed = None
+    if uses_randomness(gm):
+        seed = writer.input("seed", torch.int64, (), pb.RNG_SEED)
+    outputs = convert_nodes(Context(writer, seed), gm, values)
+
+    # flat outputs: loss, then each updated parameter and state tensor (None
+    # where the step leaves it unchanged).
+    writer.output("loss", outputs[0], pb.LOSS)
+    updated = outputs[1:]
+    for i, name in enumerate(pnames):
+        if updated[i] is not None:
+            writer.output("next.p." + name, updated[i], pb.UPDATED_PARAMETER, i)
+    for j, name in enumerate(snames):
+        value = updated[len(pnames) + j]
+        if value is not None:
+            index = len(pnames) + len(fnames) + j
+            writer.output("next.s." + name, value, pb.UPDATED_STATE, index)
+    return writer.graph
+
+
+def _model_step(model, loss_fn, optimizer, state_layout):
+    def build(pnames, fnames, snames, hnames, nbatch):
+        def flat_step(*flat):
+            it = iter(flat)
+            params = {n: next(it) for n in pnames}
+            frozen = {n: next(it) for n in fnames}
+            state = {n: next(it) for n in snames}
+            hyper = {n: next(it) for n in hnames}
+            batch = [next(it) for _ in range(nbatch)]
+            leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+            out = functional_call(model, {**leaves, **frozen}, tuple(batch[:-1]))
+            loss = loss_fn(out, batch[-1])
+            grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+            new_params, new_state = [], {}
+            with torch.no_grad():
+                for n, g in zip(pnames, grads):
+                    if g is None:
+                        new_params.append(None)
+                        continue
+                    own = {s: state[f"{n}.{s}"] for s in state_layout}
+                    p, updated = optimizer.update(params[n], g, own, hyper)
+                    new_params.append(p)
+                    for s, v in updated.items():
+                        new_state[f"{n}.{s}"] = v
+            return (loss.detach(), *new_params, *[new_state.get(n) for n in snames])
+        return flat_step
+    return build
+
+
+def _function_step(fn):
+    def build(pnames, fnames, snames, hnames, nbatch):
+        def flat_step(*flat):
+            it = iter(flat)
+            params = {n: next(it) for n in pnames}
+            state = {n: next(it) for n in snames}
+            batch = [next(it) for _ in range(nbatch)]
+            loss, new_params, new_state = fn(params, state, *batch)
+            return (loss, *[new_params.get(n) for n in pnames],
+                    *[new_state.get(n) for n in snames])
+        return flat_step
+    return build
+
+
+def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
+                 state=None, name=None, flags=(), cache_root=None,
+                 check_hazards=False, seed=0):
+    """Compiles a training step with Kiln and returns a callable.
+
+    Two forms:
+
+    * ``compile_step(model, loss_fn, optimizer)``: one step is forward
+      (``out = model(*batch[:-1])``), ``loss = loss_fn(out, batch[-1])``,
+      backward, and the optimizer's update (``kiln.optim.SGD``, ``Adam``,
+      ``AdamW``). The model's parameters are the initial values; buffers and
+      parameters with ``requires_grad=False`` are inputs that never change.
+    * ``compile_step(fn, params=..., state=...)`` for any pure function
+      ``fn(params, state, *batch) -> (loss, new_params, new_state)`` over
+      dicts of tensors; ``params`` and ``state`` are the initial values.
+
+    The returned CompiledStep runs ``step(*batch) -> loss``; the graph for a
+    batch signature is traced on its first call. ``flags`` are compile
+    options (as ``kiln compile`` takes them, e.g. ``["--auto-cast=bf16"]``)
+    on top of KILN_CC_FLAGS; ``cache_root`` defaults to KILN_CACHE_URL.
+    """
+    if isinstance(model_or_fn, torch.nn.Module):
+        model = model_or_fn
+        if loss_fn is None or not isinstance(optimizer, Optimizer):
+            raise TypeError("compile_step(model, loss_fn, optimizer): give a loss "
+                            "function and a kiln.optim optimizer")
+        trained = {n: p.detach().clone() for n, p in model.named_parameters()
+                   if p.requires_grad}
+        frozen = {n: p.detach().clone() for n, p in model.named_parameters()
+                  if not p.requires_grad}
+        frozen.update({n: b.detach().clone() for n, b in model.named_buffers()})
+        init_state = {}
+        for n, p in trained.items():
+            for s, v in optimizer.init_state(p).items():
+                init_state[f"{n}.{s}"] = v
+        spec = _Spec(name or type(model).__name__, trained, init_state,
+                     optimizer.hyper_parameters,
+                     _model_step(model, loss_fn, optimizer, optimizer.state_names))
+        spec.frozen = frozen
+    elif callable(model_or_fn):
+        if params is None:
+            raise TypeError("compile_step(fn, params=..., state=...): give the "
+                            "initial parameters")
+        spec = _Spec(name or getattr(model_or_fn, "__name__", "step"),
+                     {n: t.detach().clone() for n, t in params.items()},
+                     {n: t.detach().clone() for n, t in (state or {}).items()},
+                     lambda step: {}, _function_step(model_or_fn))
+    else:
+        raise TypeError("compile_step takes an nn.Module or a step function")
+    return CompiledStep(spec, flags, cache_root, check_hazards, seed)
+
+
+def collecting():
+    """Whether this process is collecting graphs for `kiln precompile`."""
+    return os.environ.get("KILN_EXTRACT_GRAPHS_ONLY") == "1"

@@ -1,0 +1,151 @@
+//===- Bindings.cpp - the runtime, seen from Python (kiln._kiln) ----------===//
+//
+// A thin layer: graphs cross as serialized .kgraph.pb bytes and tensors as
+// raw bytes in the graph's dtype, so that the Python side needs nothing but
+// the generated kgraph_pb2 and torch, and the C++ side stays the one place
+// that derives keys, talks to the cache and runs the simulator. Every error
+// becomes kiln.KilnError with the C++ message. Long calls release the GIL.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cache/Key.h"
+#include "compiler/graph/GraphFile.h"
+#include "runtime/session/Session.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+using namespace kiln;
+
+namespace {
+
+/// The exception type Python sees (kiln.KilnError, a RuntimeError).
+PyObject *kilnError = nullptr;
+
+[[noreturn]] void raise(llvm::Error error) {
+  PyErr_SetString(kilnError, llvm::toString(std::move(error)).c_str());
+  throw py::error_already_set();
+}
+
+template <typename T> T take(llvm::Expected<T> value) {
+  if (!value) {
+    raise(value.takeError());
+  }
+  return std::move(*value);
+}
+
+proto::Graph parse(const py::bytes &bytes) {
+  return take(graph::parseGraph(std::string(bytes), "<python graph>"));
+}
+
+runtime::SessionOptions sessionOptions(const std::vector<std::string> &flags,
+                                       const std::string &cacheRoot) {
+  runtime::SessionOptions base;
+  base.compile = take(CompileOptions::parse(flags));
+  base.cacheRoot = cacheRoot;
+  return take(runtime::SessionOptions::fromEnvironment(std::move(base)));
+}
+
+const char *outcomeName(std::optional<cache::Outcome> outcome) {
+  if (!outcome) {
+    return "collected";
+  }
+  switch (*outcome) {
+  case cache::Outcome::Hit:
+    return "hit";
+  case cache::Outcome::Compiled:
+    return "compiled";
+  case cache::Outcome::InMemory:
+    return "compiled-not-cached";
+  }
+  return "unknown";
+}
+
+} // namespace
+
+PYBIND11_MODULE(_kiln, m) {
+  m.doc() = "Kiln's runtime bindings; use the kiln package, not this module";
+  kilnError =
+      PyErr_NewException("kiln._kiln.KilnError", PyExc_RuntimeError, nullptr);
+  m.attr("KilnError") = py::handle(kilnError);
+
+  m.def(
+      "derive_key",
+      [](const py::bytes &graph, const std::vector<std::string> &flags) {
+        proto::Graph g = parse(graph);
+        CompileOptions options = sessionOptions(flags, "").compile;
+        return take(cache::deriveKey(g, options)).hex;
+      },
+      py::arg("graph"), py::arg("flags") = std::vector<std::string>(),
+      "The cache key of a serialized graph compiled with `flags` on top of "
+      "KILN_CC_FLAGS: the same key every Kiln tool derives.");
+
+  m.def("build_id", &cache::thisBuild,
+        "This compiler build (\"<version> <git hash>\").");
+
+  py::class_<runtime::Session>(m, "Session")
+      .def(py::init([](const py::bytes &graph,
+                       const std::vector<std::string> &flags,
+                       const std::string &cacheRoot, bool checkHazards) {
+             proto::Graph g = parse(graph);
+             runtime::SessionOptions options = sessionOptions(flags, cacheRoot);
+             options.checkHazards = checkHazards;
+             py::gil_scoped_release release;
+             return take(runtime::Session::open(std::move(g), options));
+           }),
+           py::arg("graph"), py::arg("flags") = std::vector<std::string>(),
+           py::arg("cache_root") = "", py::arg("check_hazards") = false)
+      .def(
+          "set_input",
+          [](runtime::Session &s, const std::string &name,
+             const py::bytes &bytes) {
+            std::string data(bytes);
+            if (llvm::Error error = s.setInput(name, data)) {
+              raise(std::move(error));
+            }
+          },
+          py::arg("name"), py::arg("data"))
+      .def("run",
+           [](runtime::Session &s) {
+             llvm::Expected<runtime::StepStats> stats =
+                 llvm::createStringError("not run");
+             {
+               py::gil_scoped_release release;
+               stats = s.run();
+             }
+             runtime::StepStats st = take(std::move(stats));
+             py::dict out;
+             out["modelled_seconds"] = st.modelledSeconds;
+             out["mfu"] = st.mfu;
+             out["wall_seconds"] = st.wallSeconds;
+             return out;
+           })
+      .def(
+          "read",
+          [](const runtime::Session &s, const std::string &name) {
+            return py::bytes(take(s.read(name)));
+          },
+          py::arg("name"))
+      .def_property_readonly("key",
+                             [](const runtime::Session &s) { return s.key().hex; })
+      .def_property_readonly(
+          "outcome",
+          [](const runtime::Session &s) { return outcomeName(s.outcome()); })
+      .def_property_readonly("collecting", &runtime::Session::collecting)
+      .def_property_readonly("compile_seconds",
+                             &runtime::Session::compileSeconds)
+      .def_property_readonly("steps", &runtime::Session::steps)
+      .def("cache_stats", [](const runtime::Session &s) {
+        const cache::Stats &st = s.cacheStats();
+        py::dict out;
+        out["hits"] = st.hits;
+        out["misses"] = st.misses;
+        out["compiles"] = st.compiles;
+        out["failures"] = st.failures;
+        out["corrupt"] = st.corrupt;
+        out["lease_waits"] = st.leaseWaits;
+        out["compile_seconds"] = st.compileSeconds;
+        return out;
+      });
+}

@@ -1,0 +1,433 @@
+//===- Session.cpp - a compiled training step, resident on a NeuronCore ---===//
+
+#include "runtime/session/Session.h"
+
+#include "compiler/driver/Compiler.h"
+#include "compiler/graph/GraphFile.h"
+#include "compiler/target/FloatFormats.h"
+#include "compiler/target/Isa.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::runtime {
+
+using graph::canonicalBytes;
+using graph::dtypeName;
+using graph::dtypeSize;
+
+namespace {
+
+bool envFlag(const char *name) {
+  const char *value = std::getenv(name);
+  return value && std::string(value) == "1";
+}
+
+double nowSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t elementCount(const proto::TensorType &type) {
+  int64_t n = 1;
+  for (int64_t d : type.shape()) {
+    n *= d;
+  }
+  return n;
+}
+
+/// The compile function the cache calls on a miss: the whole pipeline.
+llvm::Expected<std::string> compileGraph(const proto::Graph &graph,
+                                         const CompileOptions &options) {
+  auto artifact = kiln::compile(graph, options);
+  if (!artifact) {
+    return artifact.takeError();
+  }
+  return artifact::writeArtifact(*artifact);
+}
+
+/// The graph type of value `value` (inputs first, then node results).
+std::optional<proto::TensorType> valueType(const proto::Graph &graph,
+                                           uint32_t value) {
+  if (value < static_cast<uint32_t>(graph.inputs_size())) {
+    return graph.inputs(value).type();
+  }
+  uint32_t first = graph.inputs_size();
+  for (const proto::Node &node : graph.nodes()) {
+    if (value < first + node.results_size()) {
+      return node.results(value - first);
+    }
+    first += node.results_size();
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+llvm::Expected<SessionOptions>
+SessionOptions::fromEnvironment(SessionOptions base) {
+  auto compile = CompileOptions::fromEnvironment(base.compile);
+  if (!compile) {
+    return compile.takeError();
+  }
+  base.compile = std::move(*compile);
+  base.collectOnly = base.collectOnly || envFlag("KILN_EXTRACT_GRAPHS_ONLY");
+  base.stochasticRounding =
+      base.stochasticRounding || envFlag("KILN_STOCHASTIC_ROUNDING");
+  if (base.graphsDir.empty()) {
+    if (const char *dir = std::getenv("KILN_GRAPHS_DIR")) {
+      base.graphsDir = dir;
+    }
+  }
+  return base;
+}
+
+llvm::Expected<std::string> defaultGraphsDir(llvm::StringRef cacheRoot) {
+  std::string root =
+      cacheRoot.empty() ? cache::Cache::defaultRoot() : cacheRoot.str();
+  auto store = cache::Store::open(root, cache::Store::optionsFromEnvironment());
+  if (!store) {
+    return store.takeError();
+  }
+  return store->subdir("collected");
+}
+
+llvm::Error recordGraph(const proto::Graph &graph,
+                        const CompileOptions &options, const cache::Key &key,
+                        llvm::StringRef dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    return llvm::createStringError("cannot create the graphs directory '" +
+                                   dir + "': " + ec.message());
+  }
+  auto bytes = canonicalBytes(graph);
+  if (!bytes) {
+    return bytes.takeError();
+  }
+  std::string flags;
+  for (const std::string &flag : options.toFlags()) {
+    flags += flag + "\n";
+  }
+  // The flags first: precompile takes a graph as collected once its
+  // .kgraph.pb exists, so that file is published last.
+  for (auto [suffix, content] :
+       {std::pair<const char *, const std::string *>{".flags", &flags},
+        {".kgraph.pb", &*bytes}}) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, key.hex + suffix);
+    if (llvm::sys::fs::exists(path)) {
+      continue;
+    }
+    llvm::SmallString<256> temp;
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+            path + ".tmp-%%%%%%%%", fd, temp)) {
+      return llvm::createStringError("cannot write into '" + dir +
+                                     "': " + ec.message());
+    }
+    {
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << *content;
+      out.flush();
+      if (out.has_error()) {
+        std::string message = out.error().message();
+        out.clear_error();
+        llvm::sys::fs::remove(temp);
+        return llvm::createStringError("cannot write '" + temp +
+                                       "': " + message);
+      }
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+      llvm::sys::fs::remove(temp);
+      return llvm::createStringError("cannot publish '" + path +
+                                     "': " + ec.message());
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
+                                                       SessionOptions options) {
+  std::unique_ptr<Session> session(new Session());
+  session->source = std::move(graph);
+  session->options = std::move(options);
+  const proto::Graph &g = session->source;
+  const SessionOptions &o = session->options;
+  auto fail = [&](llvm::Error error) {
+    return llvm::createStringError("graph '" + g.name() +
+                                   "': " + llvm::toString(std::move(error)));
+  };
+
+  auto key = cache::deriveKey(g, o.compile);
+  if (!key) {
+    return fail(key.takeError());
+  }
+  session->cacheKey = std::move(*key);
+
+  // The graph's type of every input and output.
+  for (const proto::Input &input : g.inputs()) {
+    session->places[input.name()] = {input.name(), input.type()};
+  }
+  for (const proto::Output &output : g.outputs()) {
+    auto type = valueType(g, output.value());
+    if (!type) {
+      return fail(llvm::createStringError("output '" + output.name() +
+                                          "' names no value"));
+    }
+    // An input keeps its own entry: read() of an updated parameter's input
+    // name reads the updated value, which is what a caller wants.
+    session->places.try_emplace(output.name(), Place{"", *type});
+  }
+
+  if (o.collectOnly) {
+    std::string dir = o.graphsDir;
+    if (dir.empty()) {
+      auto fallback = defaultGraphsDir(o.cacheRoot);
+      if (!fallback) {
+        return fail(fallback.takeError());
+      }
+      dir = *fallback;
+    }
+    if (llvm::Error error = recordGraph(g, o.compile, session->cacheKey, dir)) {
+      return fail(std::move(error));
+    }
+    return session;
+  }
+
+  auto cache = o.cacheRoot.empty() ? cache::Cache::openDefault()
+                                   : cache::Cache::open(o.cacheRoot);
+  if (!cache) {
+    return fail(cache.takeError());
+  }
+  auto result = cache->getOrCompile(g, o.compile, compileGraph);
+  session->stats = cache->stats();
+  if (!result) {
+    return fail(result.takeError());
+  }
+  session->cacheOutcome = result->outcome;
+  session->compileTime = result->compileSeconds;
+  session->artifact =
+      std::make_unique<artifact::Artifact>(std::move(result->artifact));
+
+  // Where each input and output lives on the device.
+  llvm::StringMap<const kneff::Buffer *> buffers;
+  for (const kneff::Buffer &b : session->artifact->manifest.buffers()) {
+    buffers[b.name()] = &b;
+  }
+  for (const proto::Input &input : g.inputs()) {
+    if (!buffers.count(input.name())) {
+      return fail(llvm::createStringError(
+          "the artifact has no buffer for input '" + input.name() + "'"));
+    }
+  }
+  for (const proto::Output &output : g.outputs()) {
+    Place &where = session->places[output.name()];
+    if (!where.buffer.empty()) {
+      continue; // an input's own name
+    }
+    where.buffer = output.name();
+    // Written in place into an input's buffer: updated parameters and state,
+    // and outputs that return an input unchanged.
+    if (!buffers.count(where.buffer)) {
+      uint32_t value = output.value();
+      if (output.aliases_input() >= 0) {
+        where.buffer = g.inputs(output.aliases_input()).name();
+      } else if (value < static_cast<uint32_t>(g.inputs_size())) {
+        where.buffer = g.inputs(value).name();
+      } else {
+        return fail(llvm::createStringError(
+            "the artifact has no buffer for output '" + output.name() + "'"));
+      }
+    }
+  }
+
+  sim::SimOptions simOptions;
+  simOptions.checkHazards = o.checkHazards;
+  simOptions.stochasticRounding = o.stochasticRounding;
+  simOptions.worldSize = o.compile.worldSize;
+  session->simulator =
+      std::make_unique<sim::Simulator>(*session->artifact, simOptions);
+  return session;
+}
+
+llvm::Expected<const Session::Place *>
+Session::place(llvm::StringRef name) const {
+  auto it = places.find(name);
+  if (it == places.end()) {
+    return llvm::createStringError("graph '" + source.name() +
+                                   "' has no input or output '" + name + "'");
+  }
+  return &it->second;
+}
+
+llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef bytes) {
+  const proto::Input *input = nullptr;
+  for (const proto::Input &candidate : source.inputs()) {
+    if (candidate.name() == name) {
+      input = &candidate;
+    }
+  }
+  if (!input) {
+    return llvm::createStringError("graph '" + source.name() +
+                                   "' has no input '" + name + "'");
+  }
+  size_t expected = elementCount(input->type()) *
+                    dtypeSize(input->type().dtype());
+  if (bytes.size() != expected) {
+    return llvm::createStringError(
+        "graph '" + source.name() + "': input '" + name + "' takes " +
+        llvm::Twine(expected) + " bytes (" +
+        dtypeName(input->type().dtype()) + "), got " +
+        llvm::Twine(bytes.size()));
+  }
+  if (collecting()) {
+    return llvm::Error::success();
+  }
+  const kneff::Buffer *buffer = nullptr;
+  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+    if (b.name() == name) {
+      buffer = &b;
+    }
+  }
+  auto device = toDevice(bytes, input->type().dtype(), buffer->dtype(),
+                         "input '" + name.str() + "'");
+  if (!device) {
+    return device.takeError();
+  }
+  return simulator->setBuffer(name, *device);
+}
+
+llvm::Expected<StepStats> Session::run() {
+  ++stepCount;
+  if (collecting()) {
+    return StepStats{};
+  }
+  double start = nowSeconds();
+  auto result = simulator->run();
+  if (!result) {
+    return llvm::createStringError("graph '" + source.name() + "', step " +
+                                   llvm::Twine(stepCount) + ": " +
+                                   llvm::toString(result.takeError()));
+  }
+  if (!result->hazards.empty()) {
+    return llvm::createStringError(
+        "graph '" + source.name() + "': the hazard checker found " +
+        llvm::Twine(result->hazards.size()) +
+        " unordered access pairs; first: " + result->hazards.front());
+  }
+  return StepStats{result->makespanSeconds, result->mfu, nowSeconds() - start};
+}
+
+llvm::Expected<std::string> Session::read(llvm::StringRef name) const {
+  auto where = place(name);
+  if (!where) {
+    return where.takeError();
+  }
+  if (collecting()) {
+    return std::string(elementCount((*where)->type) *
+                           dtypeSize((*where)->type.dtype()),
+                       '\0');
+  }
+  auto bytes = simulator->getBuffer((*where)->buffer);
+  if (!bytes) {
+    return bytes.takeError();
+  }
+  uint32_t deviceDtype = 0;
+  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+    if (b.name() == (*where)->buffer) {
+      deviceDtype = b.dtype();
+    }
+  }
+  return fromDevice(*bytes, (*where)->type.dtype(), deviceDtype);
+}
+
+llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,
+                                     uint32_t deviceDtype,
+                                     llvm::StringRef what) {
+  auto device = static_cast<isa::DType>(deviceDtype);
+  switch (dtype) {
+  case proto::I64: {
+    std::string out(bytes.size() / 2, '\0');
+    for (size_t i = 0; i < bytes.size() / 8; ++i) {
+      int64_t value;
+      std::memcpy(&value, bytes.data() + 8 * i, 8);
+      if (value < INT32_MIN || value > INT32_MAX) {
+        return llvm::createStringError(
+            what + ": element " + llvm::Twine(i) + " (" + llvm::Twine(value) +
+            ") does not fit the device's i32");
+      }
+      int32_t narrow = static_cast<int32_t>(value);
+      std::memcpy(out.data() + 4 * i, &narrow, 4);
+    }
+    return out;
+  }
+  case proto::I1: {
+    std::string out(bytes.size() * 4, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      float value = bytes[i] ? 1.0f : 0.0f;
+      std::memcpy(out.data() + 4 * i, &value, 4);
+    }
+    return out;
+  }
+  case proto::F32:
+    if (device == isa::DType::BF16) { // an auto-cast input
+      std::string out(bytes.size() / 2, '\0');
+      for (size_t i = 0; i < bytes.size() / 4; ++i) {
+        float value;
+        std::memcpy(&value, bytes.data() + 4 * i, 4);
+        uint16_t bits = numerics::floatToBF16Bits(value);
+        std::memcpy(out.data() + 2 * i, &bits, 2);
+      }
+      return out;
+    }
+    return bytes.str();
+  default:
+    return bytes.str();
+  }
+}
+
+std::string fromDevice(llvm::StringRef bytes, proto::DType dtype,
+                       uint32_t deviceDtype) {
+  auto device = static_cast<isa::DType>(deviceDtype);
+  switch (dtype) {
+  case proto::I64: {
+    std::string out(bytes.size() * 2, '\0');
+    for (size_t i = 0; i < bytes.size() / 4; ++i) {
+      int32_t narrow;
+      std::memcpy(&narrow, bytes.data() + 4 * i, 4);
+      int64_t value = narrow;
+      std::memcpy(out.data() + 8 * i, &value, 8);
+    }
+    return out;
+  }
+  case proto::I1: {
+    std::string out(bytes.size() / 4, '\0');
+    for (size_t i = 0; i < out.size(); ++i) {
+      float value;
+      std::memcpy(&value, bytes.data() + 4 * i, 4);
+      out[i] = value != 0.0f;
+    }
+    return out;
+  }
+  case proto::F32:
+    if (device == isa::DType::BF16) {
+      std::string out(bytes.size() * 2, '\0');
+      for (size_t i = 0; i < bytes.size() / 2; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes.data() + 2 * i, 2);
+        float value = numerics::bf16BitsToFloat(bits);
+        std::memcpy(out.data() + 4 * i, &value, 4);
+      }
+      return out;
+    }
+    return bytes.str();
+  default:
+    return bytes.str();
+  }
+}
+
+} // namespace kiln::runtime
