@@ -164,7 +164,8 @@ def _copy(cx, node):
     return cx.broadcast(cx.cast(cx.v(node.args[1]), dtype), shape)
 
 
-@converts("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "flatten",
+@converts("view", "_unsafe_view", "_reshape_alias", "reshape", "unsqueeze",
+          "squeeze", "flatten",
           "unflatten", "view_as", "reshape_as")
 def _reshape(cx, node):
     return cx.reshape(cx.v(node.args[0]), cx.out()[1])
@@ -230,6 +231,44 @@ def _select(cx, node):
     sliced = cx.w.one("slice", [x], x.dtype, kept, start=starts, limit=limits,
                       stride=[1] * x.rank)
     return cx.reshape(sliced, cx.out()[1])
+
+
+def _pad(cx, g, dim, before, after):
+    """`g` with `before` and `after` zeros along `dim` (slice backwards)."""
+    pieces = []
+    for size in (before, None, after):
+        if size is None:
+            pieces.append(g)
+        elif size > 0:
+            shape = list(g.shape)
+            shape[dim] = size
+            pieces.append(cx.broadcast(cx.scalar(0, g.dtype), shape))
+    if len(pieces) == 1:
+        return g
+    shape = list(g.shape)
+    shape[dim] = g.shape[dim] + before + after
+    return cx.w.one("concat", pieces, g.dtype, shape, dim=dim)
+
+
+@converts("select_backward")
+def _select_backward(cx, node):
+    grad, sizes, dim, index = cx.v(node.args[0]), list(node.args[1]), node.args[2], node.args[3]
+    dim %= len(sizes)
+    index %= sizes[dim]
+    kept = list(sizes)
+    kept[dim] = 1
+    return _pad(cx, cx.reshape(grad, kept), dim, index, sizes[dim] - index - 1)
+
+
+@converts("slice_backward")
+def _slice_backward(cx, node):
+    grad, sizes, dim, start, end, step = node.args[:6]
+    grad = cx.v(grad)
+    dim %= len(sizes)
+    start, end, _ = slice(start, end, step).indices(sizes[dim])
+    if step != 1:
+        raise ConversionError("the backward of a strided slice is not supported")
+    return _pad(cx, grad, dim, start, sizes[dim] - start - grad.shape[dim])
 
 
 def _split(cx, x, dim, sizes):
@@ -493,6 +532,21 @@ def _arange(cx, node):
     if start != 0:
         iota = cx.binary("add", iota, start, dtype, shape)
     return iota
+
+
+@converts("tril", "triu")
+def _triangle(cx, node):
+    x = cx.v(node.args[0])
+    diagonal = node.args[1] if len(node.args) > 1 else 0
+    dtype, shape = cx.out()
+    grid = tuple(shape[-2:])
+    rows = cx.w.one("iota", [], torch.int32, grid, dim=0)
+    cols = cx.w.one("iota", [], torch.int32, grid, dim=1)
+    offset = cx.binary("sub", cols, rows, torch.int32, grid)
+    direction = "le" if node.target.overloadpacket.__name__ == "tril" else "ge"
+    keep = cx.w.one("compare", [offset, cx.broadcast(cx.scalar(diagonal, torch.int32), grid)],
+                    torch.bool, grid, direction=direction)
+    return cx.w.one("select", [keep, x, cx.scalar(0, dtype)], dtype, shape)
 
 
 # ---------------------------------------------------------------------------

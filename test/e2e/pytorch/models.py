@@ -1,0 +1,100 @@
+"""Small models of the three families the front end must train exactly:
+an MLP, a BERT-style classifier and a GPT-style causal language model.
+Written the way PyTorch users write them (nn.Module, standard layers)."""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, inputs=64, hidden=128, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, hidden, heads, causal):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.causal = causal
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).split(h, dim=-1)
+        q = q.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+        k = k.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+        v = v.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(h // self.heads)
+        if self.causal:
+            mask = torch.ones(s, s, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~mask, float("-inf"))
+        attn = scores.softmax(dim=-1)
+        out = (attn @ v).transpose(1, 2).reshape(b, s, h)
+        return self.proj(out)
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads, causal, pre_norm):
+        super().__init__()
+        self.attn = SelfAttention(hidden, heads, causal)
+        self.ln1 = nn.LayerNorm(hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.ff1 = nn.Linear(hidden, 4 * hidden)
+        self.ff2 = nn.Linear(4 * hidden, hidden)
+        self.pre_norm = pre_norm
+
+    def forward(self, x):
+        if self.pre_norm:  # GPT
+            x = x + self.attn(self.ln1(x))
+            return x + self.ff2(F.gelu(self.ff1(self.ln2(x)), approximate="tanh"))
+        x = self.ln1(x + self.attn(x))  # BERT
+        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
+
+
+class BertClassifier(nn.Module):
+    def __init__(self, vocab=100, hidden=64, heads=4, layers=2, seq=16, classes=3):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(seq, hidden)
+        self.ln = nn.LayerNorm(hidden)
+        self.layers = nn.ModuleList(Block(hidden, heads, False, False) for _ in range(layers))
+        self.pooler = nn.Linear(hidden, hidden)
+        self.classifier = nn.Linear(hidden, classes)
+        self.register_buffer("position_ids", torch.arange(seq))
+
+    def forward(self, ids):
+        x = self.ln(self.tokens(ids) + self.positions(self.position_ids))
+        for layer in self.layers:
+            x = layer(x)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        return self.classifier(pooled)
+
+
+class GptLM(nn.Module):
+    def __init__(self, vocab=96, hidden=64, heads=4, layers=2, seq=16):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(seq, hidden)
+        self.layers = nn.ModuleList(Block(hidden, heads, True, True) for _ in range(layers))
+        self.ln = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        self.register_buffer("position_ids", torch.arange(seq))
+
+    def forward(self, ids):
+        x = self.tokens(ids) + self.positions(self.position_ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln(x))
+
+
+def lm_loss(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
