@@ -142,4 +142,13 @@ llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
   return emit::assembleProgram(*program);
 }
 
+llvm::Expected<std::string> compileToBytes(const proto::Graph &graph,
+                                           const CompileOptions &options) {
+  auto artifact = compile(graph, options);
+  if (!artifact) {
+    return artifact.takeError();
+  }
+  return artifact::writeArtifact(*artifact);
+}
+
 } // namespace kiln

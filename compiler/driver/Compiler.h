@@ -53,6 +53,10 @@ llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
                                            const CompileOptions &options,
                                            const CompileHooks &hooks = {});
 
+/// compile() then the artifact's bytes: the cache's CompileFunction.
+llvm::Expected<std::string> compileToBytes(const proto::Graph &graph,
+                                           const CompileOptions &options);
+
 } // namespace kiln
 
 #endif // KILN_COMPILER_DRIVER_COMPILER_H

@@ -16,7 +16,6 @@
 
 namespace kiln::runtime {
 
-using graph::canonicalBytes;
 using graph::dtypeName;
 using graph::dtypeSize;
 
@@ -39,16 +38,6 @@ int64_t elementCount(const proto::TensorType &type) {
     n *= d;
   }
   return n;
-}
-
-/// The compile function the cache calls on a miss: the whole pipeline.
-llvm::Expected<std::string> compileGraph(const proto::Graph &graph,
-                                         const CompileOptions &options) {
-  auto artifact = kiln::compile(graph, options);
-  if (!artifact) {
-    return artifact.takeError();
-  }
-  return artifact::writeArtifact(*artifact);
 }
 
 /// The graph type of value `value` (inputs first, then node results).
@@ -104,10 +93,14 @@ llvm::Error recordGraph(const proto::Graph &graph,
     return llvm::createStringError("cannot create the graphs directory '" +
                                    dir + "': " + ec.message());
   }
-  auto bytes = canonicalBytes(graph);
-  if (!bytes) {
-    return bytes.takeError();
+  // As traced, names and source locations included (they make precompile's
+  // report and errors readable); the key is over the canonical form anyway.
+  std::string serialized;
+  if (!graph.SerializeToString(&serialized)) {
+    return llvm::createStringError("cannot serialize graph '" + graph.name() +
+                                   "'");
   }
+  const std::string *bytes = &serialized;
   std::string flags;
   for (const std::string &flag : options.toFlags()) {
     flags += flag + "\n";
@@ -116,7 +109,7 @@ llvm::Error recordGraph(const proto::Graph &graph,
   // .kgraph.pb exists, so that file is published last.
   for (auto [suffix, content] :
        {std::pair<const char *, const std::string *>{".flags", &flags},
-        {".kgraph.pb", &*bytes}}) {
+        {".kgraph.pb", bytes}}) {
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, key.hex + suffix);
     if (llvm::sys::fs::exists(path)) {
@@ -203,7 +196,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   if (!cache) {
     return fail(cache.takeError());
   }
-  auto result = cache->getOrCompile(g, o.compile, compileGraph);
+  auto result = cache->getOrCompile(g, o.compile, kiln::compileToBytes);
   session->stats = cache->stats();
   if (!result) {
     return fail(result.takeError());

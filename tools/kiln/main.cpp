@@ -7,6 +7,7 @@
 
 #include "tools/kiln/CacheCommand.h"
 #include "tools/kiln/Commands.h"
+#include "tools/kiln/Precompile.h"
 #include "tools/kiln/ToolSupport.h"
 
 #include "compiler/Version.h"
@@ -25,10 +26,18 @@ static llvm::cl::SubCommand
     cacheCommand("cache", "Inspect and maintain the compile cache (kiln cache "
                           "--help)");
 
+static llvm::cl::SubCommand precompileCommand(
+    "precompile", "Collect a training command's graphs and compile them into "
+                  "the cache (kiln precompile --help)");
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (argc >= 2 && llvm::StringRef(argv[1]) == "cache") {
     return kiln::tool::runCacheCommand(
+        std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc >= 2 && llvm::StringRef(argv[1]) == "precompile") {
+    return kiln::tool::runPrecompileCommand(
         std::vector<std::string>(argv + 2, argv + argc));
   }
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {

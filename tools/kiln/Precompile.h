@@ -1,0 +1,73 @@
+//===- Precompile.h - kiln precompile: collect, then compile in parallel -*- C++ -*-===//
+//
+// `kiln precompile -- <training command>` runs the command in graph-
+// collection mode (the runtime's sessions record every graph they would run
+// into a graphs directory, deduplicated by cache key across every worker),
+// then compiles each collected graph through the cache's getOrCompile in a
+// pool of child processes: a crashing or hanging compile costs one graph,
+// never the run. docs/precompile.md is the user guide.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_PRECOMPILE_H
+#define KILN_TOOLS_KILN_PRECOMPILE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::tool {
+
+struct PrecompileOptions {
+  std::string cacheRoot;
+  std::string graphsDir;
+  int jobs = 1;
+  int maxRetries = 1;
+  double timeoutSeconds = 3600;
+  bool keepGoing = false;
+  bool retryFailed = false;
+  int shardIndex = 0, shardCount = 1;
+  std::string reportPath;
+  /// Print a live progress line (a terminal) or one line per graph.
+  bool live = false;
+};
+
+/// One collected graph and what compiling it did.
+struct GraphJob {
+  std::string path;       // <graphs>/<key>.kgraph.pb
+  std::string name;       // the graph's name
+  std::string key;        // the key derived now (what the cache uses)
+  std::vector<std::string> flags;
+  std::string status = "pending"; // hit, compiled, failed, timeout, skipped
+  std::string error;
+  double seconds = 0;
+  int64_t artifactBytes = 0;
+  int attempts = 0;
+};
+
+/// Runs `command` with KILN_EXTRACT_GRAPHS_ONLY=1 and KILN_GRAPHS_DIR set;
+/// returns its exit status (128 + signal when killed), or an error when it
+/// could not start.
+llvm::Expected<int> collectGraphs(llvm::ArrayRef<std::string> command,
+                                  const PrecompileOptions &options);
+
+/// The graphs in the graphs directory that belong to this shard, sorted by
+/// key. Unreadable graphs come back as failed jobs naming the file.
+llvm::Expected<std::vector<GraphJob>>
+listGraphs(const PrecompileOptions &options);
+
+/// Compiles every job (in place), `options.jobs` at a time.
+void compileGraphs(std::vector<GraphJob> &jobs,
+                   const PrecompileOptions &options);
+
+/// The summary table and, with --report, the JSON report.
+llvm::Error reportJobs(const std::vector<GraphJob> &jobs,
+                       const PrecompileOptions &options, double wallSeconds);
+
+int runPrecompileCommand(llvm::ArrayRef<std::string> argv);
+
+} // namespace kiln::tool
+
+#endif // KILN_TOOLS_KILN_PRECOMPILE_H

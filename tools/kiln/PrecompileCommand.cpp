@@ -1,0 +1,246 @@
+//===- PrecompileCommand.cpp - kiln precompile [options] -- <command> -----===//
+//
+// Parses its own arguments (everything after `--` is the training command,
+// passed through untouched) and runs the steps Precompile.h describes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/Precompile.h"
+#include "tools/kiln/ToolSupport.h"
+
+#include "cache/Cache.h"
+#include "runtime/session/Session.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <thread>
+#include <unistd.h>
+
+namespace kiln::tool {
+
+namespace {
+
+constexpr const char *kUsage =
+    R"(usage: kiln precompile [options] -- <training command...>
+       kiln precompile --command compile|clean|clear-locks [options]
+
+Runs the training command with KILN_EXTRACT_GRAPHS_ONLY=1 (every step call
+records its graph and returns zeros without running), then compiles every
+unique graph into the cache in parallel.
+
+  --cache DIR           cache root (default $KILN_CACHE_URL, else ~/.cache/kiln)
+  --graphs DIR          where collected graphs go (default <cache>/kiln-<v>/collected)
+  --command C           all (default): collect, then compile; collect; compile
+                        (graphs already collected); clean (delete collected
+                        graphs); clear-locks (delete every compile lease)
+  -j N, --jobs N        compiles at a time (default: one per core)
+  --max-retries N       retries of a failed or timed-out compile (default 1)
+  --timeout SECONDS     per-graph compile time limit (default 3600)
+  --keep-going          compile the rest after a failure
+  --retry-failed        compile graphs the cache remembers as failed
+  --shard I/N           compile only shard I of N (0-based), for job arrays
+  --report FILE         write a JSON report: graph, key, status, seconds, bytes
+  --no-progress         one line per graph instead of a live progress line
+Exit status: 0 when every graph is in the cache; 1 when a graph failed or the
+training command failed during collection; 2 for bad usage.
+)";
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int usageError(const llvm::Twine &message) {
+  llvm::errs() << "kiln: error: precompile: " << message
+               << " (kiln precompile --help)\n";
+  return BadInput;
+}
+
+} // namespace
+
+int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
+  PrecompileOptions options;
+  options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.live = ::isatty(2);
+  std::string command = "all";
+  std::vector<std::string> training;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    llvm::StringRef arg = argv[i];
+    if (arg == "--") {
+      training.assign(argv.begin() + i + 1, argv.end());
+      break;
+    }
+    if (arg == "--help" || arg == "-h") {
+      llvm::outs() << kUsage;
+      return Success;
+    }
+    auto [name, inlineValue] = arg.split('=');
+    bool hasInline = arg.contains('=');
+    if (name.starts_with("-j") && name.size() > 2) {
+      inlineValue = name.drop_front(2);
+      name = "-j";
+      hasInline = true;
+    }
+    auto value = [&]() -> std::optional<std::string> {
+      if (hasInline) {
+        return inlineValue.str();
+      }
+      if (i + 1 < argv.size()) {
+        return argv[++i];
+      }
+      return std::nullopt;
+    };
+    auto number = [&](int &out, int min) -> bool {
+      auto text = value();
+      return text && !llvm::StringRef(*text).getAsInteger(10, out) && out >= min;
+    };
+    if (name == "--keep-going") {
+      options.keepGoing = true;
+    } else if (name == "--retry-failed") {
+      options.retryFailed = true;
+    } else if (name == "--no-progress") {
+      options.live = false;
+    } else if (name == "--cache") {
+      auto v = value();
+      if (!v) {
+        return usageError("--cache needs a directory");
+      }
+      options.cacheRoot = *v;
+    } else if (name == "--graphs") {
+      auto v = value();
+      if (!v) {
+        return usageError("--graphs needs a directory");
+      }
+      options.graphsDir = *v;
+    } else if (name == "--command") {
+      auto v = value();
+      if (!v || !llvm::is_contained({"all", "collect", "compile", "clean",
+                                     "clear-locks"},
+                                    *v)) {
+        return usageError("--command takes all, collect, compile, clean or "
+                          "clear-locks");
+      }
+      command = *v;
+    } else if (name == "-j" || name == "--jobs") {
+      if (!number(options.jobs, 1)) {
+        return usageError("-j needs a positive number");
+      }
+    } else if (name == "--max-retries") {
+      if (!number(options.maxRetries, 0)) {
+        return usageError("--max-retries needs a number >= 0");
+      }
+    } else if (name == "--timeout") {
+      auto v = value();
+      if (!v || llvm::StringRef(*v).getAsDouble(options.timeoutSeconds) ||
+          options.timeoutSeconds <= 0) {
+        return usageError("--timeout needs a positive number of seconds");
+      }
+    } else if (name == "--shard") {
+      auto v = value();
+      auto [index, count] = llvm::StringRef(v.value_or("")).split('/');
+      if (!v || index.getAsInteger(10, options.shardIndex) ||
+          count.getAsInteger(10, options.shardCount) ||
+          options.shardCount < 1 || options.shardIndex < 0 ||
+          options.shardIndex >= options.shardCount) {
+        return usageError("--shard takes I/N with 0 <= I < N, e.g. 0/4");
+      }
+    } else if (name == "--report") {
+      auto v = value();
+      if (!v) {
+        return usageError("--report needs a file");
+      }
+      options.reportPath = *v;
+    } else {
+      return usageError("unknown option '" + arg + "'");
+    }
+  }
+  bool collects = command == "all" || command == "collect";
+  if (collects && training.empty()) {
+    return usageError("give the training command after --");
+  }
+  if (!collects && !training.empty()) {
+    return usageError("--command " + command + " takes no training command");
+  }
+
+  if (options.cacheRoot.empty()) {
+    options.cacheRoot = cache::Cache::defaultRoot();
+  }
+  auto store = cache::Store::open(options.cacheRoot,
+                                  cache::Store::optionsFromEnvironment());
+  if (!store) {
+    return reportError(store.takeError());
+  }
+  options.cacheRoot = store->root().str();
+  if (options.graphsDir.empty()) {
+    options.graphsDir = store->subdir("collected");
+  } else {
+    llvm::SmallString<256> absolute(options.graphsDir);
+    llvm::sys::fs::make_absolute(absolute);
+    options.graphsDir = absolute.str().str();
+  }
+
+  if (command == "clean" || command == "clear-locks") {
+    std::string dir = command == "clean"
+                          ? options.graphsDir
+                          : llvm::sys::path::parent_path(store->leasePath("x")).str();
+    std::error_code ec = llvm::sys::fs::remove_directories(dir);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return reportError(llvm::createStringError("cannot remove '" + dir +
+                                                 "': " + ec.message()));
+    }
+    llvm::outs() << "removed " << dir << "\n";
+    return Success;
+  }
+
+  double start = now();
+  int collectStatus = 0;
+  if (collects) {
+    llvm::errs() << "precompile: collecting graphs: " << llvm::join(training, " ")
+                 << "\n";
+    auto status = collectGraphs(training, options);
+    if (!status) {
+      return reportError(status.takeError());
+    }
+    collectStatus = *status;
+  }
+  auto jobs = listGraphs(options);
+  if (!jobs) {
+    return reportError(jobs.takeError());
+  }
+  if (collectStatus != 0) {
+    llvm::errs() << "kiln: error: precompile: the training command failed "
+                    "during collection (exit status "
+                 << collectStatus << "); compiling the " << jobs->size()
+                 << " graphs it recorded before it stopped\n";
+  }
+  if (command == "collect") {
+    llvm::outs() << jobs->size() << " graphs collected in " << options.graphsDir
+                 << "\n";
+    return collectStatus == 0 ? Success : InternalFailure;
+  }
+  llvm::errs() << "precompile: " << jobs->size() << " graphs"
+               << (options.shardCount > 1
+                       ? llvm::formatv(" in shard {0}/{1}", options.shardIndex,
+                                       options.shardCount)
+                             .str()
+                       : "")
+               << ", -j" << options.jobs << ", cache " << options.cacheRoot
+               << "\n";
+  compileGraphs(*jobs, options);
+  if (llvm::Error error = reportJobs(*jobs, options, now() - start)) {
+    return reportError(std::move(error));
+  }
+  bool allCached = std::all_of(jobs->begin(), jobs->end(), [](const GraphJob &j) {
+    return j.status == "hit" || j.status == "compiled";
+  });
+  return allCached && collectStatus == 0 ? Success : InternalFailure;
+}
+
+} // namespace kiln::tool
