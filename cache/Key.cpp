@@ -20,7 +20,7 @@ std::string compilerBuildId() {
          " kneff " + std::to_string(artifact::kFormatMajor) + "." +
          std::to_string(artifact::kFormatMinor) + " kgraph " +
          std::to_string(graph::kGraphFormatVersion) + " schema " +
-         artifact::schemaHash().substr(0, 16);
+         llvm::toHex(artifact::schemaHash(), /*LowerCase=*/true).substr(0, 16);
 }
 
 std::string artifactBuild(const artifact::Artifact &artifact) {

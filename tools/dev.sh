@@ -21,7 +21,7 @@ PACKAGES=(
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
   libzip-dev zlib1g-dev libdnnl-dev libssl-dev iproute2
-  python3-torch python3-numpy python3-protobuf
+  python3-torch python3-numpy python3-protobuf python3-dev pybind11-dev
   dataset-fashion-mnist
 )
 

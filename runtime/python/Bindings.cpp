@@ -20,12 +20,14 @@ using namespace kiln;
 
 namespace {
 
-/// The exception type Python sees (kiln.KilnError, a RuntimeError).
-PyObject *kilnError = nullptr;
+/// What Python sees as kiln.KilnError (a RuntimeError). A C++ exception,
+/// not PyErr_SetString, so that it may be thrown while the GIL is released.
+struct KilnException : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 [[noreturn]] void raise(llvm::Error error) {
-  PyErr_SetString(kilnError, llvm::toString(std::move(error)).c_str());
-  throw py::error_already_set();
+  throw KilnException(llvm::toString(std::move(error)));
 }
 
 template <typename T> T take(llvm::Expected<T> value) {
@@ -66,9 +68,7 @@ const char *outcomeName(std::optional<cache::Outcome> outcome) {
 
 PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's runtime bindings; use the kiln package, not this module";
-  kilnError =
-      PyErr_NewException("kiln._kiln.KilnError", PyExc_RuntimeError, nullptr);
-  m.attr("KilnError") = py::handle(kilnError);
+  py::register_exception<KilnException>(m, "KilnError", PyExc_RuntimeError);
 
   m.def(
       "derive_key",

@@ -199,7 +199,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   auto result = cache->getOrCompile(g, o.compile, kiln::compileToBytes);
   session->stats = cache->stats();
   if (!result) {
-    return fail(result.takeError());
+    return result.takeError(); // the cache's errors name the graph and key
   }
   session->cacheOutcome = result->outcome;
   session->compileTime = result->compileSeconds;

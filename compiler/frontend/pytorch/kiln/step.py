@@ -45,6 +45,15 @@ def _tensor_from(data, dtype, shape):
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
 
 
+def _check_batch(batch):
+    batch = tuple(torch.as_tensor(b) for b in batch)
+    for i, t in enumerate(batch):
+        if t.dtype not in TORCH_DTYPES.values():
+            raise TypeError(f"batch input {i} is {t.dtype}; Kiln steps take float32, "
+                            "bfloat16, float16, int32, int64 and bool tensors")
+    return batch
+
+
 def _signature(batch):
     return tuple((tuple(t.shape), t.dtype) for t in batch)
 
@@ -78,7 +87,7 @@ class CompiledStep:
 
     def __call__(self, *batch):
         """Runs one training step on `batch`; returns the loss (a 0-d tensor)."""
-        batch = tuple(torch.as_tensor(b) for b in batch)
+        batch = _check_batch(batch)
         compiled = self._compiled_for(batch)
         self.steps += 1
         self._bind_state(compiled)
@@ -134,8 +143,10 @@ class CompiledStep:
         return total
 
     def graph(self, *batch):
-        """The kgraph protobuf for `batch`'s signature (traced if needed)."""
-        return self._compiled_for(tuple(torch.as_tensor(b) for b in batch)).graph
+        """The kgraph protobuf for `batch`'s signature (traced, not compiled)."""
+        batch = _check_batch(batch)
+        compiled = self._sessions.get(_signature(batch))
+        return compiled.graph if compiled else build_graph(self._spec, batch)
 
     # -- internals ----------------------------------------------------------
 

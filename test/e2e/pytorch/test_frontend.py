@@ -1,0 +1,133 @@
+"""What a user of kiln.compile_step relies on besides the numbers: errors
+that name the op and the model line, keys that do not depend on the
+process, collection mode, new batch shapes, resident parameters."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+import models
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+KEY_SCRIPT = """
+import torch, torch.nn.functional as F, kiln, models
+torch.manual_seed(int(__import__('sys').argv[1]))
+model = models.BertClassifier()
+step = kiln.compile_step(model, F.cross_entropy, kiln.optim.AdamW(lr=1e-3))
+graph = step.graph(torch.zeros(4, 16, dtype=torch.long), torch.zeros(4, dtype=torch.long))
+print(kiln.derive_key(graph.SerializeToString()))
+"""
+
+
+class CumsumModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(x).cumsum(dim=1)  # the unsupported line
+
+
+class FrontEndTest(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.TemporaryDirectory()
+        os.environ["KILN_CACHE_URL"] = self.cache.name
+        os.environ.pop("KILN_EXTRACT_GRAPHS_ONLY", None)
+        torch.manual_seed(0)
+
+    def tearDown(self):
+        self.cache.cleanup()
+
+    def test_unsupported_op_names_op_and_line(self):
+        step = kiln.compile_step(CumsumModel(), F.cross_entropy, kiln.optim.SGD(lr=0.1))
+        with self.assertRaises(kiln.UnsupportedOpError) as caught:
+            step(torch.randn(2, 8), torch.tensor([0, 1]))
+        message = str(caught.exception)
+        self.assertIn("aten.cumsum", message)
+        self.assertIn("test_frontend.py", message)
+        self.assertIn("in forward", message)
+
+    def test_same_key_in_two_processes(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        keys = set()
+        # Different seeds: initial weights are inputs, not part of the key.
+        for seed in ("1", "2"):
+            out = subprocess.run([sys.executable, "-c", KEY_SCRIPT, seed], cwd=HERE,
+                                 env=env, capture_output=True, text=True, check=True)
+            keys.add(out.stdout.strip())
+        self.assertEqual(len(keys), 1, keys)
+        self.assertRegex(keys.pop(), "^[0-9a-f]{64}$")
+
+    def test_collection_mode_records_and_returns_zeros(self):
+        graphs = tempfile.mkdtemp(dir=self.cache.name)
+        os.environ["KILN_EXTRACT_GRAPHS_ONLY"] = "1"
+        os.environ["KILN_GRAPHS_DIR"] = graphs
+        try:
+            step = kiln.compile_step(models.MLP(16, 32, 4), F.cross_entropy,
+                                     kiln.optim.SGD(lr=0.1))
+            loss = step(torch.randn(8, 16), torch.randint(0, 4, (8,)))
+            self.assertEqual(float(loss), 0.0)
+            self.assertEqual(step.outcomes, {step.key: "collected"})
+            self.assertEqual(step.cache_stats()["compiles"], 0)
+            files = sorted(os.listdir(graphs))
+            self.assertEqual(files, [step.key + ".flags", step.key + ".kgraph.pb"])
+        finally:
+            del os.environ["KILN_EXTRACT_GRAPHS_ONLY"]
+            del os.environ["KILN_GRAPHS_DIR"]
+
+    def test_new_batch_shape_carries_parameters_over(self):
+        model = models.MLP(16, 32, 4)
+        reference = models.MLP(16, 32, 4)
+        reference.load_state_dict(model.state_dict())
+        opt = kiln.optim.SGD(lr=0.1, momentum=0.9)
+        step = kiln.compile_step(model, F.cross_entropy, opt)
+        torch_opt = kiln.optim.torch_optimizer(opt, reference.parameters())
+        for n in (8, 8, 5, 8):
+            x, y = torch.randn(n, 16), torch.randint(0, 4, (n,))
+            got = float(step(x, y))
+            torch_opt.zero_grad()
+            loss = F.cross_entropy(reference(x), y)
+            loss.backward()
+            torch_opt.step()
+            self.assertAlmostEqual(got, float(loss), delta=1e-4 * float(loss))
+        self.assertEqual(len(step.keys), 2)
+        step.copy_to(model)
+        for (name, a), b in zip(model.named_parameters(), reference.parameters()):
+            self.assertTrue(torch.allclose(a, b, atol=1e-5), name)
+
+    def test_wrong_batch_dtype_is_a_clear_error(self):
+        step = kiln.compile_step(models.MLP(16, 32, 4), F.cross_entropy, kiln.optim.SGD(lr=0.1))
+        step(torch.randn(8, 16), torch.randint(0, 4, (8,)))
+        with self.assertRaises(Exception) as caught:
+            step(torch.randn(8, 16, dtype=torch.float64), torch.randint(0, 4, (8,)))
+        self.assertIn("float64", str(caught.exception))
+
+    def test_dropout_becomes_seeded_kgraph_dropout(self):
+        model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.25), nn.Linear(8, 2))
+        step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1))
+        graph = step.graph(torch.randn(4, 8), torch.tensor([0, 1, 0, 1]))
+        ops = [n.op for n in graph.nodes]
+        self.assertIn("dropout", ops)
+        seeds = [i for i in graph.inputs if i.name == "seed"]
+        self.assertEqual(len(seeds), 1)
+        dropout = next(n for n in graph.nodes if n.op == "dropout")
+        p = next(a.value.f for a in dropout.attributes if a.name == "p")
+        self.assertAlmostEqual(p, 0.25)
+
+    def test_supported_op_table_is_documented(self):
+        with open(os.path.join(HERE, "..", "..", "..", "docs", "pytorch.md")) as f:
+            doc = f.read()
+        missing = [op for op in kiln.SUPPORTED_OPS if f"`{op}`" not in doc]
+        self.assertEqual(missing, [], "ops missing from docs/pytorch.md")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,109 @@
+"""kiln precompile end to end: a real training script collected, its graphs
+compiled into a cache, then the same script trains with zero compiles."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KILN = os.path.join(os.environ["KILN_BIN"], "kiln")
+TRAIN = [sys.executable, os.path.join(HERE, "train_tiny.py")]
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class PrecompileTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.cache = os.path.join(self.dir, "cache")
+        self.env = dict(os.environ, KILN_CACHE_URL=self.cache,
+                        PYTHONPATH=os.pathsep.join(sys.path))
+        self.env.pop("KILN_EXTRACT_GRAPHS_ONLY", None)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def kiln(self, *args, check=True):
+        out = subprocess.run([KILN, "precompile", "--no-progress", *args], env=self.env,
+                             cwd=HERE, capture_output=True, text=True)
+        if check and out.returncode != 0:
+            self.fail(f"kiln precompile {args} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+        return out
+
+    def train(self, *args):
+        out = subprocess.run(TRAIN + list(args), env=self.env, cwd=HERE,
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def test_precompile_then_train_with_zero_compiles(self):
+        report = os.path.join(self.dir, "report.json")
+        out = self.kiln("--report", report, "-j", "2", "--", *TRAIN, "--steps", "5")
+        self.assertIn("2 graphs: 2 compiled", out.stdout)
+        graphs = load_json(report)["graphs"]
+        self.assertEqual([g["status"] for g in graphs], ["compiled", "compiled"])
+        self.assertTrue(all(g["graph"] == "MLP" and g["artifact_bytes"] > 0 for g in graphs))
+
+        run = self.train("--steps", "5")
+        self.assertEqual(run["stats"]["compiles"], 0, run)
+        self.assertEqual(run["stats"]["hits"], 2, run)
+        self.assertEqual(sorted(run["keys"]), sorted(g["key"] for g in graphs))
+        self.assertGreater(run["loss"], 0)
+
+        again = self.kiln("--", *TRAIN, "--steps", "5")  # everything cached now
+        self.assertIn("0 compiled, 2 already cached", again.stdout)
+
+    def test_crash_during_collection_still_compiles_what_was_recorded(self):
+        out = self.kiln("--", *TRAIN, "--crash-after", "1", check=False)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("failed during collection (exit status 3)", out.stderr)
+        self.assertIn("1 graphs: 1 compiled", out.stdout)
+        run = self.train("--steps", "1")
+        self.assertEqual(run["stats"]["compiles"], 0)
+
+    def test_collect_then_compile_in_shards(self):
+        graphs = os.path.join(self.dir, "graphs")
+        self.kiln("--command", "collect", "--graphs", graphs, "--", *TRAIN,
+                  "--batches", "4,8,12,16")
+        keys = set()
+        for shard in ("0/2", "1/2"):
+            report = os.path.join(self.dir, f"shard{shard[0]}.json")
+            self.kiln("--command", "compile", "--graphs", graphs, "--shard", shard,
+                      "--report", report)
+            keys |= {g["key"] for g in load_json(report)["graphs"]}
+        self.assertEqual(len(keys), 4)
+        run = self.train("--batches", "4,8,12,16")
+        self.assertEqual(run["stats"]["compiles"], 0)
+        self.kiln("--command", "clean", "--graphs", graphs)
+        self.assertFalse(os.path.exists(graphs))
+
+    def test_failed_graph_fails_the_run_and_keep_going_compiles_the_rest(self):
+        graphs = os.path.join(self.dir, "graphs")
+        self.kiln("--command", "collect", "--graphs", graphs, "--", *TRAIN)
+        broken = sorted(f for f in os.listdir(graphs) if f.endswith(".kgraph.pb"))[0]
+        with open(os.path.join(graphs, broken), "r+b") as f:
+            f.write(b"\xff\xff\xff\xff")
+        out = self.kiln("--command", "compile", "--graphs", graphs, "--keep-going",
+                        "--max-retries", "0", check=False)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("1 compiled", out.stdout)
+        self.assertIn("1 failed", out.stdout)
+        self.assertIn(broken[:16], out.stdout)
+
+    def test_bad_usage(self):
+        out = self.kiln("--shard", "3/2", "--", "true", check=False)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--shard", out.stderr)
+        out = self.kiln(check=False)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("training command", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
