@@ -322,13 +322,24 @@ listGraphs(const PrecompileOptions &options) {
 
 void compileGraphs(std::vector<GraphJob> &jobs,
                    const PrecompileOptions &options) {
-  std::vector<size_t> queue;
+  // Largest graphs first (longest-processing-time order): a big graph
+  // started last would leave the other workers idle at the end.
+  std::vector<std::pair<uint64_t, size_t>> bySize;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].status == "pending") {
-      queue.push_back(i);
+      uint64_t size = 0;
+      if (llvm::sys::fs::file_size(jobs[i].path, size)) {
+        size = 0;
+      }
+      bySize.push_back({size, i});
     }
   }
-  std::reverse(queue.begin(), queue.end());
+  std::stable_sort(bySize.begin(), bySize.end(),
+                   [](auto &a, auto &b) { return a.first < b.first; });
+  std::vector<size_t> queue; // popped from the back
+  for (auto &[size, index] : bySize) {
+    queue.push_back(index);
+  }
   std::vector<Running> running;
   size_t total = jobs.size(), done = total - queue.size(), failed = 0;
   for (const GraphJob &job : jobs) {

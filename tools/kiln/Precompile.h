@@ -5,7 +5,7 @@
 // into a graphs directory, deduplicated by cache key across every worker),
 // then compiles each collected graph through the cache's getOrCompile in a
 // pool of child processes: a crashing or hanging compile costs one graph,
-// never the run. docs/precompile.md is the user guide.
+// never the run. docs/pytorch.md is the user guide.
 //
 //===----------------------------------------------------------------------===//
 
