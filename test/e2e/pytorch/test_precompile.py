@@ -59,6 +59,14 @@ class PrecompileTest(unittest.TestCase):
         again = self.kiln("--", *TRAIN, "--steps", "5")  # everything cached now
         self.assertIn("0 compiled, 2 already cached", again.stdout)
 
+    def test_graphs_of_several_workers_are_deduplicated(self):
+        # Four workers of one job (as a launcher starts them) record the same
+        # two graphs; precompile compiles each once. (torchrun itself fails on
+        # Debian's torch 1.13 with Python 3.11, so a shell launches them.)
+        workers = " & ".join(f"RANK={r} {' '.join(TRAIN)}" for r in range(4)) + "; wait"
+        out = self.kiln("--", "/bin/sh", "-c", workers)
+        self.assertIn("2 graphs: 2 compiled", out.stdout)
+
     def test_crash_during_collection_still_compiles_what_was_recorded(self):
         out = self.kiln("--", *TRAIN, "--crash-after", "1", check=False)
         self.assertEqual(out.returncode, 1)
