@@ -22,6 +22,9 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
   libzip-dev zlib1g-dev libdnnl-dev libssl-dev iproute2
   python3-torch python3-numpy python3-protobuf python3-dev pybind11-dev
+  # Debian's torch otherwise runs on the reference BLAS: tracing and the
+  # eager comparisons in the tests would be ~20x slower.
+  libopenblas0-pthread
   dataset-fashion-mnist
 )
 
