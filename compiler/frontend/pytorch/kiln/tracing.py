@@ -15,11 +15,14 @@ in ``step.py`` flatten dictionaries of parameters and state around it.
 """
 
 import contextlib
+import os
+import sys
 
 import torch
 import torch.fx
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import PythonKeyTracer, make_fx
+import functorch
 from functorch import functionalize
 from torch.fx.passes.shape_prop import ShapeProp
 
@@ -64,6 +67,17 @@ def trace(fn, example_args):
     return functional
 
 
+# Frames in these directories are library frames, not the model's.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (torch, functorch, sys.modules[__name__.rpartition(".")[0]])
+)
+
+
+def _frame_file(frame):
+    return frame.split('"')[1] if frame.count('"') >= 2 else ""
+
+
 def user_frame(stack_trace):
     """The innermost frame of a node's stack outside torch and Kiln.
 
@@ -74,8 +88,9 @@ def user_frame(stack_trace):
     lines = [l.strip() for l in stack_trace.splitlines()]
     frames = [l for l in lines if l.startswith('File "')]
     for frame in frames:
-        if frame.startswith('File "<'):
+        path = _frame_file(frame)
+        if path.startswith("<"):
             continue  # generated code (fx, lambdas compiled from strings)
-        if '/torch/' not in frame and '/functorch/' not in frame and '/kiln/' not in frame:
+        if not os.path.abspath(path).startswith(_LIBRARY_DIRS):
             return frame
     return frames[-1] if frames else None
