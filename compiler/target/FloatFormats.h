@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace kiln::numerics {
 
@@ -46,6 +47,30 @@ inline uint16_t floatToHalfBits(float value) {
 inline float halfBitsToFloat(uint16_t bits) {
   return llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits))
       .convertToFloat();
+}
+
+/// A buffer of f32 values as bf16 values (rounded), and back: how host f32
+/// arrays meet device bf16 buffers (`kiln run`, runtime sessions).
+inline std::string f32BytesToBF16Bytes(const char *f32, size_t bytes) {
+  std::string out(bytes / 2, '\0');
+  for (size_t i = 0; i < bytes / 4; ++i) {
+    float value;
+    std::memcpy(&value, f32 + 4 * i, 4);
+    uint16_t bits = floatToBF16Bits(value);
+    std::memcpy(out.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+inline std::string bf16BytesToF32Bytes(const char *bf16, size_t bytes) {
+  std::string out(bytes * 2, '\0');
+  for (size_t i = 0; i < bytes / 2; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, bf16 + 2 * i, 2);
+    float value = bf16BitsToFloat(bits);
+    std::memcpy(out.data() + 4 * i, &value, 4);
+  }
+  return out;
 }
 
 } // namespace kiln::numerics

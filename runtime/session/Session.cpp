@@ -368,14 +368,7 @@ llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,
   }
   case proto::F32:
     if (device == isa::DType::BF16) { // an auto-cast input
-      std::string out(bytes.size() / 2, '\0');
-      for (size_t i = 0; i < bytes.size() / 4; ++i) {
-        float value;
-        std::memcpy(&value, bytes.data() + 4 * i, 4);
-        uint16_t bits = numerics::floatToBF16Bits(value);
-        std::memcpy(out.data() + 2 * i, &bits, 2);
-      }
-      return out;
+      return numerics::f32BytesToBF16Bytes(bytes.data(), bytes.size());
     }
     return bytes.str();
   default:
@@ -408,14 +401,7 @@ std::string fromDevice(llvm::StringRef bytes, proto::DType dtype,
   }
   case proto::F32:
     if (device == isa::DType::BF16) {
-      std::string out(bytes.size() * 2, '\0');
-      for (size_t i = 0; i < bytes.size() / 2; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, bytes.data() + 2 * i, 2);
-        float value = numerics::bf16BitsToFloat(bits);
-        std::memcpy(out.data() + 4 * i, &value, 4);
-      }
-      return out;
+      return numerics::bf16BytesToF32Bytes(bytes.data(), bytes.size());
     }
     return bytes.str();
   default:

@@ -64,28 +64,6 @@ proto::DType fileDtype(isa::DType dtype) {
   return proto::F32;
 }
 
-std::string f32ToBF16Bytes(llvm::StringRef f32) {
-  std::string out(f32.size() / 2, '\0');
-  for (size_t i = 0; i < f32.size() / 4; ++i) {
-    float value;
-    std::memcpy(&value, f32.data() + 4 * i, 4);
-    uint16_t b = numerics::floatToBF16Bits(value);
-    std::memcpy(out.data() + 2 * i, &b, 2);
-  }
-  return out;
-}
-
-std::string bf16ToF32Bytes(llvm::StringRef bf16) {
-  std::string out(bf16.size() * 2, '\0');
-  for (size_t i = 0; i < bf16.size() / 2; ++i) {
-    uint16_t b;
-    std::memcpy(&b, bf16.data() + 2 * i, 2);
-    float value = numerics::bf16BitsToFloat(b);
-    std::memcpy(out.data() + 4 * i, &value, 4);
-  }
-  return out;
-}
-
 std::string shapeText(llvm::ArrayRef<int64_t> shape) {
   std::string s;
   for (int64_t d : shape) {
@@ -137,7 +115,7 @@ int runRun() {
           graph::dtypeName(it->second.dtype) + shapeText(it->second.shape)));
     }
     std::string bytes = dtype == isa::DType::BF16
-                            ? f32ToBF16Bytes(it->second.data)
+                            ? numerics::f32BytesToBF16Bytes(it->second.data.data(), it->second.data.size())
                             : it->second.data;
     if (llvm::Error err = simulator.setBuffer(b.name(), bytes)) {
       return reportError(std::move(err));
@@ -185,7 +163,7 @@ int runRun() {
       a.name = b.name();
       a.dtype = fileDtype(dtype);
       a.shape.assign(b.shape().begin(), b.shape().end());
-      a.data = dtype == isa::DType::BF16 ? bf16ToF32Bytes(*bytes) : *bytes;
+      a.data = dtype == isa::DType::BF16 ? numerics::bf16BytesToF32Bytes(bytes->data(), bytes->size()) : *bytes;
       outputs.push_back(std::move(a));
     }
     if (llvm::Error err = io::writeArrays(outputPath, outputs)) {
