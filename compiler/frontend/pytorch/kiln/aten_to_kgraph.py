@@ -19,7 +19,6 @@ import operator
 
 import torch
 
-from . import kgraph_pb2 as pb
 from .graph_writer import GraphWriter, Value
 from .tracing import user_frame
 

@@ -5,7 +5,6 @@ result in node order. The writer knows each value's dtype and shape, so the
 converter can insert the casts and broadcasts kgraph's stricter ops need.
 """
 
-import struct
 
 import torch
 

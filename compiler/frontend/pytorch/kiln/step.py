@@ -13,7 +13,6 @@ zero-filled outputs without running anything.
 """
 
 import os
-import time
 
 import torch
 from torch.nn.utils.stateless import functional_call
@@ -21,7 +20,7 @@ from torch.nn.utils.stateless import functional_call
 from . import _kiln
 from . import kgraph_pb2 as pb
 from .aten_to_kgraph import Context, convert_nodes, uses_randomness
-from .graph_writer import TORCH_DTYPES, GraphWriter, kgraph_dtype
+from .graph_writer import TORCH_DTYPES, GraphWriter
 from .optim import Optimizer
 from .tracing import trace
 
