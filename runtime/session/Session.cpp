@@ -163,7 +163,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
 
   // The graph's type of every input and output.
   for (const proto::Input &input : g.inputs()) {
-    session->places[input.name()] = {input.name(), input.type()};
+    session->places[input.name()] = {input.name(), input.type(), true};
   }
   for (const proto::Output &output : g.outputs()) {
     auto type = valueType(g, output.value());
@@ -237,6 +237,9 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
       }
     }
   }
+  for (auto &entry : session->places) {
+    entry.second.deviceDtype = buffers[entry.second.buffer]->dtype();
+  }
 
   sim::SimOptions simOptions;
   simOptions.checkHazards = o.checkHazards;
@@ -258,35 +261,23 @@ Session::place(llvm::StringRef name) const {
 }
 
 llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef bytes) {
-  const proto::Input *input = nullptr;
-  for (const proto::Input &candidate : source.inputs()) {
-    if (candidate.name() == name) {
-      input = &candidate;
-    }
-  }
-  if (!input) {
+  auto it = places.find(name);
+  if (it == places.end() || !it->second.input) {
     return llvm::createStringError("graph '" + source.name() +
                                    "' has no input '" + name + "'");
   }
-  size_t expected = elementCount(input->type()) *
-                    dtypeSize(input->type().dtype());
+  const Place &where = it->second;
+  size_t expected = elementCount(where.type) * dtypeSize(where.type.dtype());
   if (bytes.size() != expected) {
     return llvm::createStringError(
         "graph '" + source.name() + "': input '" + name + "' takes " +
-        llvm::Twine(expected) + " bytes (" +
-        dtypeName(input->type().dtype()) + "), got " +
-        llvm::Twine(bytes.size()));
+        llvm::Twine(expected) + " bytes (" + dtypeName(where.type.dtype()) +
+        "), got " + llvm::Twine(bytes.size()));
   }
   if (collecting()) {
     return llvm::Error::success();
   }
-  const kneff::Buffer *buffer = nullptr;
-  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
-    if (b.name() == name) {
-      buffer = &b;
-    }
-  }
-  auto device = toDevice(bytes, input->type().dtype(), buffer->dtype(),
+  auto device = toDevice(bytes, where.type.dtype(), where.deviceDtype,
                          "input '" + name.str() + "'");
   if (!device) {
     return device.takeError();
@@ -329,13 +320,7 @@ llvm::Expected<std::string> Session::read(llvm::StringRef name) const {
   if (!bytes) {
     return bytes.takeError();
   }
-  uint32_t deviceDtype = 0;
-  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
-    if (b.name() == (*where)->buffer) {
-      deviceDtype = b.dtype();
-    }
-  }
-  return fromDevice(*bytes, (*where)->type.dtype(), deviceDtype);
+  return fromDevice(*bytes, (*where)->type.dtype(), (*where)->deviceDtype);
 }
 
 llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,

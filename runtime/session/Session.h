@@ -94,6 +94,8 @@ private:
   struct Place {
     std::string buffer;          // the artifact buffer holding it
     proto::TensorType type;      // the graph's type
+    bool input = false;          // an input (setInput takes it)
+    uint32_t deviceDtype = 0;    // the buffer's dtype (set when compiled)
   };
   llvm::Expected<const Place *> place(llvm::StringRef name) const;
 

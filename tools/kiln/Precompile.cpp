@@ -193,7 +193,7 @@ void finishJob(GraphJob &job, const Running &run, int status) {
   job.artifactBytes = object->getInteger("bytes").value_or(0);
 }
 
-std::string clock(double seconds) {
+std::string minutesSeconds(double seconds) {
   int s = static_cast<int>(seconds + 0.5);
   char text[32];
   std::snprintf(text, sizeof text, "%d:%02d", s / 60, s % 60);
@@ -360,12 +360,12 @@ void compileGraphs(std::vector<GraphJob> &jobs,
       double perGraph = finishedSeconds / finishedCompiles;
       double remaining = (queue.size() + running.size()) * perGraph /
                          std::max(1, options.jobs);
-      eta = clock(remaining);
+      eta = minutesSeconds(remaining);
     }
     llvm::errs() << llvm::formatv(
         "\r\033[Kprecompile: {0}/{1} done, {2} running, {3} failed, "
         "elapsed {4}, ETA {5}",
-        done, total, running.size(), failed, clock(now() - start), eta);
+        done, total, running.size(), failed, minutesSeconds(now() - start), eta);
     llvm::errs().flush();
   };
 

@@ -671,19 +671,13 @@ def _embedding_backward(cx, node):
                     num_weights=int(node.args[2]), padding_idx=int(node.args[3]))
 
 
-@converts("index_select")
+@converts("index_select", "gather")
 def _index_select(cx, node):
+    # Both take (input, dim, index); kgraph names the op the same way.
     dtype, shape = cx.out()
     x = cx.v(node.args[0])
-    return cx.w.one("index_select", [x, cx.v(node.args[2])], dtype, shape,
-                    dim=node.args[1] % x.rank)
-
-
-@converts("gather")
-def _gather(cx, node):
-    dtype, shape = cx.out()
-    x = cx.v(node.args[0])
-    return cx.w.one("gather", [x, cx.v(node.args[2])], dtype, shape,
+    return cx.w.one(node.target.overloadpacket.__name__,
+                    [x, cx.v(node.args[2])], dtype, shape,
                     dim=node.args[1] % x.rank)
 
 
