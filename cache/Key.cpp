@@ -35,9 +35,11 @@ std::string thisBuild() {
 
 namespace {
 
+/// Collectives, or gradients that data parallelism averages: the graphs
+/// whose artifact depends on the group's size.
 bool hasCollectives(const proto::Graph &graph) {
   for (const auto &node : graph.nodes()) {
-    if (node.op() == "all_reduce") {
+    if (node.op() == "all_reduce" || node.op() == "gradient") {
       return true;
     }
   }
@@ -89,7 +91,7 @@ llvm::Expected<Key> deriveKey(const proto::Graph &graph,
            (collective && options.worldSize > 1 ? "ring" : "single"),
        "target kind, cores per artifact and topology"});
   for (auto &[name, value] : options.keyFields()) {
-    if (name == "world-size") {
+    if (name == "world-size" || name == "bucket-bytes") {
       continue; // keyed below, only where it changes the artifact
     }
     key.fields.push_back({"option." + name, value, "compile option " + name});
@@ -97,6 +99,11 @@ llvm::Expected<Key> deriveKey(const proto::Graph &graph,
   key.fields.push_back(
       {"world-size", collective ? std::to_string(options.worldSize) : "n/a",
        "data-parallel world size (only for graphs with collectives)"});
+  key.fields.push_back(
+      {"bucket-bytes",
+       collective && options.worldSize > 1 ? std::to_string(options.bucketBytes)
+                                           : "n/a",
+       "gradient bucket size (only for data-parallel compiles)"});
   key.fields.push_back(
       {"salt", salt.str(), "KILN_CACHE_SALT, for deliberate separation"});
   key.hex = hashFields(key.fields);

@@ -59,3 +59,8 @@ find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
 kiln_require(Python3_FOUND "Python 3 headers" "python3-dev")
 find_package(pybind11 CONFIG QUIET)
 kiln_require(pybind11_FOUND "pybind11" "pybind11-dev")
+
+# Collectives between data-parallel workers.
+find_package(Gloo CONFIG QUIET)
+kiln_require(Gloo_FOUND "Gloo" "libgloo-dev")
+find_package(Threads REQUIRED)

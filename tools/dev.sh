@@ -25,6 +25,7 @@ PACKAGES=(
   # Debian's torch otherwise runs on the reference BLAS: tracing and the
   # eager comparisons in the tests would be ~20x slower.
   libopenblas0-pthread
+  libgloo-dev fortunes-min
   dataset-fashion-mnist
 )
 

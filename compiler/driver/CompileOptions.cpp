@@ -16,13 +16,15 @@ CompileOptions::keyFields() const {
   return {{"target", target},
           {"opt-level", std::to_string(optLevel)},
           {"auto-cast", autoCast},
-          {"world-size", std::to_string(worldSize)}};
+          {"world-size", std::to_string(worldSize)},
+          {"bucket-bytes", std::to_string(bucketBytes)}};
 }
 
 std::vector<std::string> CompileOptions::toFlags() const {
   return {"--target=" + target, "-O" + std::to_string(optLevel),
           "--auto-cast=" + autoCast,
-          "--world-size=" + std::to_string(worldSize)};
+          "--world-size=" + std::to_string(worldSize),
+          "--bucket-bytes=" + std::to_string(bucketBytes)};
 }
 
 llvm::Expected<CompileOptions>
@@ -71,6 +73,12 @@ CompileOptions::parse(llvm::ArrayRef<std::string> flags, CompileOptions base) {
         return fail("--world-size needs a positive integer");
       }
       o.worldSize = size;
+    } else if (name == "--bucket-bytes") {
+      int64_t bytes = 0;
+      if (!takeValue() || value.getAsInteger(10, bytes) || bytes < 1) {
+        return fail("--bucket-bytes needs a positive integer");
+      }
+      o.bucketBytes = bytes;
     } else {
       return fail("unknown option '" + flag + "'");
     }

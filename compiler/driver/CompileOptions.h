@@ -26,6 +26,9 @@ struct CompileOptions {
   /// Workers of the data-parallel group; only graphs with collectives are
   /// compiled differently for different sizes.
   int worldSize = 1;
+  /// The largest bucket of gradients one all-reduce averages (data-parallel
+  /// compiles only).
+  int64_t bucketBytes = 4 << 20;
 
   /// name=value for every option, in a fixed order, defaults written out.
   std::vector<std::pair<std::string, std::string>> keyFields() const;
@@ -34,7 +37,8 @@ struct CompileOptions {
   std::vector<std::string> toFlags() const;
 
   /// Parses command-line style flags (`--target trn2`, `-O1`,
-  /// `--auto-cast=bf16`, `--world-size 4`) on top of `base`.
+  /// `--auto-cast=bf16`, `--world-size 4`,
+  /// `--bucket-bytes 1048576`) on top of `base`.
   static llvm::Expected<CompileOptions> parse(llvm::ArrayRef<std::string> flags,
                                               CompileOptions base);
   static llvm::Expected<CompileOptions>

@@ -61,6 +61,10 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
     return llvm::Error::success();
   }
   OpPassManager &func = pm.nest<func::FuncOp>();
+  graph_passes::KGraphDataParallelOptions dataParallel;
+  dataParallel.worldSize = options.worldSize;
+  dataParallel.bucketBytes = options.bucketBytes;
+  func.addPass(graph_passes::createKGraphDataParallel(dataParallel));
   func.addPass(graph_passes::createKGraphDecompose());
   func.addPass(graph_passes::createKGraphAssignLayout());
   func.addPass(createCanonicalizerPass());

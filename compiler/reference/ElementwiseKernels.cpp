@@ -288,6 +288,10 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
         }
         return R(Results{std::move(out)});
       })
+      .Case([&](GradientOp) {
+        // Averaging a gradient over a group of one is the identity.
+        return R(Results{*in[0]});
+      })
       .Case([&](AllReduceOp) {
         // A single-process reference run is a data-parallel group of one:
         // sum and mean over one worker are the identity.

@@ -512,4 +512,24 @@ def KGraph_AllReduceOp : KGraph_Op<"all_reduce", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
 
+def KGraph_GradientOp : KGraph_Op<"gradient", [SameOperandsAndResultType]> {
+  let summary = "A parameter's gradient, averaged across the data-parallel group";
+  let description = [{
+    Front ends wrap each parameter's gradient in this op, between the
+    backward pass and the optimizer update. It says what data parallelism
+    needs to know and the graph cannot otherwise tell: which values are
+    gradients. `kgraph-data-parallel` replaces it with a bucketed
+    `all_reduce` (mean) when the step is compiled for more than one worker,
+    and with its operand for one; no later pass sees it. The reference
+    interpreter, a group of one, treats it as the identity.
+
+    ```mlir
+    %g = kgraph.gradient %dw {parameter = "p.fc1.weight"} : tensor<256x784xf32>
+    ```
+  }];
+  let arguments = (ins KGraph_FloatTensor:$input, StrAttr:$parameter);
+  let results = (outs KGraph_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+}
+
 #endif // KILN_KGRAPH_OPS_TD

@@ -5,6 +5,39 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
+  let summary = "Average gradients, the loss and metrics across the workers";
+  let description = [{
+    Data parallelism: every worker runs the same step on its own shard of
+    the batch, and the parameters stay identical because every worker applies
+    the *mean* gradient. With `world-size` above 1 this pass replaces the
+    `kgraph.gradient` markers with `all_reduce` (mean) ops:
+
+    - **Buckets.** The gradients are taken in program order (the order the
+      backward pass produces them) and packed into buckets of at most
+      `bucket-bytes` (one gradient larger than that is a bucket of its own),
+      as PyTorch's DDP does: each gradient is flattened, the bucket's
+      gradients are concatenated, one `all_reduce` averages the bucket, and
+      slices of its result replace the gradients. A bucket is reduced where
+      its last gradient is produced, so its collective depends on nothing
+      later in the backward pass; the engine phase's list scheduler then
+      overlaps it with the rest of the backward pass. A bucket of one
+      gradient is reduced in place, without the copies.
+    - **Loss and metrics.** Outputs whose role is `loss` or `metric` are
+      averaged too, so that every worker (and rank 0's log) sees the
+      group's figure rather than its own shard's.
+
+    With `world-size` 1 the markers are replaced by their operands and
+    nothing else changes. Either way no `kgraph.gradient` remains.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "Workers of the data-parallel group">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
+           "The largest bucket of gradients reduced by one collective">,
+  ];
+}
+
 def KGraphDecompose : Pass<"kgraph-decompose", "mlir::func::FuncOp"> {
   let summary = "Rewrite composite ops into the primitives the tile phase tiles";
   let description = [{

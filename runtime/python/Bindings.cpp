@@ -10,6 +10,7 @@
 
 #include "cache/Key.h"
 #include "compiler/graph/GraphFile.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/session/Session.h"
 
 #include <pybind11/pybind11.h>
@@ -84,18 +85,97 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("build_id", &cache::thisBuild,
         "This compiler build (\"<version> <git hash>\").");
 
+  m.def(
+      "world",
+      [] {
+        comm::World w = take(comm::World::fromEnvironment());
+        py::dict out;
+        out["rank"] = w.rank;
+        out["size"] = w.size;
+        out["local_rank"] = w.localRank;
+        out["launcher"] = w.launcher;
+        return out;
+      },
+      "The group as the launcher's environment describes it (connects to "
+      "nothing).");
+
+  py::class_<comm::Communicator, std::shared_ptr<comm::Communicator>>(
+      m, "Communicator")
+      .def_property_readonly("rank", &comm::Communicator::rank)
+      .def_property_readonly("size", &comm::Communicator::size)
+      .def(
+          "all_reduce",
+          [](comm::Communicator &c, const py::bytes &floats, bool mean) {
+            std::string data(floats);
+            if (data.size() % sizeof(float)) {
+              raise(llvm::createStringError(
+                  "all_reduce takes float32 bytes"));
+            }
+            llvm::Error error = llvm::Error::success();
+            {
+              py::gil_scoped_release release;
+              error = c.allReduce(reinterpret_cast<float *>(data.data()),
+                                  data.size() / sizeof(float),
+                                  mean ? comm::Reduction::Mean
+                                       : comm::Reduction::Sum);
+            }
+            if (error) {
+              raise(std::move(error));
+            }
+            return py::bytes(data);
+          },
+          py::arg("data"), py::arg("mean") = false)
+      .def(
+          "broadcast",
+          [](comm::Communicator &c, const py::bytes &bytes, int root) {
+            std::string data(bytes);
+            llvm::Error error = llvm::Error::success();
+            {
+              py::gil_scoped_release release;
+              error = c.broadcast(data.data(), data.size(), root);
+            }
+            if (error) {
+              raise(std::move(error));
+            }
+            return py::bytes(data);
+          },
+          py::arg("data"), py::arg("root") = 0)
+      .def("barrier", [](comm::Communicator &c) {
+        llvm::Error error = llvm::Error::success();
+        {
+          py::gil_scoped_release release;
+          error = c.barrier();
+        }
+        if (error) {
+          raise(std::move(error));
+        }
+      });
+
+  m.def(
+      "connect",
+      [] {
+        comm::World w = take(comm::World::fromEnvironment());
+        py::gil_scoped_release release;
+        return std::shared_ptr<comm::Communicator>(take(comm::connect(w)));
+      },
+      "Joins the data-parallel group the environment describes (rendezvous, "
+      "then Gloo's mesh).");
+
   py::class_<runtime::Session>(m, "Session")
       .def(py::init([](const py::bytes &graph,
                        const std::vector<std::string> &flags,
-                       const std::string &cacheRoot, bool checkHazards) {
+                       const std::string &cacheRoot, bool checkHazards,
+                       std::shared_ptr<comm::Communicator> communicator) {
              proto::Graph g = parse(graph);
              runtime::SessionOptions options = sessionOptions(flags, cacheRoot);
              options.checkHazards = checkHazards;
+             options.communicator = std::move(communicator);
              py::gil_scoped_release release;
              return take(runtime::Session::open(std::move(g), options));
            }),
            py::arg("graph"), py::arg("flags") = std::vector<std::string>(),
-           py::arg("cache_root") = "", py::arg("check_hazards") = false)
+           py::arg("cache_root") = "", py::arg("check_hazards") = false,
+           py::arg("communicator") = nullptr)
       .def(
           "set_input",
           [](runtime::Session &s, const std::string &name,
@@ -107,12 +187,12 @@ PYBIND11_MODULE(_kiln, m) {
           },
           py::arg("name"), py::arg("data"))
       .def("run",
-           [](runtime::Session &s) {
+           [](runtime::Session &s, const std::string &trace) {
              llvm::Expected<runtime::StepStats> stats =
                  llvm::createStringError("not run");
              {
                py::gil_scoped_release release;
-               stats = s.run();
+               stats = s.run(trace);
              }
              runtime::StepStats st = take(std::move(stats));
              py::dict out;
@@ -120,7 +200,8 @@ PYBIND11_MODULE(_kiln, m) {
              out["mfu"] = st.mfu;
              out["wall_seconds"] = st.wallSeconds;
              return out;
-           })
+           },
+           py::arg("trace") = "")
       .def(
           "read",
           [](const runtime::Session &s, const std::string &name) {

@@ -155,6 +155,9 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
                                    "': " + llvm::toString(std::move(error)));
   };
 
+  if (o.communicator && !o.collectOnly) {
+    session->options.compile.worldSize = o.communicator->size();
+  }
   auto key = cache::deriveKey(g, o.compile);
   if (!key) {
     return fail(key.takeError());
@@ -245,6 +248,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   simOptions.checkHazards = o.checkHazards;
   simOptions.stochasticRounding = o.stochasticRounding;
   simOptions.worldSize = o.compile.worldSize;
+  simOptions.communicator = o.communicator.get();
   session->simulator =
       std::make_unique<sim::Simulator>(*session->artifact, simOptions);
   return session;
@@ -285,7 +289,7 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef bytes) {
   return simulator->setBuffer(name, *device);
 }
 
-llvm::Expected<StepStats> Session::run() {
+llvm::Expected<StepStats> Session::run(llvm::StringRef tracePath) {
   ++stepCount;
   if (collecting()) {
     return StepStats{};
@@ -302,6 +306,11 @@ llvm::Expected<StepStats> Session::run() {
         "graph '" + source.name() + "': the hazard checker found " +
         llvm::Twine(result->hazards.size()) +
         " unordered access pairs; first: " + result->hazards.front());
+  }
+  if (!tracePath.empty()) {
+    if (llvm::Error error = sim::writeTrace(tracePath, *result)) {
+      return std::move(error);
+    }
   }
   return StepStats{result->makespanSeconds, result->mfu, nowSeconds() - start};
 }

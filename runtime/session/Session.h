@@ -21,6 +21,7 @@
 #include "cache/Cache.h"
 #include "compiler/driver/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/sim/Simulator.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -44,6 +45,10 @@ struct SessionOptions {
   /// Where collection mode writes graphs; empty means KILN_GRAPHS_DIR, else
   /// <cache>/kiln-<major>/collected.
   std::string graphsDir;
+  /// The data-parallel group the step's collectives run across; its size is
+  /// the compile's world size. Null: a group of one (and collection mode,
+  /// which needs no peers, keeps compile.worldSize as given).
+  std::shared_ptr<comm::Communicator> communicator;
   /// Defaults from the environment (KILN_CC_FLAGS, KILN_EXTRACT_GRAPHS_ONLY,
   /// KILN_GRAPHS_DIR, KILN_STOCHASTIC_ROUNDING) on top of `base`.
   static llvm::Expected<SessionOptions> fromEnvironment(SessionOptions base);
@@ -74,8 +79,9 @@ public:
   /// one byte per element). Parameters and optimizer state need binding only
   /// once: the compiled step updates them in place.
   llvm::Error setInput(llvm::StringRef name, llvm::StringRef bytes);
-  /// Runs one step. Errors name the graph.
-  llvm::Expected<StepStats> run();
+  /// Runs one step; with `tracePath`, also writes its engine timelines there
+  /// as a Chrome/Perfetto trace. Errors name the graph.
+  llvm::Expected<StepStats> run(llvm::StringRef tracePath = "");
   /// Output or input `name` after the last run, in the graph's dtype. An
   /// updated parameter reads as the input it replaces.
   llvm::Expected<std::string> read(llvm::StringRef name) const;

@@ -171,11 +171,37 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
     break;
   case isa::Opcode::Collective:
     // A group of one: sums, means, gathers and scatters are all the copy.
-    // Multi-worker groups go through the communicator (data-parallel issue).
+    // Larger groups go through executeCollective.
     out = gather(m, inst.operands[1]);
     break;
   }
   scatter(m, dst, out);
+}
+
+llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
+                              comm::Communicator *communicator) {
+  if (!communicator || communicator->size() == 1) {
+    executeReference(m, inst);
+    return llvm::Error::success();
+  }
+  auto kind = static_cast<isa::CollectiveKind>(inst.op0);
+  if (kind != isa::CollectiveKind::AllReduceSum &&
+      kind != isa::CollectiveKind::AllReduceMean) {
+    return llvm::createStringError(
+        "only all-reduce collectives run across workers (this one is an "
+        "all-gather or reduce-scatter)");
+  }
+  std::vector<double> values = gather(m, inst.operands[1]);
+  std::vector<float> wire(values.begin(), values.end());
+  if (auto e = communicator->allReduce(wire.data(), wire.size(),
+                                       kind == isa::CollectiveKind::AllReduceSum
+                                           ? comm::Reduction::Sum
+                                           : comm::Reduction::Mean)) {
+    return e;
+  }
+  values.assign(wire.begin(), wire.end());
+  scatter(m, inst.operands[0], values);
+  return llvm::Error::success();
 }
 
 void execute(MachineState &m, const isa::Instruction &inst) {

@@ -3,7 +3,10 @@
 #ifndef KILN_RUNTIME_SIM_SEMANTICS_H
 #define KILN_RUNTIME_SIM_SEMANTICS_H
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/sim/Memory.h"
+
+#include "llvm/Support/Error.h"
 
 #include <vector>
 
@@ -39,6 +42,13 @@ void execute(MachineState &m, const isa::Instruction &inst);
 /// The reference semantics alone, element by element: the specification the
 /// kernels are tested against.
 void executeReference(MachineState &m, const isa::Instruction &inst);
+/// A `collective` across the data-parallel group: the source tile is
+/// reduced through `communicator` (nullptr: a group of one, where every
+/// collective is the copy) and written to the destination. Every worker runs
+/// the same artifact with the same modelled schedule, so all reach their
+/// collectives in the same order.
+llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
+                              comm::Communicator *communicator);
 
 } // namespace kiln::sim
 

@@ -110,6 +110,13 @@ llvm::Expected<std::string> Simulator::getBuffer(llvm::StringRef name) const {
 }
 
 llvm::Expected<SimResult> Simulator::run() {
+  if (options.communicator &&
+      options.communicator->size() != options.worldSize) {
+    return llvm::createStringError(
+        "the program was compiled for " + std::to_string(options.worldSize) +
+        " workers but the group has " +
+        std::to_string(options.communicator->size()));
+  }
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
     if ((b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
         !bufferSet.lookup(b.name())) {
@@ -299,7 +306,13 @@ llvm::Expected<SimResult> Simulator::run() {
       }
     }
 
-    execute(machine, inst);
+    if (inst.opcode == isa::Opcode::Collective) {
+      if (auto e = executeCollective(machine, inst, options.communicator)) {
+        return std::move(e);
+      }
+    } else {
+      execute(machine, inst);
+    }
     for (int i = 0; i < inst.numSignals; ++i) {
       signals[inst.signalSemaphore[i]].push_back({end, clock});
     }

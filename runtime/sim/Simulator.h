@@ -14,6 +14,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "compiler/target/Timing.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/sim/Memory.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -32,6 +33,8 @@ struct SimOptions {
   uint64_t seed = 0;
   /// Workers of the data-parallel group (collectives' cost and semantics).
   int worldSize = 1;
+  /// Runs collectives across the group when worldSize > 1 (not owned).
+  comm::Communicator *communicator = nullptr;
 };
 
 struct StreamStats {

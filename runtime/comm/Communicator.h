@@ -1,0 +1,74 @@
+//===- Communicator.h - collectives across data-parallel workers -*- C++ -*-===//
+//
+// What a worker's simulated NeuronCore uses to run a compiled `collective`
+// instruction across the group. The group is described by the launcher's
+// environment (torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, mpirun's
+// OMPI_*/PMI_* variables) or by a file store on shared storage; connect()
+// rendezvous and returns the Gloo backend. Errors are llvm::Errors with one
+// line naming the rank and what went wrong: Gloo's exceptions stop here.
+// docs/distributed.md describes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_COMM_COMMUNICATOR_H
+#define KILN_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "llvm/Support/Error.h"
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace kiln::comm {
+
+enum class Reduction { Sum, Mean };
+
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Reduces `count` floats in place across the group. Every rank ends with
+  /// the same bytes, and for a fixed group size the same bytes on every run
+  /// (the ring adds in a fixed order).
+  virtual llvm::Error allReduce(float *data, size_t count,
+                                Reduction reduction) = 0;
+  /// Copies `bytes` bytes from rank `root` to every other rank.
+  virtual llvm::Error broadcast(void *data, size_t bytes, int root) = 0;
+  virtual llvm::Error barrier() = 0;
+};
+
+/// Where a worker stands in its group, as its launcher described it.
+struct World {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  /// Rendezvous over TCP at masterAddr:masterPort (rank 0 serves it) ...
+  std::string masterAddr;
+  int masterPort = 0;
+  /// ... or through files in this directory on shared storage.
+  std::string fileStore;
+  /// "torchrun", "mpirun", "env" or "single": who set the variables.
+  std::string launcher = "single";
+  /// How long rendezvous and each collective may wait for a peer.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+
+  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun
+  /// or any launcher), else OMPI_COMM_WORLD_* / PMI_* (mpirun), plus
+  /// KILN_RENDEZVOUS=file:<dir> and KILN_COMM_TIMEOUT (seconds). No
+  /// variables at all is a group of one. Inconsistent ones are an error
+  /// naming the variable.
+  static llvm::Expected<World> fromEnvironment();
+  /// "rank 2 of 4".
+  std::string describe() const;
+};
+
+/// Joins the group: rendezvous (naming every rank that did not arrive within
+/// the timeout), then a full mesh of Gloo TCP pairs. A group of one needs
+/// no peers and connects to nothing.
+llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world);
+
+} // namespace kiln::comm
+
+#endif // KILN_RUNTIME_COMM_COMMUNICATOR_H
