@@ -2,7 +2,8 @@
 //
 // Replaces the front end's `kgraph.gradient` markers with bucketed
 // all-reduces (see Passes.td). Buckets follow program order, which is the
-// order the backward pass produces gradients in, so the first bucket's
+// order the backward pass produces gradients in, and each bucket is reduced
+// right where its last gradient is produced, so the first bucket's
 // collective can start while the rest of the backward pass still runs.
 //
 //===----------------------------------------------------------------------===//
@@ -27,12 +28,25 @@ int64_t bytesOf(Value v) {
          static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
 }
 
-/// True if some use of `marker`'s result comes before `position`: a bucket
-/// reduced at `position` would then not dominate that use.
-bool usedBefore(GradientOp marker, Operation *position) {
+/// Where a bucket whose gradients are all available after `producer` is
+/// reduced: right after it (the start of the block for an argument).
+void setInsertionAfter(OpBuilder &builder, Value producer) {
+  if (Operation *op = producer.getDefiningOp()) {
+    builder.setInsertionPointAfter(op);
+  } else {
+    builder.setInsertionPointToStart(cast<BlockArgument>(producer).getOwner());
+  }
+}
+
+/// True if some use of `marker`'s result comes before the point right after
+/// `producer`: a bucket reduced there would not dominate that use.
+bool usedBefore(GradientOp marker, Value producer) {
+  Operation *position = producer.getDefiningOp();
+  if (!position) {
+    return false;
+  }
   for (Operation *user : marker.getOutput().getUsers()) {
-    if (user->getBlock() != position->getBlock() ||
-        user->isBeforeInBlock(position)) {
+    if (user == position || user->isBeforeInBlock(position)) {
       return true;
     }
   }
@@ -53,6 +67,17 @@ struct KGraphDataParallel
     func::FuncOp func = getOperation();
     llvm::SmallVector<GradientOp> markers;
     func.walk([&](GradientOp op) { markers.push_back(op); });
+    // Front ends mark gradients where they have them all (after the whole
+    // backward pass); what matters is when each one is *produced*.
+    llvm::DenseMap<Operation *, unsigned> order;
+    func.walk([&](Operation *op) { order[op] = order.size(); });
+    auto produced = [&](GradientOp marker) -> unsigned {
+      Operation *op = marker.getInput().getDefiningOp();
+      return op ? order.lookup(op) + 1 : 0;
+    };
+    llvm::stable_sort(markers, [&](GradientOp a, GradientOp b) {
+      return produced(a) < produced(b);
+    });
     if (worldSize <= 1) {
       for (GradientOp marker : markers) {
         marker.getOutput().replaceAllUsesWith(marker.getInput());
@@ -69,7 +94,7 @@ struct KGraphDataParallel
                    GraphEmitter::elementOf(buckets.back().front().getInput()) ==
                        GraphEmitter::elementOf(marker.getInput()) &&
                    llvm::none_of(buckets.back(), [&](GradientOp earlier) {
-                     return usedBefore(earlier, marker);
+                     return usedBefore(earlier, marker.getInput());
                    });
       if (!joins) {
         buckets.emplace_back();
@@ -87,7 +112,7 @@ struct KGraphDataParallel
   void reduceBucket(llvm::ArrayRef<GradientOp> bucket) {
     GradientOp last = bucket.back();
     OpBuilder builder(last);
-    builder.setInsertionPointAfter(last);
+    setInsertionAfter(builder, last.getInput());
     Location loc = last.getLoc();
     if (bucket.size() == 1) {
       Value reduced = allReduceMean(builder, loc, last.getInput());

@@ -18,10 +18,12 @@ def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
       `bucket-bytes` (one gradient larger than that is a bucket of its own),
       as PyTorch's DDP does: each gradient is flattened, the bucket's
       gradients are concatenated, one `all_reduce` averages the bucket, and
-      slices of its result replace the gradients. A bucket is reduced where
-      its last gradient is produced, so its collective depends on nothing
-      later in the backward pass; the engine phase's list scheduler then
-      overlaps it with the rest of the backward pass. A bucket of one
+      slices of its result replace the gradients. Buckets follow the order
+      in which the gradients are *produced* (front ends mark them all after
+      the backward pass), and a bucket is reduced right after its last
+      gradient is produced, so its collective depends on nothing later in
+      the backward pass; the engine phase's list scheduler then overlaps it
+      with the rest of the backward pass. A bucket of one
       gradient is reduced in place, without the copies.
     - **Loss and metrics.** Outputs whose role is `loss` or `metric` are
       averaged too, so that every worker (and rank 0's log) sees the

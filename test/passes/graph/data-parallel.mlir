@@ -47,12 +47,31 @@ func.func @step(%w: tensor<4x8xf32> {kgraph.name = "p.w", kgraph.role = "paramet
 // A gradient used before the next one is produced closes its bucket: a
 // later reduction would not dominate that use.
 // CHECK-LABEL: func.func @early_use
-// CHECK: %[[A:.*]] = kgraph.all_reduce %{{.*}} {reduction = "mean"} : tensor<8xf32>
+// CHECK: %[[A:.*]] = kgraph.all_reduce %arg0 {reduction = "mean"} : tensor<8xf32>
 // CHECK-NEXT: kgraph.neg %[[A]]
-// CHECK: kgraph.all_reduce %{{.*}} {reduction = "mean"} : tensor<8xf32>
+// CHECK-NEXT: %[[B:.*]] = kgraph.exp %arg1
+// CHECK-NEXT: kgraph.all_reduce %[[B]] {reduction = "mean"} : tensor<8xf32>
 func.func @early_use(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   %ga = kgraph.gradient %a {parameter = "p.a"} : tensor<8xf32>
   %n = kgraph.neg %ga : tensor<8xf32>
-  %gb = kgraph.gradient %b {parameter = "p.b"} : tensor<8xf32>
+  %db = kgraph.exp %b : tensor<8xf32>
+  %gb = kgraph.gradient %db {parameter = "p.b"} : tensor<8xf32>
   return %n, %gb : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Markers come after the whole backward pass; each bucket is reduced where
+// its gradients are produced, before the rest of the backward pass.
+// CHECK-LABEL: func.func @late_markers
+// CHECK: %[[D1:.*]] = kgraph.exp %arg0
+// CHECK-NEXT: kgraph.all_reduce %[[D1]]
+// CHECK: kgraph.tanh
+// CHECK: kgraph.all_reduce
+func.func @late_markers(%a: tensor<32x32xf32>) -> (tensor<32x32xf32>, tensor<32x32xf32>) {
+  %d1 = kgraph.exp %a : tensor<32x32xf32>
+  %d2 = kgraph.tanh %d1 : tensor<32x32xf32>
+  %g1 = kgraph.gradient %d1 {parameter = "p.a"} : tensor<32x32xf32>
+  %g2 = kgraph.gradient %d2 {parameter = "p.b"} : tensor<32x32xf32>
+  return %g1, %g2 : tensor<32x32xf32>, tensor<32x32xf32>
 }

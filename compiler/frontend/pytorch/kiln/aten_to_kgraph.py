@@ -151,6 +151,14 @@ def _identity(cx, node):
     return cx.v(node.args[0])
 
 
+@converts("gradient")
+def _gradient(cx, node):
+    # kiln.gradient (distributed.mark_gradient): averaged across the
+    # data-parallel group by the compiler, the identity for one worker.
+    x = cx.v(node.args[0])
+    return cx.w.one("gradient", [x], x.dtype, x.shape, parameter=node.args[1])
+
+
 @converts("_to_copy", "to")
 def _to_copy(cx, node):
     dtype, _ = cx.out()

@@ -18,6 +18,7 @@ import torch
 from torch.nn.utils.stateless import functional_call
 
 from . import _kiln
+from . import distributed
 from . import kgraph_pb2 as pb
 from .aten_to_kgraph import Context, convert_nodes, uses_randomness
 from .graph_writer import TORCH_DTYPES, GraphWriter
@@ -70,9 +71,18 @@ class _Spec:
 
 
 class CompiledStep:
-    def __init__(self, spec, flags, cache_root, check_hazards, seed):
+    def __init__(self, spec, flags, cache_root, check_hazards, seed,
+                 data_parallel=None):
         self._spec = spec
+        self.world = distributed.world()
+        if data_parallel is None:
+            data_parallel = self.world.size > 1
+        self.data_parallel = bool(data_parallel) and self.world.size > 1
         self._flags = list(flags)
+        if self.data_parallel:
+            self._flags.append(f"--world-size={self.world.size}")
+        self._communicator = None
+        self._trace_path = ""
         self._cache_root = cache_root or ""
         self._check_hazards = check_hazards
         self._seed = int(seed)
@@ -81,6 +91,7 @@ class CompiledStep:
         self._host = {**spec.params, **spec.state}  # when no device holds it
         self.steps = 0
         self.last_stats = None
+        self._synchronized = False
 
     # -- public -------------------------------------------------------------
 
@@ -97,10 +108,40 @@ class CompiledStep:
         for i, tensor in enumerate(batch):
             session.set_input(f"b.{i}", _tensor_bytes(tensor))
         if compiled.has_seed:
-            session.set_input("seed", _tensor_bytes(torch.tensor(self._seed + self.steps)))
-        self.last_stats = session.run()
+            seed = distributed.worker_seed(self._seed, self.world.rank, self.steps)
+            session.set_input("seed", _tensor_bytes(torch.tensor(seed)))
+        self.last_stats = session.run(self._trace_path)
+        self._trace_path = ""
         loss_type = compiled.outputs["loss"]
         return _tensor_from(session.read("loss"), *loss_type)
+
+    def trace_next(self, path):
+        """Writes the next step's engine timelines to `path` (a Chrome/Perfetto
+        trace: open it at ui.perfetto.dev)."""
+        self._trace_path = str(path)
+
+    def checkpoint_state(self):
+        """Everything needed to resume: parameters, optimizer state, the step
+        count (which drives schedules and per-step seeds) and the seed."""
+        return {"state": self.state_dict(), "steps": self.steps, "seed": self._seed}
+
+    def load_checkpoint_state(self, saved):
+        """Resumes from checkpoint_state(); the next step is saved["steps"]+1."""
+        missing = set(self._host) - set(saved["state"])
+        if missing:
+            raise KeyError(f"the checkpoint lacks {sorted(missing)[:3]}")
+        for name in self._host:
+            want = self._host[name]
+            got = saved["state"][name]
+            if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+                raise ValueError(f"checkpoint tensor '{name}' is {got.dtype}"
+                                 f"{tuple(got.shape)}, the step has "
+                                 f"{want.dtype}{tuple(want.shape)}")
+        self._host = {name: saved["state"][name].clone() for name in self._host}
+        self._holder = None
+        self._synchronized = True
+        self.steps = int(saved["steps"])
+        self._seed = int(saved["seed"])
 
     def state_dict(self):
         """Current parameters and optimizer state, by name, on the host."""
@@ -154,14 +195,22 @@ class CompiledStep:
         compiled = self._sessions.get(signature)
         if compiled is None:
             graph = build_graph(self._spec, batch)
+            communicator = None
+            if self.data_parallel and not collecting():
+                communicator = distributed.communicator()
             compiled = _Compiled(graph, self._flags, self._cache_root,
-                                 self._check_hazards)
+                                 self._check_hazards, communicator)
             self._sessions[signature] = compiled
         return compiled
 
     def _bind_state(self, compiled):
         if self._holder is compiled:
             return
+        if self.data_parallel and not collecting() and not self._synchronized:
+            # As DDP does: every worker starts from rank 0's values, whatever
+            # each initialised.
+            self._host = {n: distributed.broadcast(t) for n, t in self._host.items()}
+            self._synchronized = True
         values = self.state_dict()
         for name, tensor in values.items():
             compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(tensor))
@@ -176,7 +225,7 @@ class CompiledStep:
 
 
 class _Compiled:
-    def __init__(self, graph, flags, cache_root, check_hazards):
+    def __init__(self, graph, flags, cache_root, check_hazards, communicator):
         self.graph = graph
         self.inputs = {i.name: (TORCH_DTYPES[i.type.dtype], tuple(i.type.shape))
                        for i in graph.inputs}
@@ -185,7 +234,8 @@ class _Compiled:
             self.outputs[o.name] = self._value_type(graph, o.value)
         self.has_seed = "seed" in self.inputs
         self.session = _kiln.Session(graph.SerializeToString(deterministic=True),
-                                     flags, cache_root, check_hazards)
+                                     flags, cache_root, check_hazards,
+                                     communicator)
 
     @staticmethod
     def _value_type(graph, value):
@@ -265,6 +315,7 @@ def _model_step(model, loss_fn, optimizer, state_layout):
                     if g is None:
                         new_params.append(None)
                         continue
+                    g = distributed.mark_gradient(g, "p." + n)
                     own = {s: state[f"{n}.{s}"] for s in state_layout}
                     p, updated = optimizer.update(params[n], g, own, hyper)
                     new_params.append(p)
@@ -291,7 +342,7 @@ def _function_step(fn):
 
 def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                  state=None, name=None, flags=(), cache_root=None,
-                 check_hazards=False, seed=0):
+                 check_hazards=False, seed=0, data_parallel=None):
     """Compiles a training step with Kiln and returns a callable.
 
     Two forms:
@@ -309,6 +360,12 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
     batch signature is traced on its first call. ``flags`` are compile
     options (as ``kiln compile`` takes them, e.g. ``["--auto-cast=bf16"]``)
     on top of KILN_CC_FLAGS; ``cache_root`` defaults to KILN_CACHE_URL.
+
+    Under a launcher with WORLD_SIZE > 1 (torchrun, mpirun) the step is
+    data-parallel unless ``data_parallel=False``: compiled for the group,
+    its gradients averaged across the workers, its loss the group's mean,
+    its initial parameters rank 0's. Each worker passes its own shard of the
+    global batch (``kiln.distributed.sampler``).
     """
     if isinstance(model_or_fn, torch.nn.Module):
         model = model_or_fn
@@ -338,7 +395,7 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                      lambda step: {}, _function_step(model_or_fn))
     else:
         raise TypeError("compile_step takes an nn.Module or a step function")
-    return CompiledStep(spec, flags, cache_root, check_hazards, seed)
+    return CompiledStep(spec, flags, cache_root, check_hazards, seed, data_parallel)
 
 
 def collecting():

@@ -1,0 +1,113 @@
+"""Data parallelism: the worker group, gradient markers, sharding and seeds.
+
+Every worker of a data-parallel job runs the same compiled step on its own
+shard of each global batch. The step's graph marks each parameter's
+gradient (``mark_gradient``); compiled for a group of N, those marks become
+bucketed all-reduces (mean) that run through the group's communicator
+(Gloo), so every worker applies the same update and the parameters stay
+identical. The loss a step returns is the group's mean.
+
+The group comes from the launcher's environment: torchrun's RANK,
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, mpirun's OMPI_*/PMI_*
+variables, or KILN_RENDEZVOUS=file:<dir> for a file store on shared
+storage. docs/distributed.md is the guide.
+"""
+
+import collections
+
+import torch
+
+from . import _kiln
+
+_library = torch.library.Library("kiln", "DEF")
+_library.define("gradient(Tensor grad, str parameter) -> Tensor")
+# On the host (the trace's example run) it is the identity; its meaning is
+# the compiled one.
+_library.impl("gradient", lambda grad, parameter: grad.clone(), "CPU")
+
+
+def mark_gradient(grad, parameter):
+    """Marks `grad` as the gradient of `parameter` (an input name, "p.w").
+
+    ``compile_step(model, ...)`` marks every gradient itself; a pure step
+    function marks its own, between ``torch.autograd.grad`` and the update,
+    to be data-parallel.
+    """
+    return torch.ops.kiln.gradient(grad, parameter)
+
+
+World = collections.namedtuple("World", "rank size local_rank launcher")
+
+
+def world():
+    """This worker's place in its group, from the launcher's environment.
+
+    Connects to nothing; a process without launcher variables is rank 0 of 1.
+    """
+    w = _kiln.world()
+    return World(w["rank"], w["size"], w["local_rank"], w["launcher"])
+
+
+_communicator = None
+
+
+def communicator():
+    """The group's communicator, joined on first use (rendezvous with every
+    other rank; an error names the ranks that never arrived)."""
+    global _communicator
+    if _communicator is None:
+        _communicator = _kiln.connect()
+    return _communicator
+
+
+def all_reduce(tensor, mean=True):
+    """`tensor` (float32) summed or averaged over the group, on every rank."""
+    flat = tensor.detach().to(torch.float32).contiguous().reshape(-1)
+    if world().size == 1:
+        return flat.reshape(tensor.shape).clone()
+    data = communicator().all_reduce(flat.numpy().tobytes(), mean)
+    return torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(tensor.shape)
+
+
+def broadcast(tensor, root=0):
+    """Rank `root`'s `tensor`, on every rank (same shape and dtype)."""
+    if world().size == 1:
+        return tensor
+    t = tensor.detach().contiguous()
+    raw = t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
+    data = communicator().broadcast(raw.numpy().tobytes(), root)
+    out = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    if t.dtype == torch.bool:
+        return out.to(torch.bool).reshape(t.shape)
+    return out.view(t.dtype).reshape(t.shape)
+
+
+def barrier():
+    if world().size > 1:
+        communicator().barrier()
+
+
+def sampler(dataset, shuffle=True, seed=0, drop_last=True):
+    """torch's DistributedSampler for this worker: a disjoint shard of every
+    epoch, reshuffled per epoch from `seed` (call ``set_epoch``)."""
+    w = world()
+    return torch.utils.data.distributed.DistributedSampler(
+        dataset, num_replicas=w.size, rank=w.rank, shuffle=shuffle, seed=seed,
+        drop_last=drop_last)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def worker_seed(seed, rank, step):
+    """The RNG seed of `rank`'s step `step`: distinct streams per worker and
+    step, all derived from one seed, so a run repeats bit for bit for a fixed
+    world size."""
+    return _splitmix64(_splitmix64(_splitmix64(seed) ^ rank) ^ step) >> 1
