@@ -1,0 +1,237 @@
+//===- CommunicatorTest.cpp - rendezvous, Gloo collectives, the environment -===//
+
+#include "runtime/comm/Communicator.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace kiln::comm;
+
+namespace {
+
+const char *const kVariables[] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+    "KILN_RENDEZVOUS", "KILN_COMM_TIMEOUT", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
+
+/// Clears every variable World reads, and restores them afterwards.
+class CommTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    for (const char *name : kVariables) {
+      if (const char *value = std::getenv(name)) {
+        saved.emplace_back(name, value);
+      }
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char *name : kVariables) {
+      ::unsetenv(name);
+    }
+    for (auto &[name, value] : saved) {
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> saved;
+};
+
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
+  socklen_t length = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &length);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+World tcpWorld(int rank, int size, int port, int timeoutSeconds = 20) {
+  World w;
+  w.rank = rank;
+  w.size = size;
+  w.masterAddr = "127.0.0.1";
+  w.masterPort = port;
+  w.launcher = "env";
+  w.timeout = std::chrono::seconds(timeoutSeconds);
+  return w;
+}
+
+/// Runs `body(rank, communicator-or-error)` on one thread per world.
+template <typename Body>
+void runGroup(const std::vector<World> &worlds, Body body) {
+  std::vector<std::thread> threads;
+  for (const World &w : worlds) {
+    threads.emplace_back([&body, w] { body(w.rank, connect(w)); });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+}
+
+} // namespace
+
+TEST_F(CommTest, NoLauncherIsAGroupOfOne) {
+  auto world = World::fromEnvironment();
+  ASSERT_TRUE(static_cast<bool>(world)) << llvm::toString(world.takeError());
+  EXPECT_EQ(world->size, 1);
+  EXPECT_EQ(world->launcher, "single");
+  auto comm = connect(*world);
+  ASSERT_TRUE(static_cast<bool>(comm));
+  float x[2] = {1, 2};
+  EXPECT_FALSE(static_cast<bool>((*comm)->allReduce(x, 2, Reduction::Mean)));
+  EXPECT_EQ(x[1], 2);
+}
+
+TEST_F(CommTest, ReadsTorchrunAndMpiEnvironments) {
+  ::setenv("RANK", "2", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("LOCAL_RANK", "0", 1);
+  ::setenv("MASTER_ADDR", "10.0.0.7", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  ::setenv("TORCHELASTIC_RUN_ID", "job", 1);
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  auto world = World::fromEnvironment();
+  ASSERT_TRUE(static_cast<bool>(world)) << llvm::toString(world.takeError());
+  EXPECT_EQ(world->rank, 2);
+  EXPECT_EQ(world->size, 4);
+  EXPECT_EQ(world->launcher, "torchrun");
+  EXPECT_EQ(world->masterAddr, "10.0.0.7");
+  // torchrun's agent serves its own store on MASTER_PORT.
+  EXPECT_EQ(world->masterPort, 29501);
+
+  SetUp();
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::setenv("KILN_RENDEZVOUS", "file:/shared/rdzv", 1);
+  world = World::fromEnvironment();
+  ASSERT_TRUE(static_cast<bool>(world)) << llvm::toString(world.takeError());
+  EXPECT_EQ(world->launcher, "mpirun");
+  EXPECT_EQ(world->rank, 1);
+  EXPECT_EQ(world->fileStore, "/shared/rdzv");
+}
+
+TEST_F(CommTest, BadEnvironmentsNameTheVariable) {
+  ::setenv("RANK", "4", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  auto world = World::fromEnvironment();
+  ASSERT_FALSE(static_cast<bool>(world));
+  EXPECT_EQ(llvm::toString(world.takeError()),
+            "RANK='4' is not an integer in [0, 3]");
+
+  ::setenv("RANK", "1", 1);
+  world = World::fromEnvironment();
+  ASSERT_FALSE(static_cast<bool>(world));
+  EXPECT_NE(llvm::toString(world.takeError()).find("set MASTER_ADDR and MASTER_PORT"),
+            std::string::npos);
+
+  ::unsetenv("WORLD_SIZE");
+  world = World::fromEnvironment();
+  ASSERT_FALSE(static_cast<bool>(world));
+  EXPECT_EQ(llvm::toString(world.takeError()),
+            "RANK and WORLD_SIZE must be set together (only one of them is)");
+
+  SetUp();
+  ::setenv("KILN_RENDEZVOUS", "redis://x", 1);
+  world = World::fromEnvironment();
+  ASSERT_FALSE(static_cast<bool>(world));
+  EXPECT_NE(llvm::toString(world.takeError()).find("is not file:"),
+            std::string::npos);
+}
+
+TEST_F(CommTest, AllReduceBroadcastAndBarrierOverTcp) {
+  int port = freePort();
+  std::vector<World> worlds;
+  for (int r = 0; r < 3; ++r) {
+    worlds.push_back(tcpWorld(r, 3, port));
+  }
+  std::vector<std::vector<float>> sums(3), means(3);
+  std::vector<int> broadcasts(3);
+  runGroup(worlds, [&](int rank,
+                       llvm::Expected<std::unique_ptr<Communicator>> comm) {
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    // Large enough to need several ring segments.
+    std::vector<float> x(300001);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 7);
+    }
+    ASSERT_FALSE(static_cast<bool>(
+        (*comm)->allReduce(x.data(), x.size(), Reduction::Sum)));
+    sums[rank] = x;
+    std::vector<float> m = {static_cast<float>(rank), 3.0f};
+    ASSERT_FALSE(static_cast<bool>(
+        (*comm)->allReduce(m.data(), m.size(), Reduction::Mean)));
+    means[rank] = m;
+    int value = rank == 2 ? 42 : -1;
+    ASSERT_FALSE(static_cast<bool>((*comm)->broadcast(&value, sizeof(value), 2)));
+    broadcasts[rank] = value;
+    ASSERT_FALSE(static_cast<bool>((*comm)->barrier()));
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(sums[r].size(), 300001u);
+    EXPECT_EQ(sums[r][5], 6.0f * 5);
+    EXPECT_EQ(sums[r], sums[0]); // the same bytes on every rank
+    EXPECT_EQ(means[r], (std::vector<float>{1.0f, 3.0f}));
+    EXPECT_EQ(broadcasts[r], 42);
+  }
+}
+
+TEST_F(CommTest, RendezvousTimeoutNamesTheMissingRank) {
+  int port = freePort();
+  std::vector<std::string> errors(3);
+  // Rank 1 never starts.
+  runGroup({tcpWorld(0, 3, port, 1), tcpWorld(2, 3, port, 1)},
+           [&](int rank, llvm::Expected<std::unique_ptr<Communicator>> comm) {
+             ASSERT_FALSE(static_cast<bool>(comm));
+             errors[rank] = llvm::toString(comm.takeError());
+           });
+  EXPECT_NE(errors[0].find("rank 0 of 3"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find(": rank 1 did not join"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[2].find(": rank 1 did not join"), std::string::npos)
+      << errors[2];
+}
+
+TEST_F(CommTest, UnreachableStoreIsOneLine) {
+  World w = tcpWorld(1, 2, freePort(), 1);
+  auto comm = connect(w);
+  ASSERT_FALSE(static_cast<bool>(comm));
+  std::string message = llvm::toString(comm.takeError());
+  EXPECT_NE(message.find("cannot reach the rendezvous store at 127.0.0.1:"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+}
+
+TEST_F(CommTest, FileStoreRendezvous) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-rdzv", dir));
+  std::vector<World> worlds(2);
+  for (int r = 0; r < 2; ++r) {
+    worlds[r].rank = r;
+    worlds[r].size = 2;
+    worlds[r].fileStore = dir.str().str();
+    worlds[r].timeout = std::chrono::seconds(20);
+  }
+  std::vector<float> got(2);
+  runGroup(worlds, [&](int rank,
+                       llvm::Expected<std::unique_ptr<Communicator>> comm) {
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    float x = rank == 0 ? 1.0f : 3.0f;
+    ASSERT_FALSE(static_cast<bool>((*comm)->allReduce(&x, 1, Reduction::Mean)));
+    got[rank] = x;
+  });
+  EXPECT_EQ(got, (std::vector<float>{2.0f, 2.0f}));
+  llvm::sys::fs::remove_directories(dir);
+}
