@@ -26,9 +26,14 @@ parser.add_argument("--logdir")
 parser.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds to sleep after each step (gives a test time to kill)")
 parser.add_argument("--trace")
+parser.add_argument("--pid-dir", help="each rank writes its pid here (for kill tests)")
 args = parser.parse_args()
 
 world = kiln.distributed.world()
+if args.pid_dir:
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    with open(os.path.join(args.pid_dir, f"pid-{world.rank}-{restart}"), "w") as f:
+        f.write(str(os.getpid()))
 torch.manual_seed(1234 + world.rank)  # different on purpose: rank 0's wins
 model = MLP(inputs=32, hidden=64, classes=10)
 step = kiln.compile_step(model, F.cross_entropy, kiln.optim.Adam(lr=1e-2), seed=7)
@@ -42,39 +47,30 @@ loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sam
                                      drop_last=True)
 
 checkpoints = kiln.checkpoint.Checkpointer(args.checkpoints, args.every) if args.checkpoints else None
-done, losses = 0, {}
-if checkpoints:
-    extra = checkpoints.restore(step)
-    if extra:
-        done, losses = extra["step"], {int(k): v for k, v in extra["losses"].items()}
-        print(f"rank {world.rank}: resumed at step {done}", flush=True)
+metrics = kiln.metrics.Metrics(args.logdir, print_every=5)
 
-metrics = kiln.metrics.Metrics(args.logdir, print_every=5,
-                               samples_per_step=args.batch * world.size)
-per_epoch = len(loader)
-while done < args.steps:
-    epoch, skip = divmod(done, per_epoch)
-    sampler.set_epoch(epoch)
-    for i, (xb, yb) in enumerate(loader):
-        if i < skip:
-            continue  # the data position a checkpoint restored
-        if args.trace and done == 1:
-            step.trace_next(args.trace)
-        loss = float(step(xb, yb))
-        done += 1
-        losses[done] = loss
-        metrics.step(done, loss, step.last_stats)
-        if kiln.collecting():
-            break
-        if checkpoints and checkpoints.due(done):
-            checkpoints.save(step, step=done, losses=losses)
-        if args.step_delay:
+
+class Slow:
+    """The loader, slowed down so a test has time to kill a worker."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        for batch in self.loader:
             time.sleep(args.step_delay)
-        if done >= args.steps:
-            break
-    if kiln.collecting():
-        break
+            yield batch
+
+
+losses = kiln.loop.train(step, Slow(loader) if args.step_delay else loader, args.steps,
+                         sampler=sampler, checkpoints=checkpoints, metrics=metrics,
+                         trace_step=2 if args.trace else None, trace_path=args.trace)
 metrics.close()
+if args.pid_dir:
+    open(os.path.join(args.pid_dir, f"done-{world.rank}"), "w").close()
 
 if world.rank == 0 and args.out:
     params = step.parameters()

@@ -59,23 +59,24 @@ class Checkpointer:
                       file=sys.stderr)
         return None
 
-    def restore(self, step):
-        """Loads the newest checkpoint into `step` (a CompiledStep) and the
-        host RNG; returns the loop's extra state, or None to start fresh."""
+    def restore(self, compiled):
+        """Loads the newest checkpoint into `compiled` (a CompiledStep) and
+        the host RNG; returns the loop's extra state, or None to start fresh."""
         saved = self.latest()
         if saved is None:
             return None
-        step.load_checkpoint_state(saved["step"])
+        compiled.load_checkpoint_state(saved["step"])
         torch.set_rng_state(saved["torch_rng"])
         return saved["extra"]
 
     def due(self, step_number):
         return step_number % self.every == 0
 
-    def save(self, step, **extra):
-        """Writes a checkpoint of `step` (rank 0 only; other ranks return at
-        once). Returns the path written, or None."""
-        state = step.checkpoint_state()  # every rank: it may talk to the device
+    def save(self, compiled, /, **extra):
+        """Writes a checkpoint of `compiled` (a CompiledStep) with `extra`
+        (the loop's data position, say). Rank 0 writes; other ranks return
+        None at once. Returns the path written."""
+        state = compiled.checkpoint_state()  # every rank: it may talk to the device
         if distributed.world().rank != 0:
             return None
         payload = {"format": FORMAT, "step": state, "torch_rng": torch.get_rng_state(),

@@ -1,0 +1,57 @@
+"""A training loop for compiled steps: resume, data position, metrics.
+
+``kiln.loop.train(step, loader, steps=N, ...)`` is what every data-parallel
+example and test runs: it restores the newest checkpoint (if any) and skips
+the batches that checkpoint had consumed, runs `step` on each batch until
+the step count reaches N, records metrics, and checkpoints every
+``checkpoints.every`` steps. In collection mode (``kiln precompile``) it
+runs one step, which is all it takes to record the graph, and returns.
+"""
+
+from . import distributed
+from .step import collecting
+
+
+def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
+          samples_per_step=None, trace_step=None, trace_path=None):
+    """Trains until `step` has run `steps` steps; returns {step: loss}.
+
+    `loader` yields batches (tuples passed to `step`); `sampler` (a
+    DistributedSampler) is told the epoch so each epoch reshuffles the
+    same way on every run. `samples_per_step` (default: the group's global
+    batch) feeds samples/s.
+    """
+    losses = {}
+    done = 0
+    if checkpoints is not None:
+        extra = checkpoints.restore(step)
+        if extra:
+            done = int(extra["step"])
+            losses = {int(k): v for k, v in extra.get("losses", {}).items()}
+            if distributed.world().rank == 0:
+                print(f"kiln: resumed from the step-{done} checkpoint", flush=True)
+    per_epoch = len(loader)
+    if per_epoch == 0:
+        raise ValueError("the data loader yields no batches for this worker")
+    while done < steps:
+        epoch, skip = divmod(done, per_epoch)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        for index, batch in enumerate(loader):
+            if index < skip:
+                continue  # consumed before the checkpoint
+            if trace_path and done + 1 == trace_step:
+                step.trace_next(trace_path)
+            loss = float(step(*batch))
+            done += 1
+            losses[done] = loss
+            if metrics is not None:
+                size = samples_per_step or len(batch[0]) * distributed.world().size
+                metrics.step(done, loss, step.last_stats, samples=size)
+            if collecting():
+                return losses
+            if checkpoints is not None and checkpoints.due(done):
+                checkpoints.save(step, step=done, losses=losses)
+            if done >= steps:
+                break
+    return losses

@@ -1,0 +1,189 @@
+"""Data-parallel training end to end: torchrun (kiln.torchrun) workers
+rendezvous, all-reduce their gradients through Gloo inside the compiled
+step, checkpoint, survive a worker killed with -9, write metrics, and find
+their graphs in a cache that `kiln precompile` filled."""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KILN = os.path.join(os.environ["KILN_BIN"], "kiln")
+WORKER = os.path.join(HERE, "train_dp.py")
+
+import kiln  # noqa: E402  (PYTHONPATH is set by ctest)
+from kiln.metrics import read_events  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class DistributedTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.cache = os.path.join(self.dir, "cache")
+        self.env = dict(os.environ, KILN_CACHE_URL=self.cache, KILN_COMM_TIMEOUT="60",
+                        PYTHONPATH=os.pathsep.join([HERE] + sys.path))
+        for name in ("KILN_EXTRACT_GRAPHS_ONLY", "RANK", "WORLD_SIZE", "MASTER_ADDR",
+                     "MASTER_PORT", "KILN_RENDEZVOUS"):
+            self.env.pop(name, None)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def torchrun(self, nproc, *args, extra=(), env=None):
+        return [sys.executable, "-m", "kiln.torchrun", "--nproc_per_node", str(nproc),
+                "--master_port", str(free_port()), *extra, WORKER, *args]
+
+    def run_ok(self, command, env=None, timeout=300):
+        out = subprocess.run(command, env=env or self.env, cwd=HERE, capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode != 0:
+            self.fail(f"{' '.join(command)} failed ({out.returncode}):\n"
+                      f"{out.stdout[-3000:]}{out.stderr[-3000:]}")
+        return out
+
+    def train(self, nproc, batch, out, *args, extra=()):
+        self.run_ok(self.torchrun(nproc, "--batch", str(batch), "--out", self.path(out),
+                                  *args, extra=extra))
+        return load(self.path(out))
+
+    def test_four_workers_match_one_worker_with_four_times_the_batch(self):
+        one = self.train(1, 32, "one.json")
+        four = self.train(4, 8, "four.json")
+        self.assertEqual(len(one["losses"]), 20)
+        for step, (a, b) in enumerate(zip(one["losses"], four["losses"]), 1):
+            self.assertLess(abs(a - b) / abs(a), 1e-5, f"step {step}: {a} vs {b}")
+        self.assertLess(four["losses"][-1], four["losses"][0] - 0.3, "the model did not learn")
+        # A fixed world size repeats bit for bit.
+        again = self.train(4, 8, "again.json")
+        self.assertEqual(four["losses"], again["losses"])
+        self.assertEqual(four["checksum"], again["checksum"])
+
+    def test_precompiled_workers_compile_nothing(self):
+        report = self.path("report.json")
+        out = subprocess.run([KILN, "precompile", "--no-progress", "--report", report, "--",
+                              *self.torchrun(4, "--batch", "8", "--steps", "3")],
+                             env=self.env, cwd=HERE, capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        graphs = load(report)["graphs"]
+        self.assertEqual(len(graphs), 1, graphs)  # 4 workers, one graph
+        four = self.train(4, 8, "four.json", "--steps", "5")
+        self.assertEqual(four["stats"]["compiles"], 0)
+        self.assertEqual(four["stats"]["hits"], 1)
+
+    def test_killed_worker_resumes_from_the_last_checkpoint(self):
+        reference = self.train(2, 8, "reference.json", "--steps", "24")
+        pids, checkpoints = self.path("pids"), self.path("checkpoints")
+        os.mkdir(pids)
+        worker = subprocess.Popen(
+            self.torchrun(2, "--batch", "8", "--steps", "24", "--out", self.path("run.json"),
+                          "--checkpoints", checkpoints, "--every", "4", "--pid-dir", pids,
+                          "--step-delay", "0.2", extra=("--max_restarts", "1")),
+            env=self.env, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        try:
+            deadline = time.time() + 120
+            while not os.path.exists(os.path.join(checkpoints, "step-00000008.kckpt")):
+                self.assertIsNone(worker.poll(), "the job ended before it could be killed")
+                self.assertLess(time.time(), deadline, "no checkpoint appeared")
+                time.sleep(0.05)
+            with open(os.path.join(pids, "pid-1-0")) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+            output, _ = worker.communicate(timeout=300)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        self.assertEqual(worker.returncode, 0, output[-4000:])
+        self.assertIn("resumed from the step-", output)
+        self.assertTrue(os.path.exists(os.path.join(pids, "pid-1-1")), "no restart happened")
+        resumed = load(self.path("run.json"))
+        self.assertEqual(resumed["losses"], reference["losses"])
+        self.assertEqual(resumed["checksum"], reference["checksum"])
+
+    def test_metrics_are_tensorboard_events_and_traces_on_demand(self):
+        logdir, trace = self.path("tb"), self.path("trace.json")
+        result = self.train(2, 8, "m.json", "--steps", "6", "--logdir", logdir,
+                            "--trace", trace)
+        files = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
+        self.assertEqual(len(files), 1)  # rank 0 only
+        events = read_events(files[0])
+        self.assertEqual([s for s, _ in events], list(range(1, 7)))
+        for (_, figures), loss in zip(events, result["losses"]):
+            self.assertAlmostEqual(figures["loss"], loss, places=5)
+            self.assertGreater(figures["modelled_step_ms"], 0)
+            self.assertGreater(figures["mfu"], 0)
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        self.assertTrue(any(e.get("name") == "collective" for e in events))
+
+    def test_missing_rank_times_out_naming_it(self):
+        env = dict(self.env, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), KILN_COMM_TIMEOUT="2")
+        out = subprocess.run([sys.executable, WORKER, "--batch", "8", "--steps", "2"],
+                             env=env, cwd=HERE, capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("rendezvous timed out after 2 s on rank 0 of 2", out.stderr)
+        self.assertIn("rank 1 did not join", out.stderr)
+
+    def test_file_store_rendezvous_without_a_launcher(self):
+        env = dict(self.env, WORLD_SIZE="2", KILN_RENDEZVOUS="file:" + self.path("rdzv"))
+        workers = [subprocess.Popen([sys.executable, WORKER, "--batch", "16", "--steps", "6",
+                                     "--out", self.path(f"f{r}.json")],
+                                    env=dict(env, RANK=str(r)), cwd=HERE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                   for r in range(2)]
+        for w in workers:
+            output, _ = w.communicate(timeout=300)
+            self.assertEqual(w.returncode, 0, output[-3000:])
+        tcp = self.train(2, 16, "tcp.json", "--steps", "6")
+        self.assertEqual(load(self.path("f0.json"))["losses"], tcp["losses"])
+
+    def test_two_hosts_share_one_cache(self):
+        # Two process trees with different host identities: torchrun
+        # multi-node (2 nodes x 2 workers) with the cache on "shared storage".
+        port = free_port()
+        hosts = []
+        for node in range(2):
+            command = [sys.executable, "-m", "kiln.torchrun", "--nnodes", "2",
+                       "--node_rank", str(node), "--nproc_per_node", "2",
+                       "--master_addr", "127.0.0.1", "--master_port", str(port),
+                       WORKER, "--batch", "8", "--steps", "10",
+                       "--out", self.path(f"host{node}.json")]
+            hosts.append(subprocess.Popen(
+                command, env=dict(self.env, KILN_HOST_ID=f"host-{node}"), cwd=HERE,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        for h in hosts:
+            output, _ = h.communicate(timeout=300)
+            self.assertEqual(h.returncode, 0, output[-3000:])
+        multi = load(self.path("host0.json"))  # global rank 0 is on node 0
+        single = self.train(4, 8, "single.json", "--steps", "10")
+        self.assertEqual(multi["losses"], single["losses"])
+        # One artifact in the shared cache, compiled once for both hosts.
+        self.assertEqual(single["stats"]["compiles"], 0)
+        artifacts = glob.glob(os.path.join(self.cache, "**", "*.kneff"), recursive=True)
+        self.assertEqual(len(artifacts), 1, artifacts)
+
+
+if __name__ == "__main__":
+    unittest.main()
