@@ -65,8 +65,8 @@ build_sanitized() {
 
 main_job() {
   build
-  log "main job: build an MLP training step in C++, write it as .kgraph.pb, and train it on Fashion-MNIST with the reference interpreter"
-  "$BUILD/bin/kiln-example-mlp" --out "$BUILD/examples/mlp"
+  log "main job: precompile, then 4-worker data-parallel training from the cache (Fashion-MNIST MLP, fortunes GPT)"
+  "$ROOT/examples/pytorch/main_job.sh" "$BUILD"
 }
 
 run_tests() {
