@@ -143,7 +143,11 @@ llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
   if (!program) {
     return program.takeError();
   }
-  return emit::assembleProgram(*program);
+  auto artifact = emit::assembleProgram(*program);
+  if (artifact && options.worldSize > 1) {
+    artifact->manifest.set_world_size(options.worldSize);
+  }
+  return artifact;
 }
 
 llvm::Expected<std::string> compileToBytes(const proto::Graph &graph,

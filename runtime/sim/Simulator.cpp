@@ -58,6 +58,11 @@ Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
       sbuf(target.partitions, target.sbufBytesPerPartition),
       psum(target.partitions, target.psumBytesPerPartition),
       rounder(options.stochasticRounding, options.seed) {
+  // The group the collectives were compiled for; without a communicator
+  // (kiln run) they still cost what they would, and copy their operand.
+  if (artifact.manifest.world_size() > 1) {
+    this->options.worldSize = static_cast<int>(artifact.manifest.world_size());
+  }
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
     buffers[b.name()] = &b;
     if (b.role() == kneff::CONSTANT) {

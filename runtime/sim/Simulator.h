@@ -31,7 +31,8 @@ struct SimOptions {
   /// Round bf16 results stochastically, deterministically from `seed`.
   bool stochasticRounding = false;
   uint64_t seed = 0;
-  /// Workers of the data-parallel group (collectives' cost and semantics).
+  /// Workers of the data-parallel group (collectives' cost and semantics);
+  /// an artifact compiled for a group (its manifest's world_size) overrides.
   int worldSize = 1;
   /// Runs collectives across the group when worldSize > 1 (not owned).
   comm::Communicator *communicator = nullptr;
