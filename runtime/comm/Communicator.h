@@ -58,7 +58,8 @@ struct World {
   /// or any launcher), else OMPI_COMM_WORLD_* / PMI_* (mpirun), plus
   /// KILN_RENDEZVOUS=file:<dir> and KILN_COMM_TIMEOUT (seconds). No
   /// variables at all is a group of one. Inconsistent ones are an error
-  /// naming the variable.
+  /// naming the variable. A group without an address is described (graph
+  /// collection needs no peers); connect() then says what to set.
   static llvm::Expected<World> fromEnvironment();
   /// "rank 2 of 4".
   std::string describe() const;

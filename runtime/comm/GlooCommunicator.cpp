@@ -262,6 +262,12 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
   if (world.size == 1) {
     return std::make_unique<SingleCommunicator>();
   }
+  if (world.fileStore.empty() && world.masterAddr.empty()) {
+    return llvm::createStringError(
+        world.describe() + " (" + world.launcher +
+        "): set MASTER_ADDR and MASTER_PORT (with mpirun: -x MASTER_ADDR "
+        "-x MASTER_PORT), or KILN_RENDEZVOUS=file:<shared directory>");
+  }
   auto store = openStore(world);
   if (!store) {
     return store.takeError();
