@@ -531,3 +531,19 @@ func.func @all_reduce_kind(%x: tensor<4xf32>) {
   %0 = kgraph.all_reduce %x {reduction = "max"} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @gradient_of_integers(%x: tensor<4xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = kgraph.gradient %x {parameter = "p.x"} : tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @gradient_names_its_parameter(%x: tensor<4xf32>) {
+  // expected-error @+1 {{requires attribute 'parameter'}}
+  %0 = kgraph.gradient %x : tensor<4xf32>
+  return
+}

@@ -150,5 +150,7 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %logi
   %d, %mask = kgraph.dropout %x, %seed {p = 0.1, stream = 2} : tensor<2x4x8xf32>, tensor<i64> -> tensor<2x4x8xf32>, tensor<2x4x8xi1>
   // CHECK: kgraph.all_reduce %{{.*}} {reduction = "mean"} : tensor<8xf32>
   %5 = kgraph.all_reduce %gw {reduction = "mean"} : tensor<8xf32>
+  // CHECK: kgraph.gradient %{{.*}} {parameter = "p.w"} : tensor<8xf32>
+  %6 = kgraph.gradient %gw {parameter = "p.w"} : tensor<8xf32>
   return
 }
