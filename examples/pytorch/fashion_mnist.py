@@ -87,8 +87,7 @@ def main():
     if kiln.collecting():
         return
 
-    compiles = kiln.distributed.all_reduce(
-        torch.tensor([float(step.cache_stats().get("compiles", 0))]), mean=False)
+    compiles = kiln.loop.group_compiles(step)
     if world.rank != 0:
         return
     step.copy_to(model)
@@ -100,14 +99,12 @@ def main():
     global_batch = args.batch * world.size
     print(f"fashion_mnist: test accuracy {100 * accuracy:.2f}% after {args.steps} steps "
           f"(final loss {losses[max(losses)]:.4f})")
-    print(f"fashion_mnist: graphs compiled at train time: {int(compiles.item())} "
+    print(f"fashion_mnist: graphs compiled at train time: {compiles} "
           f"(all {world.size} workers)")
-    print(f"fashion_mnist: modelled trn1 step {1e3 * modelled:.3f} ms = "
-          f"{global_batch / modelled:,.0f} samples/s on {world.size} NeuronCores, "
-          f"MFU {100 * step.last_stats['mfu']:.2f}%")
+    print("fashion_mnist: " + kiln.loop.modelled_summary(step, global_batch))
     if args.summary:
         with open(args.summary, "w") as f:
-            json.dump({"accuracy": accuracy, "compiles": int(compiles.item()),
+            json.dump({"accuracy": accuracy, "compiles": compiles,
                        "losses": [losses[k] for k in sorted(losses)],
                        "modelled_seconds": modelled, "mfu": step.last_stats["mfu"]}, f)
 

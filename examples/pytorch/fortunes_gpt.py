@@ -141,8 +141,7 @@ def main():
     metrics.close()
     if kiln.collecting():
         return
-    compiles = kiln.distributed.all_reduce(
-        torch.tensor([float(step.cache_stats().get("compiles", 0))]), mean=False)
+    compiles = kiln.loop.group_compiles(step)
     if world.rank != 0:
         return
 
@@ -159,16 +158,14 @@ def main():
     print(f"fortunes_gpt: held-out loss {held_out_loss:.3f} nats/char (character "
           f"frequencies alone: {unigram:.3f}); final training loss {losses[max(losses)]:.3f}")
     print("fortunes_gpt: greedy sample: " + repr(decode(sample.tolist())))
-    print(f"fortunes_gpt: graphs compiled at train time: {int(compiles.item())} "
+    print(f"fortunes_gpt: graphs compiled at train time: {compiles} "
           f"(all {world.size} workers)")
     modelled = step.last_stats["modelled_seconds"]
-    print(f"fortunes_gpt: modelled trn1 step {1e3 * modelled:.3f} ms = "
-          f"{args.batch * world.size / modelled:,.0f} samples/s on {world.size} NeuronCores, "
-          f"MFU {100 * step.last_stats['mfu']:.2f}%")
+    print("fortunes_gpt: " + kiln.loop.modelled_summary(step, args.batch * world.size))
     if args.summary:
         with open(args.summary, "w") as f:
             json.dump({"held_out_loss": held_out_loss, "unigram_loss": unigram,
-                       "compiles": int(compiles.item()),
+                       "compiles": compiles,
                        "losses": [losses[k] for k in sorted(losses)],
                        "modelled_seconds": modelled, "mfu": step.last_stats["mfu"]}, f)
 

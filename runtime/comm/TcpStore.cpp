@@ -20,10 +20,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool sendAll(int fd, const void *data, size_t size) {
-  const char *p = static_cast<const char *>(data);
+/// Repeats `io` (a send or a recv of up to n bytes at p) until `size` bytes
+/// have moved; false on end of stream or an error.
+template <typename Io> bool transferAll(char *p, size_t size, Io io) {
   while (size > 0) {
-    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    ssize_t n = io(p, size);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -36,20 +37,16 @@ bool sendAll(int fd, const void *data, size_t size) {
   return true;
 }
 
+bool sendAll(int fd, const void *data, size_t size) {
+  return transferAll(const_cast<char *>(static_cast<const char *>(data)), size,
+                     [fd](char *p, size_t n) {
+                       return ::send(fd, p, n, MSG_NOSIGNAL);
+                     });
+}
+
 bool recvAll(int fd, void *data, size_t size) {
-  char *p = static_cast<char *>(data);
-  while (size > 0) {
-    ssize_t n = ::recv(fd, p, size, 0);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+  return transferAll(static_cast<char *>(data), size,
+                     [fd](char *p, size_t n) { return ::recv(fd, p, n, 0); });
 }
 
 bool sendBlob(int fd, const void *data, uint32_t size) {

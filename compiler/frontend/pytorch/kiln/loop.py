@@ -8,6 +8,8 @@ the step count reaches N, records metrics, and checkpoints every
 runs one step, which is all it takes to record the graph, and returns.
 """
 
+import torch
+
 from . import distributed
 from .step import collecting
 
@@ -55,3 +57,19 @@ def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
             if done >= steps:
                 break
     return losses
+
+
+def group_compiles(step):
+    """Graphs compiled at train time by every worker of the group together
+    (zero after `kiln precompile`); every rank must call it."""
+    mine = torch.tensor([float(step.cache_stats().get("compiles", 0))])
+    return int(distributed.all_reduce(mine, mean=False).item())
+
+
+def modelled_summary(step, samples_per_step):
+    """One line of the last step's modelled target figures."""
+    stats = step.last_stats
+    seconds, cores = stats["modelled_seconds"], distributed.world().size
+    return (f"modelled trn1 step {1e3 * seconds:.3f} ms = "
+            f"{samples_per_step / seconds:,.0f} samples/s on {cores} NeuronCore"
+            f"{'s' if cores > 1 else ''}, MFU {100 * stats['mfu']:.2f}%")
