@@ -74,7 +74,8 @@ def broadcast(tensor, root=0):
     if world().size == 1:
         return tensor
     t = tensor.detach().contiguous()
-    raw = t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
+    flat = t.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
+    raw = flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8)
     data = communicator().broadcast(raw.numpy().tobytes(), root)
     out = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     if t.dtype == torch.bool:
