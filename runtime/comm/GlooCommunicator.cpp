@@ -225,8 +225,9 @@ llvm::Error join(gloo::rendezvous::Store &store, const World &world,
     std::vector<std::string> missing;
     if (const auto *timeout = dynamic_cast<const StoreTimeout *>(&e)) {
       missing = timeout->missing;
-    } else {
-      // The file store's timeout carries no list: ask which keys are absent.
+    } else if (!world.fileStore.empty()) {
+      // The file store's timeout carries no list: ask which keys are absent
+      // (files on shared storage outlive whoever wrote them).
       for (const std::string &key : keys) {
         try {
           store.wait({key}, std::chrono::milliseconds(1));

@@ -61,9 +61,11 @@ class PrecompileTest(unittest.TestCase):
 
     def test_graphs_of_several_workers_are_deduplicated(self):
         # Four workers of one job (as a launcher starts them) record the same
-        # two graphs; precompile compiles each once. (torchrun itself fails on
-        # Debian's torch 1.13 with Python 3.11, so a shell launches them.)
-        workers = " & ".join(f"RANK={r} {' '.join(TRAIN)}" for r in range(4)) + "; wait"
+        # two graphs; precompile compiles each once. Collection needs no
+        # rendezvous, so a shell can launch them (test_distributed.py does it
+        # with torchrun).
+        workers = " & ".join(f"RANK={r} WORLD_SIZE=4 {' '.join(TRAIN)}"
+                             for r in range(4)) + "; wait"
         out = self.kiln("--", "/bin/sh", "-c", workers)
         self.assertIn("2 graphs: 2 compiled", out.stdout)
 
