@@ -143,11 +143,7 @@ llvm::Expected<artifact::Artifact> compile(const proto::Graph &graph,
   if (!program) {
     return program.takeError();
   }
-  auto artifact = emit::assembleProgram(*program);
-  if (artifact && options.worldSize > 1) {
-    artifact->manifest.set_world_size(options.worldSize);
-  }
-  return artifact;
+  return emit::assembleProgram(*program);
 }
 
 llvm::Expected<std::string> compileToBytes(const proto::Graph &graph,

@@ -80,6 +80,9 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program) {
   m.set_target(program.getTarget().str());
   m.set_hbm_bytes(program.getHbmBytes());
   m.set_semaphores(static_cast<uint32_t>(program.getSemaphores()));
+  if (program.getWorldSize() > 1) {
+    m.set_world_size(static_cast<uint32_t>(program.getWorldSize()));
+  }
 
   std::map<std::pair<int, int>, artifact::Stream> streams;
   for (Operation &op : program.getBody().front()) {
@@ -130,8 +133,9 @@ OwningOpRef<ModuleOp> disassembleArtifact(const artifact::Artifact &a,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());
   const kneff::Manifest &m = a.manifest;
-  auto program = kisa::ProgramOp::create(builder, loc, m.name(), m.target(),
-                                         m.hbm_bytes(), m.semaphores());
+  auto program = kisa::ProgramOp::create(
+      builder, loc, m.name(), m.target(), m.hbm_bytes(), m.semaphores(),
+      std::max<uint64_t>(1, m.world_size()));
   builder.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   for (const kneff::Buffer &b : m.buffers()) {
     Type dtype = kisa::toMlirType(&context, static_cast<isa::DType>(b.dtype()));

@@ -154,7 +154,7 @@ struct ConvertKTileToKisa
     auto program = kisa::ProgramOp::create(
         b, func.getLoc(), func.getName(), t->name,
         static_cast<uint64_t>(hbmBytes.getInt()),
-        static_cast<uint64_t>(*semaphores));
+        static_cast<uint64_t>(*semaphores), static_cast<uint64_t>(worldSize));
     Block *body = new Block();
     program.getBody().push_back(body);
     b.setInsertionPointToStart(body);

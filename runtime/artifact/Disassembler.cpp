@@ -84,7 +84,11 @@ void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
   os << "program " << m.name() << ": " << m.hbm_bytes() << " bytes of HBM, "
      << m.semaphores() << " semaphores, " << instructions << " instructions in "
      << a.streams.size() << " streams, " << a.constantBytes().size()
-     << " bytes of constants\n";
+     << " bytes of constants";
+  if (m.world_size() > 1) {
+    os << ", collectives across " << m.world_size() << " workers";
+  }
+  os << "\n";
   os << "buffers:\n";
   for (const kneff::Buffer &b : m.buffers()) {
     std::string shape;
