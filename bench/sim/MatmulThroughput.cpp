@@ -158,7 +158,7 @@ double simulatorSeconds(int count, bool hazards) {
 double referenceSeconds(int reps) {
   sim::MemoryArray hbm(1, 64), sbuf(128, 4096), psum(128, 2048);
   sim::Rounder rounder;
-  sim::MachineState m{hbm, sbuf, psum, rounder, 1};
+  sim::MachineState m{hbm, sbuf, psum, rounder};
   auto stat = tile(isa::Memory::Sbuf, K, M, 0, isa::DType::BF16),
        mov = tile(isa::Memory::Sbuf, K, N, M * 2, isa::DType::BF16);
   sim::scatter(m, stat, std::vector<double>(K * M, 0.5));

@@ -247,7 +247,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   sim::SimOptions simOptions;
   simOptions.checkHazards = o.checkHazards;
   simOptions.stochasticRounding = o.stochasticRounding;
-  simOptions.worldSize = o.compile.worldSize;
+  // The group size comes with the artifact (its manifest).
   simOptions.communicator = o.communicator.get();
   session->simulator =
       std::make_unique<sim::Simulator>(*session->artifact, simOptions);

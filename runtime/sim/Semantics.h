@@ -15,7 +15,6 @@ namespace kiln::sim {
 struct MachineState {
   MemoryArray &hbm, &sbuf, &psum;
   Rounder &rounder;
-  int worldSize;
 
   MemoryArray &memory(isa::Memory which) const {
     switch (which) {

@@ -138,7 +138,7 @@ llvm::Expected<SimResult> Simulator::run() {
   std::vector<std::vector<Signal>> signals(artifact.manifest.semaphores());
   std::vector<Access> accesses;
   double sbufPortFree = 0, psumPortFree = 0;
-  MachineState machine{hbm, sbuf, psum, rounder, options.worldSize};
+  MachineState machine{hbm, sbuf, psum, rounder};
 
   SimResult result;
   for (const artifact::Stream &s : streams) {

@@ -31,7 +31,7 @@ struct Twin {
   sim::MemoryArray psum[2] = {{128, 2048}, {128, 2048}};
   sim::Rounder rounder[2];
   sim::MachineState state(int i) {
-    return {hbm[i], sbuf[i], psum[i], rounder[i], 1};
+    return {hbm[i], sbuf[i], psum[i], rounder[i]};
   }
 
   /// Fills `ap` on both machines with the same random values.

@@ -39,13 +39,20 @@ def mark_gradient(grad, parameter):
 World = collections.namedtuple("World", "rank size local_rank launcher")
 
 
+_world = None
+
+
 def world():
     """This worker's place in its group, from the launcher's environment.
 
     Connects to nothing; a process without launcher variables is rank 0 of 1.
+    Read once: a launcher sets the variables before the process starts.
     """
-    w = _kiln.world()
-    return World(w["rank"], w["size"], w["local_rank"], w["launcher"])
+    global _world
+    if _world is None:
+        w = _kiln.world()
+        _world = World(w["rank"], w["size"], w["local_rank"], w["launcher"])
+    return _world
 
 
 _communicator = None
