@@ -15,4 +15,6 @@ config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))]
 )
 config.substitutions.append(("%python", config.python_executable))
+# Checks that compare with the front end's host-side functions (kiln.rng).
+config.environment["PYTHONPATH"] = os.path.join(config.kiln_obj_root, "python")
 config.substitutions.append(("%kiln_src", config.kiln_src_root))

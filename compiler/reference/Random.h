@@ -6,6 +6,11 @@
 // is SplitMix64's finaliser, which passes BigCrush as a counter-based
 // generator.
 //
+// The stream is part of the counter, not of the key: stream s owns counters
+// [s * 2^40, (s + 1) * 2^40). That lets the device's `random` instruction,
+// which reads the seed from memory at run time, take one compile-time
+// counter base per tile instead of a second 64-bit mixing step.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_COMPILER_REFERENCE_RANDOM_H
@@ -22,20 +27,37 @@ inline uint64_t splitMix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-/// The uniform numbers of one dropout op: uniform(i) is in [0, 1) with 24
-/// random bits, exactly representable in f32.
+/// Counters per stream; a dropout's tensor must have fewer elements.
+inline constexpr uint64_t kCountersPerStream = uint64_t(1) << 40;
+
+/// The uniform number of `counter` under `seed`: in [0, 1) with 24 random
+/// bits, exactly representable in f32. What the device's `random`
+/// instruction computes.
+inline double uniformAt(uint64_t seed, uint64_t counter) {
+  return static_cast<double>(splitMix64(splitMix64(seed) + counter) >> 40) *
+         0x1p-24;
+}
+
+/// The uniform numbers of one dropout op.
 class DropoutStream {
 public:
   DropoutStream(uint64_t seed, uint64_t stream)
-      : key(splitMix64(seed ^ (stream * 0xD1B54A32D192ED03ull))) {}
+      : seed(seed), first(stream * kCountersPerStream) {}
 
-  double uniform(uint64_t index) const {
-    return static_cast<double>(splitMix64(key + index) >> 40) * 0x1p-24;
-  }
+  double uniform(uint64_t index) const { return uniformAt(seed, first + index); }
 
 private:
-  uint64_t key;
+  uint64_t seed, first;
 };
+
+/// The smallest f32-exact threshold t with (u >= t) == (u >= p) for every
+/// 24-bit uniform u: the device compares in f32, where p itself may round
+/// across a multiple of 2^-24.
+inline double dropoutThreshold(double p) {
+  double scaled = p * 0x1p24;
+  auto whole = static_cast<double>(static_cast<int64_t>(scaled));
+  return (whole < scaled ? whole + 1 : whole) * 0x1p-24;
+}
 
 } // namespace kiln::reference
 

@@ -51,6 +51,9 @@ const OpcodeSchema kSchemas[kOpcodes] = {
      L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
     {Opcode::Collective, L("collective"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
      L("kind"), L(""), FieldKind::Collective, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
+    {Opcode::Random, L("random"), bit(Engine::GpSimd), {L("dst"), L("seed"), L("")}, 2,
+     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("counter"), L("partition_step"),
+     L("free_step"), L("")},
 };
 // clang-format on
 
@@ -381,6 +384,22 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
               " elements but 'src' has " +
               llvm::Twine(src.partitions * src.freeElements()))
           .str();
+    }
+    return std::nullopt;
+  }
+  case Opcode::Random: {
+    const AccessPattern &seed = inst.operands[1];
+    if (seed.dtype != DType::I32 || seed.memory != Memory::Sbuf ||
+        seed.partitions != dst.partitions || seed.freeElements() != 1) {
+      return ("operand 'seed' must be an i32 SBUF tile of [" +
+              llvm::Twine(dst.partitions) + " x 1]")
+          .str();
+    }
+    if (dst.dtype == DType::I32) {
+      return std::string("operand 'dst': random numbers are floating point");
+    }
+    if (inst.int0 < 0) {
+      return std::string("'counter' must be >= 0");
     }
     return std::nullopt;
   }

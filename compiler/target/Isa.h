@@ -42,8 +42,10 @@ enum class Opcode : uint8_t {
   PartitionBroadcast,
   DmaCopy,
   Collective,
+  // Appended so that older encodings keep their meaning.
+  Random,
 };
-inline constexpr int kOpcodes = 14;
+inline constexpr int kOpcodes = 15;
 
 /// Arithmetic of tensor_tensor, tensor_scalar, reductions and affine_select.
 /// Comparisons give 1.0 or 0.0; Bypass passes its left operand through.

@@ -97,6 +97,9 @@ double instructionSeconds(const isa::Instruction &inst,
                  ? n / 2
                  : n;
     break;
+  case isa::Opcode::Random: // assumed: a counter hash per element, like iota
+    cycles = 150 + static_cast<double>(dst.freeElements());
+    break;
   case isa::Opcode::Iota:
   case isa::Opcode::AffineSelect:
   case isa::Opcode::PartitionReduce:

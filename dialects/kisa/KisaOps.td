@@ -89,6 +89,11 @@ def Kisa_IotaOp : Kisa_InstructionOp<"iota",
     "GpSimd or VectorE: dst[p, i] = base + partition_step * p + free_step * i",
     (ins Kisa_AccessPatternAttr:$dst, OptionalAttr<I64Attr>:$base,
          OptionalAttr<I64Attr>:$partition_step, OptionalAttr<I64Attr>:$free_step)>;
+def Kisa_RandomOp : Kisa_InstructionOp<"random",
+    "GpSimd: dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i)",
+    (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$seed,
+         OptionalAttr<I64Attr>:$counter, OptionalAttr<I64Attr>:$partition_step,
+         OptionalAttr<I64Attr>:$free_step)>;
 def Kisa_MemsetOp : Kisa_InstructionOp<"memset",
     "GpSimd or VectorE: dst = value", (ins Kisa_AccessPatternAttr:$dst, F64Attr:$value)>;
 def Kisa_AffineSelectOp : Kisa_InstructionOp<"affine_select",

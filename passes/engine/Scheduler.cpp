@@ -58,6 +58,7 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
     return {E::Vector};
   case isa::Opcode::PartitionReduce:
   case isa::Opcode::PartitionBroadcast:
+  case isa::Opcode::Random:
     return {E::GpSimd};
   case isa::Opcode::DmaCopy:
   case isa::Opcode::Collective:

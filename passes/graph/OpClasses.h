@@ -9,14 +9,15 @@ namespace kiln::graph_passes {
 
 /// An op computed element by element over its result shape, its operands
 /// broadcasting to it: what the tile phase lowers as one loop nest and what
-/// fusion groups.
+/// fusion groups. Dropout is one too: its random numbers come from the
+/// element's row-major index, and both its results have its input's shape.
 inline bool isElementwise(mlir::Operation *op) {
   using namespace kgraph;
   return llvm::isa<NegOp, AbsOp, SignOp, ExpOp, LogOp, Log1pOp, SqrtOp,
                    RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp, ReluOp, ErfOp,
                    SinOp, CosOp, NotOp, GeluOp, AddOp, SubOp, MulOp, DivOp,
                    MaxOp, MinOp, AndOp, OrOp, CompareOp, SelectOp, CastOp,
-                   GeluBackwardOp>(op);
+                   GeluBackwardOp, DropoutOp>(op);
 }
 
 } // namespace kiln::graph_passes

@@ -12,6 +12,8 @@
 
 #include "passes/graph/OpClasses.h"
 
+#include "compiler/reference/Random.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -196,12 +198,61 @@ public:
 
 bool isInteger(const Tile &t) { return t.dtype == isa::DType::I32; }
 
+/// Dropout on the engines: GpSimd draws the uniform numbers of the tile's
+/// counters, one tensor_scalar turns them into the keep-mask and another
+/// into the mask scaled by 1 / (1 - p), which multiplies the input.
+LogicalResult emitDropout(OpEmitter &e, DropoutOp op, llvm::ArrayRef<TileArg> args,
+                          llvm::ArrayRef<Tile> dsts, const TileIndex &index) {
+  TileBuilder &tb = e.tb;
+  uint64_t elements = static_cast<uint64_t>(op.getInput().getType().getNumElements());
+  auto stream = static_cast<uint64_t>(op.getStream());
+  if (elements >= reference::kCountersPerStream ||
+      stream >= (uint64_t(1) << 62) / reference::kCountersPerStream) {
+    return op.emitOpError("has more elements or a larger stream than the "
+                          "device's random counters cover");
+  }
+  Tile seed;
+  if (args[1].immediate) {
+    double value = *args[1].immediate;
+    if (value < INT32_MIN || value > INT32_MAX) {
+      return op.emitOpError("has a constant seed that does not fit the "
+                            "device's i32");
+    }
+    seed = tb.tile(isa::Memory::Sbuf, isa::DType::I32, e.dst.rows, 1);
+    tb.memset(seed, value);
+  } else {
+    // A 0-d seed is loaded once per partition and read with stride 0.
+    seed = args[1].tile.columns(0, 1);
+    seed.freeStride = 1;
+  }
+  Tile uniform = e.scratch(isa::DType::F32);
+  tb.random(uniform, seed,
+            static_cast<int64_t>(stream * reference::kCountersPerStream) +
+                index.first,
+            index.rowStep, index.colStep);
+  double p = op.getP().convertToDouble();
+  double threshold = reference::dropoutThreshold(p);
+  float scale = 1.0f / (1.0f - static_cast<float>(p));
+  if (!op.getMask().use_empty()) {
+    tb.tensorScalar(dsts[1], uniform, "ge", threshold);
+  }
+  Tile scaled = e.scratch(isa::DType::F32);
+  tb.tensorScalar(scaled, uniform, "ge", threshold, "mul", scale);
+  e.binary("mul", args[0], TileArg{std::nullopt, scaled}, dsts[0]);
+  return success();
+}
+
 } // namespace
 
 LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
                                 llvm::ArrayRef<TileArg> args,
-                                const Tile &dst) {
+                                llvm::ArrayRef<Tile> dsts,
+                                const TileIndex &index) {
+  const Tile &dst = dsts[0];
   OpEmitter e(tb, dst);
+  if (auto dropout = llvm::dyn_cast<DropoutOp>(op)) {
+    return emitDropout(e, dropout, args, dsts, index);
+  }
   if (const char *alu = aluName(op)) {
     TileArg a = args[0], b = args[1];
     if (llvm::isa<AndOp, OrOp>(op)) {
@@ -330,8 +381,19 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     views.push_back(out.dst);
   }
   std::vector<Shape> strides;
+  std::vector<int64_t> offsets;
   for (const HbmView &v : views) {
     strides.push_back(v.strides);
+    offsets.push_back(v.offset);
+  }
+  // Random numbers follow the row-major index of the group's shape, which
+  // joins the collapse like one more view.
+  bool needsIndex = llvm::any_of(
+      ops, [](Operation *op) { return llvm::isa<DropoutOp>(op); });
+  size_t indexView = strides.size();
+  if (needsIndex) {
+    strides.push_back(rowMajorStrides(shape));
+    offsets.push_back(0);
   }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
@@ -340,7 +402,7 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   // Free-axis chunk: every tile of one iteration within the budget.
   int64_t tilesPerIteration = static_cast<int64_t>(inputs.size()) + 1;
   for (Operation *op : ops) {
-    tilesPerIteration += llvm::isa<SelectOp>(op) ? 4 : 2;
+    tilesPerIteration += llvm::isa<SelectOp, DropoutOp>(op) ? 4 : 2;
   }
   int64_t chunk = std::clamp<int64_t>(sbufBudget / (4 * tilesPerIteration),
                                       64, 4096);
@@ -354,9 +416,9 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   }
   for (int64_t o = 0; o < outerCount; ++o) {
     // Element offset of this outer index in every view.
-    std::vector<int64_t> base(views.size());
-    for (size_t v = 0; v < views.size(); ++v) {
-      int64_t rest = o, offset = views[v].offset;
+    std::vector<int64_t> base(strides.size());
+    for (size_t v = 0; v < strides.size(); ++v) {
+      int64_t rest = o, offset = offsets[v];
       for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
         offset += (rest % outer[d]) * space.strides[v][d];
         rest /= outer[d];
@@ -388,6 +450,13 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           }
           tiles[inputs[i]] = TileArg{std::nullopt, t};
         }
+        TileIndex index;
+        if (needsIndex) {
+          index = {base[indexView] + p0 * space.strides[indexView][rank - 2] +
+                       f0 * space.strides[indexView][rank - 1],
+                   space.strides[indexView][rank - 2],
+                   space.strides[indexView][rank - 1]};
+        }
         for (Operation *op : ops) {
           llvm::SmallVector<TileArg> args;
           for (Value v : op->getOperands()) {
@@ -403,11 +472,18 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             tiles[result] = args[0];
             continue;
           }
-          Tile dst = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
-          if (failed(emitElementwiseOp(tb, op, args, dst))) {
+          llvm::SmallVector<Tile, 2> dsts;
+          for (Value r : op->getResults()) {
+            auto t = llvm::cast<RankedTensorType>(r.getType());
+            dsts.push_back(tb.tile(isa::Memory::Sbuf,
+                                   deviceType(t.getElementType()), rows, cols));
+          }
+          if (failed(emitElementwiseOp(tb, op, args, dsts, index))) {
             return failure();
           }
-          tiles[result] = TileArg{std::nullopt, dst};
+          for (auto [r, dst] : llvm::zip(op->getResults(), dsts)) {
+            tiles[r] = TileArg{std::nullopt, dst};
+          }
         }
         for (auto [k, out] : llvm::enumerate(outputs)) {
           size_t v = inputs.size() + k;

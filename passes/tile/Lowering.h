@@ -56,10 +56,18 @@ public:
   llvm::DenseMap<mlir::Value, TensorOperand> values;
 };
 
-/// Emits the instructions of one elementwise op on a tile iteration.
+/// Where a tile iteration lies in the row-major order of its group's shape:
+/// tile element (p, i) is element `first + rowStep * p + colStep * i`.
+struct TileIndex {
+  int64_t first = 0, rowStep = 0, colStep = 0;
+};
+
+/// Emits the instructions of one elementwise op on a tile iteration, one
+/// destination per result.
 mlir::LogicalResult emitElementwiseOp(TileBuilder &tb, mlir::Operation *op,
                                       llvm::ArrayRef<TileArg> args,
-                                      const Tile &dst);
+                                      llvm::ArrayRef<Tile> dsts,
+                                      const TileIndex &index);
 
 } // namespace kiln::tile_passes
 

@@ -20,7 +20,10 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       a time), the innermost along the free axis in chunks sized so the
       group's tiles fit in SBUF twice over. Each input tile is loaded once,
       every op of the group computes in SBUF, and only values used outside
-      the group are stored.
+      the group are stored. `dropout` is one of them: GpSimd's `random`
+      draws each tile's numbers from the step's seed and the elements'
+      row-major indices (offset by the stream), so the mask is the reference
+      interpreter's whatever the tiling.
     - **Reductions** over the trailing dimensions: rows on partitions, a
       `tensor_reduce` per free-axis chunk, and the chunk partials combined.
     - **Matmul**: `[128 x 512]` output tiles accumulated over 128-deep K

@@ -227,6 +227,14 @@ void TileBuilder::iota(const Tile &dst, int64_t base, int64_t partitionStep,
         b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
 }
 
+void TileBuilder::random(const Tile &dst, const Tile &seed, int64_t counter,
+                         int64_t partitionStep, int64_t freeStep) {
+  emit("random", {{dst.buffer, pattern(dst)}, {seed.buffer, pattern(seed)}},
+       {b.getNamedAttr("counter", b.getI64IntegerAttr(counter)),
+        b.getNamedAttr("partition_step", b.getI64IntegerAttr(partitionStep)),
+        b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
+}
+
 void TileBuilder::matmul(const Tile &dst, const Tile &stationary,
                          const Tile &moving, bool accumulate) {
   emit("matmul",

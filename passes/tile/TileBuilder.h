@@ -108,6 +108,10 @@ public:
   void memset(const Tile &dst, double value);
   void iota(const Tile &dst, int64_t base, int64_t partitionStep,
             int64_t freeStep);
+  /// Uniform numbers of the counters `counter + partitionStep * p +
+  /// freeStep * i` under each partition's seed (an i32 [rows x 1] tile).
+  void random(const Tile &dst, const Tile &seed, int64_t counter,
+              int64_t partitionStep, int64_t freeStep);
   void matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
               bool accumulate);
   void transpose(const Tile &dst, const Tile &src);

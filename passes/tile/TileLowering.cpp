@@ -258,12 +258,13 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
   llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
   llvm::SmallVector<LoopOutput> outputs;
   for (Operation *op : members) {
-    Value result = op->getResult(0);
-    bool usedOutside = llvm::any_of(result.getUsers(), [&](Operation *u) {
-      return !inGroup.contains(u);
-    });
-    if (usedOutside) {
-      outputs.push_back(LoopOutput{result, freshBuffer(result)});
+    for (Value result : op->getResults()) {
+      bool usedOutside = llvm::any_of(result.getUsers(), [&](Operation *u) {
+        return !inGroup.contains(u);
+      });
+      if (usedOutside) {
+        outputs.push_back(LoopOutput{result, freshBuffer(result)});
+      }
     }
   }
   auto shape = tensorType(members.back()->getResult(0)).getShape();

@@ -11,6 +11,8 @@
 #include "runtime/sim/Kernels.h"
 #include "runtime/sim/TileWalk.h"
 
+#include "compiler/reference/Random.h"
+
 #include <cmath>
 #include <limits>
 
@@ -147,6 +149,24 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::Memset:
     out.assign(parts * free, inst.imm0);
     break;
+  case isa::Opcode::Random: {
+    std::vector<double> seeds = gather(m, inst.operands[1]);
+    out.resize(parts * free);
+    for (int64_t p = 0; p < parts; ++p) {
+      // An unwritten seed reads as NaN; keep it visible in the results.
+      bool missing = std::isnan(seeds[p]);
+      auto seed = static_cast<uint64_t>(
+          missing ? 0 : static_cast<int64_t>(seeds[p]));
+      for (int64_t i = 0; i < free; ++i) {
+        auto counter =
+            static_cast<uint64_t>(inst.int0 + inst.int1 * p + inst.int2 * i);
+        out[p * free + i] =
+            missing ? std::numeric_limits<double>::quiet_NaN()
+                    : reference::uniformAt(seed, counter);
+      }
+    }
+    break;
+  }
   case isa::Opcode::PartitionReduce: {
     const isa::AccessPattern &src = inst.operands[1];
     std::vector<double> in = gather(m, src);

@@ -54,8 +54,8 @@ void out(GraphBuilder &b, Tensor t, const char *name = "out") {
   b.output(name, t, proto::METRIC);
 }
 
-/// One graph per op of the kgraph op set (dropout aside), at shapes that are
-/// not multiples of 128.
+/// One graph per op of the kgraph op set, at shapes that are not multiples
+/// of 128.
 std::vector<OpCase> opCases() {
   using B = GraphBuilder;
   std::vector<OpCase> cases;
@@ -208,6 +208,22 @@ std::vector<OpCase> opCases() {
                      out(b, b.nllLossBackward(b.scalar(1.0), x, y, loss.totalWeight),
                          "grad");
                    }});
+  cases.push_back({"dropout", [](B &b) {
+                     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+                     Tensor x = in(b, "x", {129, 200});
+                     auto d = b.dropout(x, seed, 0.25);
+                     out(b, d.output, "y");
+                     out(b, b.cast(d.mask, proto::F32), "mask");
+                     // A second stream, on a transposed 3-d view, p not
+                     // exact in f32, and the backward's use of the mask.
+                     Tensor t = b.transpose(in(b, "t", {9, 96, 4}), {2, 0, 1});
+                     auto e = b.dropout(b.exp(t), seed, 0.1, 3);
+                     out(b, e.output, "z");
+                     Tensor g = in(b, "g", {4, 9, 96});
+                     out(b, b.mul(b.mul(g, b.cast(e.mask, proto::F32)),
+                                  b.scalar(1.0 / 0.9)),
+                         "dz");
+                   }});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});
@@ -227,6 +243,7 @@ TEST_P(OpTest, MatchesReference) {
   options.floats = c.range;
   options.ranges["idx"] = {0.0, 10.0};
   options.ranges["rows"] = {0.0, 10.0};
+  options.ranges["seed"] = {0.0, 2147483647.0};
   expectMatches(buildGraph(context, c.build), options);
 }
 

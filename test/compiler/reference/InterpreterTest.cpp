@@ -350,10 +350,26 @@ TEST(RandomTest, UniformNumbersAreInTheUnitIntervalAndStable) {
     sum += u;
   }
   EXPECT_NEAR(sum / 100000, 0.5, 0.01);
-  // Pinned: the compiled dropout must reproduce these exact numbers.
+  // Pinned: the compiled dropout, kiln.rng and saved masks rely on these
+  // exact numbers (k / 2^24).
   EXPECT_EQ(reference::splitMix64(0), 0xE220A8397B1DCDAFull);
-  EXPECT_EQ(reference::DropoutStream(42, 0).uniform(0),
-            reference::DropoutStream(42, 0).uniform(0));
+  EXPECT_EQ(reference::DropoutStream(42, 0).uniform(0), 5759482 * 0x1p-24);
+  EXPECT_EQ(reference::DropoutStream(42, 3).uniform(5), 7129762 * 0x1p-24);
+  EXPECT_EQ(reference::uniformAt(42, 3 * reference::kCountersPerStream + 5),
+            7129762 * 0x1p-24);
+}
+
+TEST(RandomTest, DropoutThresholdComparesLikeTheProbability) {
+  // u >= threshold(p) exactly when u >= p, for every 24-bit u near p.
+  for (double p : {0.1, 0.25, 0.5, 0.7, 0.9, 1.0 / 3, 0.999999}) {
+    double t = reference::dropoutThreshold(p);
+    EXPECT_EQ(static_cast<double>(static_cast<float>(t)), t) << p;
+    auto near = static_cast<int64_t>(p * 0x1p24);
+    for (int64_t k = near - 2; k <= near + 2; ++k) {
+      double u = k * 0x1p-24;
+      EXPECT_EQ(u >= t, u >= p) << p << " " << k;
+    }
+  }
 }
 
 } // namespace

@@ -541,3 +541,35 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 64, semaphores = 1} {
   // expected-error @+1 {{unknown memory 'dram' (hbm, sbuf or psum)}}
   kisa.memset {value = 0.0, dst = #kisa.ap<dram, f32, p = 0:1, offset = 0, dims = [1 x 1]>}
 }
+
+// -----
+
+// The generator reads an i32 seed per partition.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{operand 'seed' must be an i32 SBUF tile of [8 x 1]}}
+  kisa.random {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, seed = #kisa.ap<sbuf, f32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
+// Random numbers are floating point.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{operand 'dst': random numbers are floating point}}
+  kisa.random {dst = #kisa.ap<sbuf, i32, p = 0:8, offset = 0, dims = [1 x 8]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
+// Counters are unsigned.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{'counter' must be >= 0}}
+  kisa.random {counter = -1, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
+// Only GpSimd has the generator.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{'random' cannot run on engine vector}}
+  kisa.random {engine = "vector", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}

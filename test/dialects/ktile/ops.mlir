@@ -32,3 +32,12 @@ func.func @matmul_tile() {
   ktile.tensor_copy %o, %c {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 512]>} : memref<128x512xf32, "sbuf">, memref<128x512xf32, "psum">
   return
 }
+
+// CHECK-LABEL: func.func @random_tile
+// CHECK: ktile.random %{{.*}}, %{{.*}} {counter = 1099511627776 : i64, dst = {{.*}}, free_step = 1 : i64, partition_step = 64 : i64, seed = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1]>}
+func.func @random_tile() {
+  %u = ktile.alloc : memref<128x64xf32, "sbuf">
+  %s = ktile.alloc : memref<128x1xi32, "sbuf">
+  ktile.random %u, %s {counter = 1099511627776, partition_step = 64, free_step = 1, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 64]>, seed = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x64xf32, "sbuf">, memref<128x1xi32, "sbuf">
+  return
+}

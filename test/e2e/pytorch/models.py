@@ -20,12 +20,13 @@ class MLP(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, hidden, heads, causal):
+    def __init__(self, hidden, heads, causal, dropout=0.0):
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
         self.causal = causal
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
         b, s, h = x.shape
@@ -37,15 +38,17 @@ class SelfAttention(nn.Module):
         if self.causal:
             mask = torch.ones(s, s, dtype=torch.bool).tril()
             scores = scores.masked_fill(~mask, float("-inf"))
-        attn = scores.softmax(dim=-1)
+        attn = self.drop(scores.softmax(dim=-1))
         out = (attn @ v).transpose(1, 2).reshape(b, s, h)
         return self.proj(out)
 
 
 class Block(nn.Module):
-    def __init__(self, hidden, heads, causal, pre_norm):
+    def __init__(self, hidden, heads, causal, pre_norm, dropout=0.0):
         super().__init__()
-        self.attn = SelfAttention(hidden, heads, causal)
+        self.attn = SelfAttention(hidden, heads, causal, dropout)
+        self.drop1 = nn.Dropout(dropout)
+        self.drop2 = nn.Dropout(dropout)
         self.ln1 = nn.LayerNorm(hidden)
         self.ln2 = nn.LayerNorm(hidden)
         self.ff1 = nn.Linear(hidden, 4 * hidden)
@@ -56,8 +59,8 @@ class Block(nn.Module):
         if self.pre_norm:  # GPT
             x = x + self.attn(self.ln1(x))
             return x + self.ff2(F.gelu(self.ff1(self.ln2(x)), approximate="tanh"))
-        x = self.ln1(x + self.attn(x))  # BERT
-        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
+        x = self.ln1(x + self.drop1(self.attn(x)))  # BERT
+        return self.ln2(x + self.drop2(self.ff2(F.gelu(self.ff1(x)))))
 
 
 class BertClassifier(nn.Module):
@@ -94,6 +97,53 @@ class GptLM(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.head(self.ln(x))
+
+
+class EncoderLayer(nn.Module):
+    """One BERT encoder layer (post-norm, GELU, dropout on the attention
+    probabilities and both residual branches) with a classifier on the
+    first position."""
+
+    def __init__(self, hidden=256, heads=4, classes=4, dropout=0.1):
+        super().__init__()
+        self.layer = Block(hidden, heads, False, False, dropout)
+        self.classifier = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.classifier(self.layer(x)[:, 0])
+
+
+class SeededDropout(nn.Module):
+    """nn.Dropout with the masks of a Kiln step: dropout `stream` of the
+    trace, at the seed `seed()` returns. An eager reference for steps whose
+    dropouts Kiln draws."""
+
+    def __init__(self, p, stream, seed):
+        super().__init__()
+        self.p, self.stream, self.seed = p, stream, seed
+
+    def forward(self, x):
+        import kiln
+        mask = kiln.rng.dropout_mask(self.seed(), self.stream, x.shape, self.p)
+        return x * mask.to(x.dtype) / (1 - self.p)
+
+
+def seed_dropouts(model, seed, *sample):
+    """Replaces every nn.Dropout of `model` with a SeededDropout, numbered in
+    the order a forward pass on `sample` calls them, which is the trace's."""
+    order = []
+    hooks = [m.register_forward_hook(lambda m, i, o: order.append(m))
+             for m in model.modules() if isinstance(m, nn.Dropout)]
+    with torch.no_grad():
+        model(*sample)
+    for h in hooks:
+        h.remove()
+    stream_of = {id(m): k for k, m in enumerate(order)}
+    for name, m in list(model.named_modules()):
+        if isinstance(m, nn.Dropout):
+            parent = model.get_submodule(name.rpartition(".")[0])
+            setattr(parent, name.rpartition(".")[2],
+                    SeededDropout(m.p, stream_of[id(m)], seed))
 
 
 def lm_loss(logits, targets):

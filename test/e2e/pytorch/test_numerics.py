@@ -83,6 +83,40 @@ class NumericsTest(unittest.TestCase):
         # so parameters agree less tightly than the losses.
         self.assertParametersMatch(step, ref, 1e-3)
 
+    def test_bert_encoder_layer_with_dropout_adamw(self):
+        # The encoder layer: hidden 256, 4 heads, sequence 128,
+        # batch 8, GELU, layer norm, dropout 0.1 (three per layer), AdamW.
+        # The reference draws the masks Kiln's step draws (kiln.rng), so
+        # the runs agree step for step only if the device's dropout does.
+        model = models.EncoderLayer(hidden=256, heads=4, classes=4, dropout=0.1)
+        g = torch.Generator().manual_seed(1)
+        batches = [(torch.randn(8, 128, 256, generator=g),
+                    torch.randint(0, 4, (8,), generator=g)) for _ in range(STEPS // 2)]
+        reference = copy.deepcopy(model)
+        done = [0]
+        models.seed_dropouts(
+            reference, lambda: kiln.distributed.worker_seed(0, 0, done[0] + 1),
+            batches[0][0])
+        no_dropout = copy.deepcopy(model).eval()
+        optimizer = kiln.optim.AdamW(lr=1e-3)
+        torch_opt = kiln.optim.torch_optimizer(optimizer, reference.parameters())
+        step = kiln.compile_step(model, F.cross_entropy, optimizer)
+        kiln_losses, torch_losses = [], []
+        for x, y in batches:
+            kiln_losses.append(float(step(x, y)))
+            if done[0] == 0:
+                plain = float(F.cross_entropy(no_dropout(x), y))
+                self.assertGreater(abs(plain - kiln_losses[0]), 1e-3,
+                                   "dropout changed nothing")
+            torch_opt.zero_grad()
+            loss = F.cross_entropy(reference(x), y)
+            loss.backward()
+            torch_opt.step()
+            torch_losses.append(float(loss))
+            done[0] += 1
+        self.assertLossesMatch(kiln_losses, torch_losses, 1e-4)
+        self.assertParametersMatch(step, reference, 1e-3)
+
     def test_gpt_causal_lm_adam(self):
         model = models.GptLM()
         batch = lambda g: (torch.randint(0, 96, (4, 16), generator=g),

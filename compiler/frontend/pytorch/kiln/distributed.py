@@ -117,5 +117,7 @@ def _splitmix64(x):
 def worker_seed(seed, rank, step):
     """The RNG seed of `rank`'s step `step`: distinct streams per worker and
     step, all derived from one seed, so a run repeats bit for bit for a fixed
-    world size."""
-    return _splitmix64(_splitmix64(_splitmix64(seed) ^ rank) ^ step) >> 1
+    world size. 31 bits: the device holds integers as i32, and the seed only
+    keys a 64-bit counter-based generator, so distinct steps still draw
+    independent masks."""
+    return _splitmix64(_splitmix64(_splitmix64(seed) ^ rank) ^ step) >> 33

@@ -19,6 +19,12 @@ elif kernel == "softmax_rows":
 elif kernel == "double_buffered_elementwise":
     want = np.maximum(2 * x["x"].astype(np.float64) + 1, 0)
     got = y["y"]
+elif kernel == "dropout_uniform":
+    # Bit for bit what kiln.rng (and the reference interpreter) draw.
+    import kiln.rng
+    all_of_stream = kiln.rng.uniform(int(x["seed"][0]), 3, (128, 64)).numpy()
+    print("ok" if np.array_equal(y["u"], all_of_stream) else "differs from kiln.rng")
+    sys.exit(0)
 else:
     sys.exit("unknown kernel " + kernel)
 err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)

@@ -12,3 +12,5 @@ elif kernel == "softmax_rows":
     np.savez(out, x=3 * f32(128, 512))
 elif kernel == "double_buffered_elementwise":
     np.savez(out, x=f32(128, 2048))
+elif kernel == "dropout_uniform":
+    np.savez(out, seed=np.array([-123456789], dtype=np.int32))
