@@ -4,6 +4,7 @@
 
 #include "compiler/builder/GraphBuilder.h"
 
+#include <optional>
 #include <random>
 
 namespace kiln::testing {
@@ -31,6 +32,8 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
     cols = std::max<int64_t>(1, cols / 4);
   }
   std::vector<Tensor> pool{input({rows, cols})};
+  std::optional<Tensor> rngSeed;
+  int64_t streams = 0;
   int steps = 4 + pick(9);
   for (int s = 0; s < steps; ++s) {
     Tensor x = pool[pick(static_cast<int>(pool.size()))];
@@ -87,7 +90,15 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
       break;
     }
     default:
-      y = b.max(x, b.tanh(input({r, c})));
+      if (pick(2)) {
+        y = b.max(x, b.tanh(input({r, c})));
+        break;
+      }
+      // Dropout, on a stream of its own under the graph's one seed.
+      if (!rngSeed) {
+        rngSeed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+      }
+      y = b.dropout(x, *rngSeed, 0.125 * (1 + pick(6)), streams++).output;
       break;
     }
     // Keep magnitudes near 1 so that long chains stay well conditioned.
