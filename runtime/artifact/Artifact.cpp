@@ -312,11 +312,13 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
   }
   // Minor versions only append opcodes and field values, so an older
   // minor's instructions mean what they meant: accept its schema too.
-  static const char kMinor0Schema[] =
-      "c4a81381e11467c124abbf1578d4fc2f0426903a5949ded1e8571ffe3a86c7dd";
+  static const llvm::StringLiteral kOlderSchemas[] = {
+      "c4a81381e11467c124abbf1578d4fc2f0426903a5949ded1e8571ffe3a86c7dd",
+      "2c2fc8b6fec3bcf7b2cf18055fe42e4703ed9be2b1fc2fe56d41e76b38dd50f0"};
   llvm::StringRef recorded(h + kOffSchemaHash, 32);
-  bool knownOlder = minor == 0 && llvm::toHex(recorded, /*LowerCase=*/true) ==
-                                      llvm::StringRef(kMinor0Schema);
+  bool knownOlder =
+      minor < std::size(kOlderSchemas) &&
+      llvm::toHex(recorded, /*LowerCase=*/true) == kOlderSchemas[minor];
   if (schemaHash() != recorded && !knownOlder) {
     return fail(
         "instruction schema differs from this Kiln's; recompile the graph");

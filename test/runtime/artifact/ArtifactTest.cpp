@@ -106,7 +106,7 @@ TEST(Artifact, CorruptionIsDetected) {
   std::string major = good;
   llvm::support::endian::write16le(major.data() + 8, 2);
   EXPECT_EQ(loadError(major),
-            "artifact 'x.kneff': format version 2.1 is not readable "
+            "artifact 'x.kneff': format version 2.2 is not readable "
             "by this Kiln (it reads 1.x); recompile the graph");
 
   std::string feature = good;
@@ -116,6 +116,18 @@ TEST(Artifact, CorruptionIsDetected) {
   std::string schema = good;
   schema[40] ^= 1;
   EXPECT_NE(loadError(schema).find("instruction schema differs"),
+            std::string::npos);
+
+  // An older minor version's schema is still readable (minors only append
+  // opcodes and field values), but only under that minor's number.
+  std::string older = good;
+  llvm::support::endian::write16le(older.data() + 10, 1);
+  std::string minor1Schema = llvm::fromHex(
+      "2c2fc8b6fec3bcf7b2cf18055fe42e4703ed9be2b1fc2fe56d41e76b38dd50f0");
+  std::copy(minor1Schema.begin(), minor1Schema.end(), older.begin() + 40);
+  EXPECT_TRUE(static_cast<bool>(artifact::readArtifact(older, "x.kneff")));
+  llvm::support::endian::write16le(older.data() + 10, 0);
+  EXPECT_NE(loadError(older).find("instruction schema differs"),
             std::string::npos);
 
   EXPECT_NE(test::errorOf(artifact::readArtifact(good, "x.kneff", "trn2"))
