@@ -22,8 +22,15 @@ using isa::regionOf;
 
 struct Access {
   uint32_t node;
-  bool write;
   Region region;
+};
+
+/// The accesses of one granule that later ones may conflict with. Reads
+/// and writes are kept apart because a read conflicts only with writes:
+/// a tensor read by thousands of tiles (a weight, a reused activation)
+/// would otherwise make every later read scan all of them.
+struct Granule {
+  std::vector<Access> reads, writes;
 };
 
 /// Granule keys: HBM in 64 KiB steps, on-chip memories in 1 KiB steps.
@@ -32,10 +39,31 @@ uint64_t granuleKey(isa::Memory m, int64_t granule) {
   return (static_cast<uint64_t>(m) << 56) | static_cast<uint64_t>(granule);
 }
 
+/// Calls fn(key, lo, hi) for every granule `region` touches, with the
+/// granule's byte range [lo, hi).
+template <typename Fn>
+void forEachGranule(const Region &region, Fn fn) {
+  int shift = granuleShift(region.memory);
+  for (int64_t g = region.byteLo >> shift; g <= (region.byteHi - 1) >> shift;
+       ++g) {
+    fn(granuleKey(region.memory, g), g << shift, (g + 1) << shift);
+  }
+}
+
+/// Whether `write` covers every byte `a` touches inside [lo, hi): then
+/// anything later that conflicts with `a` there conflicts with `write`,
+/// which is ordered after `a`, so the granule need not remember `a`.
+bool coversWithin(const Region &write, const Region &a, int64_t lo,
+                  int64_t hi) {
+  return write.rowLo <= a.rowLo && a.rowHi <= write.rowHi &&
+         std::max(write.byteLo, lo) <= std::max(a.byteLo, lo) &&
+         std::min(a.byteHi, hi) <= std::min(write.byteHi, hi);
+}
+
 } // namespace
 
 void computeDependencies(std::vector<Node> &nodes) {
-  llvm::DenseMap<uint64_t, std::vector<Access>> granules;
+  llvm::DenseMap<uint64_t, Granule> granules;
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     const isa::Instruction &inst = nodes[i].inst;
     llvm::SmallVector<std::pair<Region, bool>, 4> accesses;
@@ -44,37 +72,41 @@ void computeDependencies(std::vector<Node> &nodes) {
       accesses.push_back({regionOf(inst.operands[k]), write});
     }
     llvm::SmallDenseSet<uint32_t, 8> preds;
-    for (auto &[region, write] : accesses) {
-      int shift = granuleShift(region.memory);
-      for (int64_t g = region.byteLo >> shift; g <= (region.byteHi - 1) >> shift;
-           ++g) {
-        auto it = granules.find(granuleKey(region.memory, g));
-        if (it == granules.end()) {
-          continue;
-        }
-        for (const Access &a : it->second) {
-          if ((write || a.write) && a.node != i && a.region.overlaps(region)) {
-            preds.insert(a.node);
-          }
+    auto collect = [&](const std::vector<Access> &list, const Region &region) {
+      for (const Access &a : list) {
+        if (a.node != i && a.region.overlaps(region)) {
+          preds.insert(a.node);
         }
       }
+    };
+    for (auto &[region, write] : accesses) {
+      forEachGranule(region, [&](uint64_t key, int64_t, int64_t) {
+        auto it = granules.find(key);
+        if (it == granules.end()) {
+          return;
+        }
+        collect(it->second.writes, region);
+        if (write) {
+          collect(it->second.reads, region);
+        }
+      });
     }
     nodes[i].preds.assign(preds.begin(), preds.end());
     llvm::sort(nodes[i].preds);
     for (auto &[region, write] : accesses) {
-      int shift = granuleShift(region.memory);
-      for (int64_t g = region.byteLo >> shift; g <= (region.byteHi - 1) >> shift;
-           ++g) {
-        std::vector<Access> &list = granules[granuleKey(region.memory, g)];
+      forEachGranule(region, [&](uint64_t key, int64_t lo, int64_t hi) {
+        Granule &granule = granules[key];
         if (write) {
           // What this write covers is ordered before it and before anything
           // that will conflict with it: later accesses need only see it.
-          llvm::erase_if(list, [&](const Access &a) {
-            return a.node != i && region.contains(a.region);
-          });
+          auto covered = [&](const Access &a) {
+            return a.node != i && coversWithin(region, a.region, lo, hi);
+          };
+          llvm::erase_if(granule.reads, covered);
+          llvm::erase_if(granule.writes, covered);
         }
-        list.push_back({i, write, region});
-      }
+        (write ? granule.writes : granule.reads).push_back({i, region});
+      });
     }
   }
 }
