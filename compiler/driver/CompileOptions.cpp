@@ -17,14 +17,16 @@ CompileOptions::keyFields() const {
           {"opt-level", std::to_string(optLevel)},
           {"auto-cast", autoCast},
           {"world-size", std::to_string(worldSize)},
-          {"bucket-bytes", std::to_string(bucketBytes)}};
+          {"bucket-bytes", std::to_string(bucketBytes)},
+          {"sbuf-bytes", std::to_string(sbufBytes)}};
 }
 
 std::vector<std::string> CompileOptions::toFlags() const {
   return {"--target=" + target, "-O" + std::to_string(optLevel),
           "--auto-cast=" + autoCast,
           "--world-size=" + std::to_string(worldSize),
-          "--bucket-bytes=" + std::to_string(bucketBytes)};
+          "--bucket-bytes=" + std::to_string(bucketBytes),
+          "--sbuf-bytes=" + std::to_string(sbufBytes)};
 }
 
 llvm::Expected<CompileOptions>
@@ -79,6 +81,15 @@ CompileOptions::parse(llvm::ArrayRef<std::string> flags, CompileOptions base) {
         return fail("--bucket-bytes needs a positive integer");
       }
       o.bucketBytes = bytes;
+    } else if (name == "--sbuf-bytes") {
+      int64_t bytes = 0;
+      // The engine phase keeps 2 KiB of every partition for itself.
+      if (!takeValue() || value.getAsInteger(10, bytes) ||
+          (bytes != 0 && bytes < 4096)) {
+        return fail("--sbuf-bytes needs 0 (the target's SBUF) or at least "
+                    "4096 bytes per partition");
+      }
+      o.sbufBytes = bytes;
     } else {
       return fail("unknown option '" + flag + "'");
     }

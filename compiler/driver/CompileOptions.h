@@ -29,6 +29,10 @@ struct CompileOptions {
   /// The largest bucket of gradients one all-reduce averages (data-parallel
   /// compiles only).
   int64_t bucketBytes = 4 << 20;
+  /// SBUF bytes per partition the memory plan may use (0: the target's).
+  /// Lowering it forces spills: for testing, and for finding how a step
+  /// behaves with less on-chip memory.
+  int64_t sbufBytes = 0;
 
   /// name=value for every option, in a fixed order, defaults written out.
   std::vector<std::pair<std::string, std::string>> keyFields() const;
@@ -38,7 +42,7 @@ struct CompileOptions {
 
   /// Parses command-line style flags (`--target trn2`, `-O1`,
   /// `--auto-cast=bf16`, `--world-size 4`,
-  /// `--bucket-bytes 1048576`) on top of `base`.
+  /// `--bucket-bytes 1048576`, `--sbuf-bytes 65536`) on top of `base`.
   static llvm::Expected<CompileOptions> parse(llvm::ArrayRef<std::string> flags,
                                               CompileOptions base);
   static llvm::Expected<CompileOptions>

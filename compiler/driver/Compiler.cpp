@@ -85,6 +85,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));
   tile_passes::KTilePlanMemoryOptions plan;
   plan.target = options.target;
+  plan.sbufBytes = options.sbufBytes;
   pm.addPass(tile_passes::createKTilePlanMemory(plan));
   if (last == Phase::Tile) {
     return llvm::Error::success();

@@ -67,9 +67,14 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     whole 2 KiB banks. HBM intermediates reuse the space of dead ones;
     arguments, results and constants get fixed places first.
 
-    When SBUF runs out (`sbuf-bytes` lowers the capacity for tests), the
-    live buffer whose next use is furthest away is spilled: stored to an HBM
-    scratch buffer after its last write and reloaded before its next use.
+    When SBUF runs out (`sbuf-bytes` lowers the capacity, for tests and
+    `kiln compile --sbuf-bytes`), the live buffer whose next use is furthest
+    away (Belady) is spilled: a `dma_copy` stores it to an HBM scratch
+    buffer in front of the allocation that needs its space, and a fresh
+    buffer reloads it just before its next use, which reads the copy from
+    then on; `ktile.spills` on the function counts them. The buffers one
+    instruction reads together are never spilled for one another; when those alone do not fit, or PSUM (whose banks hold
+    accumulators) is full, the error names the allocation and what is live.
   }];
   let options = [
     Option<"target", "target", "std::string", "\"trn1\"", "The target">,

@@ -1,10 +1,9 @@
 //===- PlanMemory.cpp - SBUF, PSUM and HBM placement by liveness ----------===//
 
 #include "passes/tile/Passes.h"
+#include "passes/tile/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-
-#include <map>
 
 namespace kiln::tile_passes {
 #define GEN_PASS_DEF_KTILEPLANMEMORY
@@ -13,6 +12,7 @@ namespace kiln::tile_passes {
 
 using namespace mlir;
 using namespace kiln;
+using kiln::tile_passes::RotatingAllocator;
 
 namespace {
 
@@ -20,57 +20,47 @@ constexpr int64_t kAlignment = 64;
 
 int64_t alignUp(int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
 
-/// First-fit placement in [0, capacity) of intervals that come and go,
-/// searching from where the last placement ended so that a just-freed
-/// block is the last one reused.
-class RotatingAllocator {
-public:
-  RotatingAllocator(int64_t capacity, int64_t alignment)
-      : capacity(capacity), alignment(alignment) {}
+} // namespace
 
-  std::optional<int64_t> allocate(int64_t bytes) {
-    for (int pass = 0; pass < 2; ++pass) {
-      int64_t start = pass == 0 ? cursor : 0;
-      int64_t limit = pass == 0 ? capacity : cursor;
-      int64_t at = start;
-      for (auto it = used.lower_bound(start); at + bytes <= limit;) {
-        // Skip a block that started before `at` and covers it.
-        auto prev = used.upper_bound(at);
-        if (prev != used.begin()) {
-          --prev;
-          if (prev->first + prev->second > at) {
-            at = align(prev->first + prev->second);
-            it = used.lower_bound(at);
-            continue;
-          }
+std::optional<int64_t> RotatingAllocator::allocate(int64_t bytes) {
+  for (int pass = 0; pass < 2; ++pass) {
+    // From the cursor to the end, then from the start: a block that
+    // straddles the cursor is found by the second pass.
+    int64_t start = pass == 0 ? cursor : 0;
+    int64_t limit = capacity;
+    int64_t at = start;
+    for (auto it = used.lower_bound(start); at + bytes <= limit;) {
+      // Skip a block that started before `at` and covers it.
+      auto prev = used.upper_bound(at);
+      if (prev != used.begin()) {
+        --prev;
+        if (prev->first + prev->second > at) {
+          at = align(prev->first + prev->second);
+          it = used.lower_bound(at);
+          continue;
         }
-        if (it == used.end() || it->first >= at + bytes) {
-          used[at] = bytes;
-          cursor = at + bytes;
-          return at;
-        }
-        at = align(it->first + it->second);
-        it = used.lower_bound(at);
       }
+      if (it == used.end() || it->first >= at + bytes) {
+        used[at] = bytes;
+        cursor = at + bytes;
+        return at;
+      }
+      at = align(it->first + it->second);
+      it = used.lower_bound(at);
     }
-    return std::nullopt;
   }
-  void release(int64_t at) { used.erase(at); }
-  int64_t inUse() const {
-    int64_t total = 0;
-    for (auto &[at, bytes] : used) {
-      total += bytes;
-    }
-    return total;
-  }
+  return std::nullopt;
+}
 
-private:
-  int64_t align(int64_t x) const {
-    return (x + alignment - 1) / alignment * alignment;
+int64_t RotatingAllocator::inUse() const {
+  int64_t total = 0;
+  for (auto &[at, bytes] : used) {
+    total += bytes;
   }
-  int64_t capacity, alignment, cursor = 0;
-  std::map<int64_t, int64_t> used;
-};
+  return total;
+}
+
+namespace {
 
 struct KTilePlanMemory
     : kiln::tile_passes::impl::KTilePlanMemoryBase<KTilePlanMemory> {
@@ -90,6 +80,12 @@ struct KTilePlanMemory
   }
 
   LogicalResult plan(func::FuncOp func, const target::TargetDescription &t) {
+    // On-chip first: spilling adds HBM scratch buffers for the HBM plan.
+    FailureOr<int64_t> spilled =
+        kiln::tile_passes::planOnChip(func, t, sbufBytes);
+    if (failed(spilled)) {
+      return failure();
+    }
     Block &body = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> position;
     int64_t index = 0;
@@ -117,6 +113,9 @@ struct KTilePlanMemory
     // reusing the space of dead ones.
     int64_t hbmEnd = 0;
     Builder b(func.getContext());
+    if (*spilled > 0) {
+      func->setAttr("ktile.spills", b.getI64IntegerAttr(*spilled));
+    }
     llvm::SmallVector<int64_t> argAddresses;
     for (BlockArgument arg : body.getArguments()) {
       argAddresses.push_back(hbmEnd);
@@ -157,51 +156,6 @@ struct KTilePlanMemory
     func->setAttr("ktile.hbm_bytes",
                   b.getI64IntegerAttr(std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64)));
 
-    // SBUF and PSUM, in program order.
-    // The engine phase's scratch slots sit past what the plan hands out.
-    int64_t sbufCapacity =
-        (sbufBytes > 0 ? std::min<int64_t>(sbufBytes, t.sbufBytesPerPartition)
-                       : t.sbufBytesPerPartition) -
-        ktile::kScratchSbufBytes;
-    RotatingAllocator sbuf(sbufCapacity, kAlignment);
-    int64_t banks = t.psumBytesPerPartition / t.psumBankBytes - 1;
-    RotatingAllocator psum(banks, 1);
-    std::multimap<int64_t, std::pair<RotatingAllocator *, int64_t>> frees;
-    for (Operation &op : body) {
-      int64_t at = position[&op];
-      for (auto it = frees.begin(); it != frees.end() && it->first < at;) {
-        it->second.first->release(it->second.second);
-        it = frees.erase(it);
-      }
-      auto alloc = llvm::dyn_cast<ktile::AllocOp>(&op);
-      if (!alloc) {
-        continue;
-      }
-      MemRefType type = alloc.getBuffer().getType();
-      std::optional<isa::Memory> memory = ktile::memoryOf(type);
-      if (memory == isa::Memory::Hbm) {
-        continue;
-      }
-      int64_t bytes = ktile::bufferBytes(type);
-      bool isPsum = memory == isa::Memory::Psum;
-      RotatingAllocator &pool = isPsum ? psum : sbuf;
-      int64_t units = isPsum ? (bytes + t.psumBankBytes - 1) / t.psumBankBytes
-                             : alignUp(bytes);
-      std::optional<int64_t> place = pool.allocate(units);
-      if (!place) {
-        return alloc.emitOpError("needs ")
-               << bytes << " bytes per partition of "
-               << isa::memoryName(*memory) << " but "
-               << (isPsum ? pool.inUse() * t.psumBankBytes : pool.inUse())
-               << " of " << (isPsum ? t.psumBytesPerPartition : sbufCapacity)
-               << " are live here (spilling is not implemented: lower "
-                  "the tile phase's sbuf-budget)";
-      }
-      frees.emplace(lastUseOf(alloc.getBuffer()), std::make_pair(&pool, *place));
-      alloc->setAttr("address",
-                     b.getI64IntegerAttr(isPsum ? *place * t.psumBankBytes
-                                                : *place));
-    }
     return success();
   }
 };

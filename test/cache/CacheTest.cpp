@@ -114,8 +114,8 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
   EXPECT_EQ(names,
             (std::vector<std::string>{
                 "graph", "compiler", "target", "option.target",
-                "option.opt-level", "option.auto-cast", "world-size",
-                "bucket-bytes", "salt"}));
+                "option.opt-level", "option.auto-cast", "option.sbuf-bytes",
+                "world-size", "bucket-bytes", "salt"}));
 }
 
 TEST_F(CacheTest, MissCompilesPublishesAndThenHits) {

@@ -150,7 +150,8 @@ llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> raw,
       args.passThrough.push_back(arg.str());
       bool takesValue =
           !arg.contains('=') &&
-          (arg == "--target" || arg == "--auto-cast" || arg == "--world-size");
+          (arg == "--target" || arg == "--auto-cast" || arg == "--world-size" ||
+           arg == "--bucket-bytes" || arg == "--sbuf-bytes");
       if (takesValue && i + 1 < raw.size()) {
         args.passThrough.push_back(raw[++i]);
       }

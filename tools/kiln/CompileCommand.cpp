@@ -36,6 +36,16 @@ cl::opt<std::string> autoCast("auto-cast",
 cl::opt<int> worldSize("world-size",
                        cl::desc("Workers of the data-parallel group"),
                        cl::sub(compileCommand));
+cl::opt<int64_t> bucketBytes(
+    "bucket-bytes",
+    cl::desc("Largest gradient bucket one all-reduce averages (data-parallel "
+             "compiles)"),
+    cl::sub(compileCommand));
+cl::opt<int64_t> sbufBytes(
+    "sbuf-bytes",
+    cl::desc("SBUF bytes per partition the memory plan may use (default: the "
+             "target's); lower it to see or test spilling"),
+    cl::sub(compileCommand));
 cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after a phase and print its IR: import, graph, tile, "
@@ -61,6 +71,12 @@ llvm::Expected<CompileOptions> options() {
   }
   if (worldSize.getNumOccurrences()) {
     flags.push_back("--world-size=" + std::to_string(worldSize));
+  }
+  if (bucketBytes.getNumOccurrences()) {
+    flags.push_back("--bucket-bytes=" + std::to_string(bucketBytes));
+  }
+  if (sbufBytes.getNumOccurrences()) {
+    flags.push_back("--sbuf-bytes=" + std::to_string(sbufBytes));
   }
   return CompileOptions::parse(flags, *opts);
 }

@@ -272,6 +272,37 @@ TEST(CompilerTest, MlpTrainingStepMatchesReference) {
   }
 }
 
+TEST(CompilerTest, SpilledProgramsMatchReference) {
+  // A matmul whose stationary block (K = 1000 deep) outgrows a lowered SBUF
+  // and an elementwise tail: the plan spills tiles to HBM and reloads them,
+  // more DMAs run, and the results do not change.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor y = b.matmul(in(b, "x", {300, 1000}), in(b, "w", {1000, 200}));
+    out(b, b.tanh(b.add(y, in(b, "bias", {200}))));
+  });
+  DiffOptions options;
+  options.atol = 2e-5;
+  auto whole = compileAndCompare(graph, options);
+  ASSERT_TRUE(static_cast<bool>(whole)) << llvm::toString(whole.takeError());
+  for (int64_t bytes : {16384, 8192}) {
+    options.compile.sbufBytes = bytes;
+    auto spilled = compileAndCompare(graph, options);
+    ASSERT_TRUE(static_cast<bool>(spilled))
+        << bytes << ": " << llvm::toString(spilled.takeError());
+    EXPECT_TRUE(spilled->passed()) << bytes << ": " << spilled->worst;
+    EXPECT_GT(spilled->instructions, whole->instructions) << bytes;
+  }
+  // When the operands of one instruction alone do not fit, the error says
+  // so instead of spilling forever.
+  options.compile.sbufBytes = 4096;
+  auto tooSmall = compileAndCompare(graph, options);
+  ASSERT_FALSE(static_cast<bool>(tooSmall));
+  EXPECT_NE(llvm::toString(tooSmall.takeError())
+                .find("and the same instruction needs them"),
+            std::string::npos);
+}
+
 TEST(CompilerTest, Bf16MatmulAccumulatesInF32) {
   // What --auto-cast=bf16 makes of a matmul, written out: the reference
   // rounds the inputs and the result to bf16, the compiled step rounds the

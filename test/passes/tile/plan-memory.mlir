@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s --ktile-plan-memory | FileCheck %s
 // RUN: not kiln-opt %s --ktile-plan-memory=sbuf-bytes=2560 2>&1 | FileCheck %s --check-prefix=SMALL
+// RUN: kiln-opt %s --ktile-plan-memory=sbuf-bytes=3584 | FileCheck %s --check-prefix=SPILL
 
 // Arguments first, then results, then intermediates reusing dead space.
 // On-chip buffers rotate: the second iteration's tiles do not reuse the
@@ -13,8 +14,9 @@
 // CHECK: ktile.alloc {address = 1024 : i64} : memref<8x128xf32, "sbuf">
 // CHECK: ktile.alloc {address = 1536 : i64} : memref<8x128xf32, "sbuf">
 // With room for one tile (2 KiB of the 2.5 KiB go to the engine phase's
-// scratch), the second live tile does not fit: a clear error, no spill.
-// SMALL: error: 'ktile.alloc' op needs 512 bytes per partition of sbuf but 512 of 512 are live here
+// scratch), the second tile does not fit, and spilling cannot help: the
+// activation reads the first while it writes the second.
+// SMALL: error: 'ktile.alloc' op needs 512 bytes per partition of sbuf but 512 of 512 are live here and the same instruction needs them
 func.func @rotate(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
   %y = ktile.alloc : memref<8x128xf32, "hbm">
   %a = ktile.alloc : memref<8x128xf32, "sbuf">
@@ -27,5 +29,38 @@ func.func @rotate(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
   %d = ktile.alloc : memref<8x128xf32, "sbuf">
   ktile.activation %d, %c {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
   ktile.dma_copy %y, %d {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  return %y : memref<8x128xf32, "hbm">
+}
+
+// Room for three tiles: %d needs a fourth while %a, %b and %c are live.
+// %a, used again furthest away, is stored to an HBM scratch buffer in front
+// of %d's allocation (its space goes to %d) and reloaded into a fresh tile
+// just before the multiply, which reads the copy.
+// SPILL-LABEL: func.func @spill
+// SPILL-SAME: ktile.spills = 1
+// SPILL: %[[A:.*]] = ktile.alloc {address = 0 : i64} : memref<8x128xf32, "sbuf">
+// SPILL: ktile.activation %[[B:.*]], %[[A]]
+// SPILL: ktile.activation %[[C:.*]], %[[B]]
+// SPILL: %[[S:.*]] = ktile.alloc {address = {{[0-9]+}} : i64, name = "spill"} : memref<8x128xf32, "hbm">
+// SPILL-NEXT: ktile.dma_copy %[[S]], %[[A]]
+// SPILL-NEXT: %[[D:.*]] = ktile.alloc {address = 0 : i64}
+// SPILL-NEXT: ktile.tensor_tensor %[[D]], %[[B]], %[[C]]
+// SPILL-NEXT: %[[E:.*]] = ktile.alloc
+// SPILL-NEXT: %[[A2:.*]] = ktile.alloc {address = 1024 : i64} : memref<8x128xf32, "sbuf">
+// SPILL-NEXT: ktile.dma_copy %[[A2]], %[[S]]
+// SPILL-NEXT: ktile.tensor_tensor %[[E]], %[[A2]], %[[D]]
+func.func @spill(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
+  %y = ktile.alloc : memref<8x128xf32, "hbm">
+  %a = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.dma_copy %a, %x {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %b = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %b, %a {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  %c = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %c, %b {func = "tanh", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  %d = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.tensor_tensor %d, %b, %c {op = "add", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, lhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, rhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  %e = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.tensor_tensor %e, %a, %d {op = "mul", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, lhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, rhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %y, %e {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
   return %y : memref<8x128xf32, "hbm">
 }

@@ -1,0 +1,243 @@
+//===- OnChipPlan.cpp - SBUF and PSUM placement, with spilling -----------===//
+//
+// Buffers are placed in program order when they are allocated and released
+// after their last use. When SBUF is full, Belady's rule picks a victim: the
+// live buffer whose next use is furthest away. It is stored to an HBM
+// scratch buffer in front of the allocation that needs its space, and
+// reloaded into a fresh buffer just before its next use; the users from
+// there on read the reloaded copy, which the walk places like any other
+// buffer when it reaches it. The engine phase orders the store before
+// whatever reuses the space, since both touch the same bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/MemoryPlan.h"
+#include "passes/tile/TileBuilder.h"
+
+#include "dialects/ktile/KTileDialect.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace kiln::tile_passes {
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+/// Ops of the input sit kGap positions apart, so that the spill and reload
+/// ops put in front of one get positions between it and its predecessor.
+constexpr int64_t kGap = 8;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+int64_t alignUp(int64_t x) {
+  return (x + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+class OnChipPlanner {
+public:
+  OnChipPlanner(func::FuncOp func, const target::TargetDescription &t,
+                int64_t sbufCapacity)
+      : func(func), t(t), sbuf(sbufCapacity, kAlignment),
+        psum(t.psumBytesPerPartition / t.psumBankBytes - 1, 1) {}
+
+  FailureOr<int64_t> run() {
+    Block &body = func.getBody().front();
+    for (Operation &op : body) {
+      position[&op] = static_cast<int64_t>(original.size()) * kGap;
+      original.push_back(&op);
+    }
+    for (auto alloc : body.getOps<ktile::AllocOp>()) {
+      if (ktile::memoryOf(alloc.getBuffer().getType()) == isa::Memory::Hbm) {
+        continue;
+      }
+      auto &list = uses[alloc.getBuffer()];
+      for (Operation *user : alloc.getBuffer().getUsers()) {
+        list.push_back(position[user]);
+      }
+      llvm::sort(list);
+    }
+    for (Operation *op = &body.front(); op; op = op->getNextNode()) {
+      int64_t at = position.lookup(op);
+      for (auto it = frees.begin(); it != frees.end() && it->first < at;) {
+        Live &l = live[it->second];
+        l.pool->release(l.address);
+        live.erase(it->second);
+        it = frees.erase(it);
+      }
+      auto alloc = llvm::dyn_cast<ktile::AllocOp>(op);
+      if (alloc && ktile::memoryOf(alloc.getBuffer().getType()) !=
+                       isa::Memory::Hbm) {
+        if (failed(place(alloc, at))) {
+          return failure();
+        }
+      }
+    }
+    return spills;
+  }
+
+private:
+  struct Live {
+    RotatingAllocator *pool;
+    int64_t address;
+  };
+
+  int64_t lastUse(Value v, int64_t at) {
+    const auto &list = uses[v];
+    return list.empty() ? at : list.back();
+  }
+  /// The first use after position `after`.
+  int64_t nextUse(Value v, int64_t after) {
+    const auto &list = uses[v];
+    auto it = llvm::upper_bound(list, after);
+    return it == list.end() ? kNever : *it;
+  }
+
+  LogicalResult place(ktile::AllocOp alloc, int64_t at) {
+    Value v = alloc.getBuffer();
+    MemRefType type = alloc.getBuffer().getType();
+    bool isPsum = ktile::memoryOf(type) == isa::Memory::Psum;
+    int64_t bytes = ktile::bufferBytes(type);
+    RotatingAllocator &pool = isPsum ? psum : sbuf;
+    int64_t units =
+        isPsum ? (bytes + t.psumBankBytes - 1) / t.psumBankBytes : alignUp(bytes);
+    std::optional<int64_t> address = pool.allocate(units);
+    // A reload is needed by the instruction after it, not by its own DMA.
+    int64_t needed = neededAt.count(v) ? neededAt[v] : nextUse(v, at);
+    while (!address && !isPsum && units <= sbuf.size()) {
+      std::optional<Value> victim = pickVictim(needed, at);
+      if (!victim) {
+        break;
+      }
+      spill(*victim, alloc, at);
+      address = pool.allocate(units);
+    }
+    if (!address) {
+      auto diag = alloc.emitOpError("needs ")
+                  << bytes << " bytes per partition of "
+                  << (isPsum ? "psum" : "sbuf") << " but "
+                  << (isPsum ? pool.inUse() * t.psumBankBytes : pool.inUse())
+                  << " of "
+                  << (isPsum ? pool.size() * t.psumBankBytes : pool.size())
+                  << " are live here";
+      if (isPsum) {
+        diag << " (PSUM is not spilled: accumulators live in their banks)";
+      } else {
+        diag << " and the same instruction needs them";
+      }
+      return diag;
+    }
+    live[v] = Live{&pool, *address};
+    frees.emplace(lastUse(v, at), v);
+    alloc->setAttr("address",
+                   Builder(alloc).getI64IntegerAttr(
+                       isPsum ? *address * t.psumBankBytes : *address));
+    return success();
+  }
+
+  /// The live SBUF buffer used again furthest in the future, after
+  /// `needed`; ties go to the lowest address, so plans are deterministic.
+  std::optional<Value> pickVictim(int64_t needed, int64_t at) {
+    std::optional<Value> best;
+    int64_t bestNext = needed, bestAddress = 0;
+    for (auto &[v, l] : live) {
+      if (l.pool != &sbuf) {
+        continue;
+      }
+      int64_t next = nextUse(v, at);
+      if (next == kNever) {
+        continue; // dead, released before the next op
+      }
+      if (next > bestNext || (best && next == bestNext &&
+                              l.address < bestAddress)) {
+        best = v;
+        bestNext = next;
+        bestAddress = l.address;
+      }
+    }
+    return best;
+  }
+
+  void spill(Value victim, Operation *before, int64_t at) {
+    int64_t next = nextUse(victim, at);
+    assert(next % kGap == 0 && "a buffer's later users are input ops");
+    Operation *consumer = original[next / kGap];
+    auto type = llvm::cast<MemRefType>(victim.getType());
+    Tile tile;
+    tile.dtype = *kisa::toIsaType(type.getElementType());
+    tile.rows = type.getShape()[0];
+    tile.cols = type.getNumElements() / tile.rows;
+
+    // Store in front of the allocation that needs the space.
+    OpBuilder b(before);
+    TileBuilder tb(b, before->getLoc(), t);
+    Value scratch = tb.hbm({tile.rows, tile.cols}, tile.dtype, "spill");
+    tile.buffer = victim;
+    tb.store(HbmView::whole(scratch), 0, tile.cols, 1, tile);
+    position[scratch.getDefiningOp()] = at - 2;
+    position[before->getPrevNode()] = at - 1;
+
+    // Reload in front of the next user; it and later users read the copy.
+    b.setInsertionPoint(consumer);
+    TileBuilder reloadBuilder(b, consumer->getLoc(), t);
+    auto copy = ktile::AllocOp::create(b, consumer->getLoc(), type,
+                                       StringAttr(), nullptr);
+    tile.buffer = copy.getBuffer();
+    reloadBuilder.load(tile, HbmView::whole(scratch), 0, tile.cols, 1);
+    position[copy] = next - 4;
+    position[consumer->getPrevNode()] = next - 3;
+    for (OpOperand &use : llvm::make_early_inc_range(victim.getUses())) {
+      if (position.lookup(use.getOwner()) >= next) {
+        use.set(copy.getBuffer());
+      }
+    }
+    auto &before_ = uses[victim];
+    auto split = llvm::lower_bound(before_, next);
+    auto &after = uses[copy.getBuffer()];
+    after.push_back(next - 3);
+    after.append(split, before_.end());
+    int64_t oldLast = before_.back();
+    before_.erase(split, before_.end());
+    before_.push_back(at - 1);
+    neededAt[copy.getBuffer()] = next;
+
+    // The victim is dead once stored: its space is free now.
+    for (auto [it, end] = frees.equal_range(oldLast); it != end; ++it) {
+      if (it->second == victim) {
+        frees.erase(it);
+        break;
+      }
+    }
+    Live l = live[victim];
+    l.pool->release(l.address);
+    live.erase(victim);
+    ++spills;
+  }
+
+  func::FuncOp func;
+  const target::TargetDescription &t;
+  RotatingAllocator sbuf, psum;
+  llvm::DenseMap<Operation *, int64_t> position;
+  std::vector<Operation *> original;
+  /// Sorted use positions of every on-chip buffer.
+  llvm::DenseMap<Value, llvm::SmallVector<int64_t>> uses;
+  llvm::DenseMap<Value, Live> live;
+  std::multimap<int64_t, Value> frees; // last use -> buffer
+  llvm::DenseMap<Value, int64_t> neededAt;
+  int64_t spills = 0;
+};
+
+} // namespace
+
+FailureOr<int64_t> planOnChip(func::FuncOp func,
+                              const target::TargetDescription &t,
+                              int64_t sbufBytes) {
+  // The engine phase's scratch slots sit past what the plan hands out.
+  int64_t capacity =
+      (sbufBytes > 0 ? std::min<int64_t>(sbufBytes, t.sbufBytesPerPartition)
+                     : t.sbufBytesPerPartition) -
+      ktile::kScratchSbufBytes;
+  return OnChipPlanner(func, t, capacity).run();
+}
+
+} // namespace kiln::tile_passes
