@@ -5,7 +5,7 @@
 // zero-filled inputs where that is quick — the modelled step time, TensorE
 // busy fraction and MFU on trn1.
 //
-//   build/bin/kiln-bench-compile [--no-sim]
+//   build/bin/kiln-bench-compile [--no-sim] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
 //   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
@@ -15,14 +15,15 @@
 //   bert-base-fwd   12 BERT-base encoder layers, forward (hidden 768,
 //                   12 heads, sequence 128, batch 8), bf16 matmuls
 //
-// The BERT *training* steps need the backward graph, which the PyTorch
-// front end (issue 6) traces; until then the forward stacks stand in, and
-// the figures say so.
+// --graph adds graph files, compiled in f32 and with --auto-cast=bf16: the
+// BERT-base training step, which the PyTorch front end traces
+// (bench/pytorch/BertBaseGraph.py writes it), is one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/builder/GraphBuilder.h"
 #include "compiler/driver/Compiler.h"
+#include "compiler/graph/GraphFile.h"
 #include "examples/cpp/MlpStep.h"
 #include "runtime/sim/Simulator.h"
 
@@ -169,7 +170,22 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool simulate = !(argc > 1 && std::strcmp(argv[1], "--no-sim") == 0);
+  bool simulate = true;
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    if (arg == "--no-sim") {
+      simulate = false;
+    } else if (arg == "--graph" && i + 1 < argc &&
+               llvm::StringRef(argv[i + 1]).contains('=')) {
+      auto [name, path] = llvm::StringRef(argv[++i]).split('=');
+      files.emplace_back(name.str(), path.str());
+    } else {
+      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] "
+                           "[--graph NAME=FILE]...\n");
+      return 2;
+    }
+  }
   mlir::MLIRContext context;
   CompileOptions f32, bf16;
   bf16.autoCast = "bf16";
@@ -181,6 +197,11 @@ int main(int argc, char **argv) {
   failures += run("bert-layer-fwd", encoder(context, 1, 256, 4), f32, simulate);
   failures +=
       run("bert-base-fwd", encoder(context, 12, 768, 12), bf16, simulate);
+  for (auto &[name, path] : files) {
+    failures += run(name.c_str(), graph::readGraphFile(path), f32, simulate);
+    failures += run((name + "-bf16").c_str(), graph::readGraphFile(path), bf16,
+                    simulate);
+  }
   std::printf("(trn1; compile on one thread, best of 3; simulated with "
               "zero inputs, hazard checker off)\n");
   return failures ? 1 : 0;

@@ -285,7 +285,7 @@ TEST(CompilerTest, SpilledProgramsMatchReference) {
   options.atol = 2e-5;
   auto whole = compileAndCompare(graph, options);
   ASSERT_TRUE(static_cast<bool>(whole)) << llvm::toString(whole.takeError());
-  for (int64_t bytes : {16384, 8192}) {
+  for (int64_t bytes : {8192, 6144}) {
     options.compile.sbufBytes = bytes;
     auto spilled = compileAndCompare(graph, options);
     ASSERT_TRUE(static_cast<bool>(spilled))

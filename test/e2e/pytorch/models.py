@@ -64,12 +64,14 @@ class Block(nn.Module):
 
 
 class BertClassifier(nn.Module):
-    def __init__(self, vocab=100, hidden=64, heads=4, layers=2, seq=16, classes=3):
+    def __init__(self, vocab=100, hidden=64, heads=4, layers=2, seq=16, classes=3,
+                 dropout=0.0):
         super().__init__()
         self.tokens = nn.Embedding(vocab, hidden)
         self.positions = nn.Embedding(seq, hidden)
         self.ln = nn.LayerNorm(hidden)
-        self.layers = nn.ModuleList(Block(hidden, heads, False, False) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(hidden, heads, False, False, dropout)
+                                    for _ in range(layers))
         self.pooler = nn.Linear(hidden, hidden)
         self.classifier = nn.Linear(hidden, classes)
         self.register_buffer("position_ids", torch.arange(seq))

@@ -1,0 +1,43 @@
+"""Writes the BERT-base training step as a graph file for kiln-bench-compile.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/BertBaseGraph.py OUT.kgraph.pb
+    build/bin/kiln-bench-compile --graph bert-base-step=OUT.kgraph.pb
+
+The step is issue 4's compile-time benchmark: 12 encoder layers, hidden 768,
+12 heads, sequence 128, batch 8 per worker, vocabulary 30522, dropout 0.1,
+AdamW, in f32 (the bench compiles it with --auto-cast=bf16 as well). Tracing
+runs the step on real tensors and takes a few minutes on a 2-core machine;
+the graph is written once and reused.
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import kiln
+from kiln.step import build_graph
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "test", "e2e", "pytorch"))
+import models  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: BertBaseGraph.py OUT.kgraph.pb")
+    torch.manual_seed(0)
+    model = models.BertClassifier(vocab=30522, hidden=768, heads=12, layers=12,
+                                  seq=128, classes=2, dropout=0.1)
+    step = kiln.compile_step(model, F.cross_entropy, kiln.optim.AdamW(lr=1e-4),
+                             name="bert-base-train")
+    batch = (torch.randint(0, 30522, (8, 128)), torch.randint(0, 2, (8,)))
+    graph = build_graph(step._spec, batch)
+    with open(sys.argv[1], "wb") as f:
+        f.write(graph.SerializeToString())
+    print(f"{sys.argv[1]}: {len(graph.nodes)} nodes")
+
+
+if __name__ == "__main__":
+    main()
