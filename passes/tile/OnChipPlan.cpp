@@ -145,8 +145,10 @@ private:
         continue;
       }
       int64_t next = nextUse(v, at);
-      if (next == kNever) {
-        continue; // dead, released before the next op
+      // Dead buffers are released before the next op; one whose next use
+      // is a reload's DMA is about to be filled for the op after it.
+      if (next == kNever || next % kGap != 0) {
+        continue;
       }
       if (next > bestNext || (best && next == bestNext &&
                               l.address < bestAddress)) {
@@ -159,8 +161,7 @@ private:
   }
 
   void spill(Value victim, Operation *before, int64_t at) {
-    int64_t next = nextUse(victim, at);
-    assert(next % kGap == 0 && "a buffer's later users are input ops");
+    int64_t next = nextUse(victim, at); // an input op's: pickVictim checks
     Operation *consumer = original[next / kGap];
     auto type = llvm::cast<MemRefType>(victim.getType());
     Tile tile;
@@ -191,14 +192,16 @@ private:
         use.set(copy.getBuffer());
       }
     }
-    auto &before_ = uses[victim];
-    auto split = llvm::lower_bound(before_, next);
-    auto &after = uses[copy.getBuffer()];
-    after.push_back(next - 3);
-    after.append(split, before_.end());
-    int64_t oldLast = before_.back();
-    before_.erase(split, before_.end());
-    before_.push_back(at - 1);
+    // (Moved into the map after the victim's list is done with: inserting
+    // into a DenseMap may move its entries.)
+    llvm::SmallVector<int64_t> copyUses{next - 3};
+    auto &victimUses = uses[victim];
+    auto split = llvm::lower_bound(victimUses, next);
+    copyUses.append(split, victimUses.end());
+    int64_t oldLast = victimUses.back();
+    victimUses.erase(split, victimUses.end());
+    victimUses.push_back(at - 1);
+    uses[copy.getBuffer()] = std::move(copyUses);
     neededAt[copy.getBuffer()] = next;
 
     // The victim is dead once stored: its space is free now.
