@@ -6,11 +6,18 @@
 #include "compiler/target/TargetDescription.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <map>
 #include <optional>
 
 namespace kiln::tile_passes {
+
+/// Where buffers of every memory start: a multiple of this many bytes.
+inline constexpr int64_t kPlanAlignment = 64;
+inline int64_t alignUp(int64_t bytes) {
+  return static_cast<int64_t>(llvm::alignTo(bytes, kPlanAlignment));
+}
 
 /// First-fit placement in [0, capacity) of intervals that come and go,
 /// searching from where the last placement ended so that a just-freed

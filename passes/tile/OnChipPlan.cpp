@@ -24,21 +24,16 @@ namespace kiln::tile_passes {
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
 /// Ops of the input sit kGap positions apart, so that the spill and reload
 /// ops put in front of one get positions between it and its predecessor.
 constexpr int64_t kGap = 8;
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
-int64_t alignUp(int64_t x) {
-  return (x + kAlignment - 1) / kAlignment * kAlignment;
-}
-
 class OnChipPlanner {
 public:
   OnChipPlanner(func::FuncOp func, const target::TargetDescription &t,
                 int64_t sbufCapacity)
-      : func(func), t(t), sbuf(sbufCapacity, kAlignment),
+      : func(func), t(t), sbuf(sbufCapacity, kPlanAlignment),
         psum(t.psumBytesPerPartition / t.psumBankBytes - 1, 1) {}
 
   FailureOr<int64_t> run() {
@@ -100,7 +95,8 @@ private:
     int64_t bytes = ktile::bufferBytes(type);
     RotatingAllocator &pool = isPsum ? psum : sbuf;
     int64_t units =
-        isPsum ? (bytes + t.psumBankBytes - 1) / t.psumBankBytes : alignUp(bytes);
+        isPsum ? static_cast<int64_t>(llvm::divideCeil(bytes, t.psumBankBytes))
+               : alignUp(bytes);
     std::optional<int64_t> address = pool.allocate(units);
     // A reload is needed by the instruction after it, not by its own DMA.
     int64_t needed = neededAt.count(v) ? neededAt[v] : nextUse(v, at);

@@ -12,15 +12,9 @@ namespace kiln::tile_passes {
 
 using namespace mlir;
 using namespace kiln;
+using kiln::tile_passes::alignUp;
+using kiln::tile_passes::kPlanAlignment;
 using kiln::tile_passes::RotatingAllocator;
-
-namespace {
-
-constexpr int64_t kAlignment = 64;
-
-int64_t alignUp(int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
-
-} // namespace
 
 std::optional<int64_t> RotatingAllocator::allocate(int64_t bytes) {
   for (int pass = 0; pass < 2; ++pass) {
@@ -137,7 +131,7 @@ struct KTilePlanMemory
         intermediates.push_back(alloc);
       }
     }
-    RotatingAllocator hbm(int64_t(1) << 46, kAlignment);
+    RotatingAllocator hbm(int64_t(1) << 46, kPlanAlignment);
     std::multimap<int64_t, int64_t> hbmFrees; // last use -> address
     int64_t hbmPeak = 0;
     for (ktile::AllocOp alloc : intermediates) {
