@@ -5,7 +5,7 @@
 // zero-filled inputs where that is quick — the modelled step time, TensorE
 // busy fraction and MFU on trn1.
 //
-//   build/bin/kiln-bench-compile [--no-sim] [--graph NAME=FILE]...
+//   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
 //   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
@@ -17,7 +17,9 @@
 //
 // --graph adds graph files, compiled in f32 and with --auto-cast=bf16: the
 // BERT-base training step, which the PyTorch front end traces
-// (bench/pytorch/BertBaseGraph.py writes it), is one.
+// (bench/pytorch/BertBaseGraph.py writes it), is one. --breakdown adds, per
+// artifact, each engine's busy fraction and its costliest instruction kinds:
+// where the modelled time goes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +31,10 @@
 
 #include "mlir/IR/MLIRContext.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
@@ -105,8 +109,55 @@ double seconds() {
       .count();
 }
 
+/// Each engine's busy fraction of the makespan (DMA queues together, as the
+/// mean over queues), then its costliest instruction kinds (opcode and ALU or
+/// activation function) by modelled seconds.
+void printBreakdown(const artifact::Artifact &artifact,
+                    const sim::SimResult &result) {
+  const auto &target = *target::lookupTarget(artifact.manifest.target());
+  struct Kind {
+    double seconds = 0;
+    size_t count = 0;
+  };
+  std::map<std::string, std::map<std::string, Kind>> kinds;
+  std::map<std::string, std::pair<double, int>> busy; // seconds, streams
+  for (size_t i = 0; i < artifact.streams.size(); ++i) {
+    const artifact::Stream &stream = artifact.streams[i];
+    std::string engine = isa::engineName(stream.engine).str();
+    busy[engine].first += result.streams[i].busySeconds;
+    busy[engine].second += 1;
+    for (const isa::Instruction &inst : stream.instructions) {
+      const isa::OpcodeSchema &schema = isa::schemaOf(inst.opcode);
+      std::string kind = schema.mnemonic.str();
+      if (schema.op0Kind != isa::FieldKind::None) {
+        kind += "." + isa::fieldValueName(schema.op0Kind, inst.op0).str();
+      }
+      Kind &k = kinds[engine][kind];
+      k.seconds += isa::instructionSeconds(inst, target, /*worldSize=*/1);
+      k.count += 1;
+    }
+  }
+  for (auto &[engine, perKind] : kinds) {
+    auto [seconds, streams] = busy[engine];
+    std::printf("    %-7s busy %5.1f %% of %.1f us (%d stream%s)\n",
+                engine.c_str(),
+                100 * seconds / streams / result.makespanSeconds,
+                result.makespanSeconds * 1e6, streams, streams > 1 ? "s" : "");
+    std::vector<std::pair<std::string, Kind>> sorted(perKind.begin(),
+                                                     perKind.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+      return a.second.seconds > b.second.seconds;
+    });
+    for (size_t j = 0; j < sorted.size() && j < 6; ++j) {
+      std::printf("      %-28s %9.1f us %8zu instructions\n",
+                  sorted[j].first.c_str(), sorted[j].second.seconds * 1e6,
+                  sorted[j].second.count);
+    }
+  }
+}
+
 int run(const char *name, llvm::Expected<proto::Graph> graph,
-        CompileOptions options, bool simulate) {
+        CompileOptions options, bool simulate, bool breakdown) {
   if (!graph) {
     std::fprintf(stderr, "%s: %s\n", name,
                  llvm::toString(graph.takeError()).c_str());
@@ -161,6 +212,12 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
     std::printf("  modelled %9.1f us  TensorE busy %5.1f %%  MFU %5.1f %%",
                 result->makespanSeconds * 1e6, 100 * tensorBusy,
                 100 * result->mfu);
+    if (breakdown) {
+      std::printf("\n");
+      printBreakdown(*artifact, *result);
+      std::fflush(stdout);
+      return 0;
+    }
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -170,18 +227,20 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool simulate = true;
+  bool simulate = true, breakdown = false;
   std::vector<std::pair<std::string, std::string>> files;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     if (arg == "--no-sim") {
       simulate = false;
+    } else if (arg == "--breakdown") {
+      breakdown = true;
     } else if (arg == "--graph" && i + 1 < argc &&
                llvm::StringRef(argv[i + 1]).contains('=')) {
       auto [name, path] = llvm::StringRef(argv[++i]).split('=');
       files.emplace_back(name.str(), path.str());
     } else {
-      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] "
+      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] "
                            "[--graph NAME=FILE]...\n");
       return 2;
     }
@@ -192,15 +251,15 @@ int main(int argc, char **argv) {
   examples::MlpConfig mlp;
   int failures = 0;
   failures += run("mlp-step", examples::buildMlpTrainStep(context, mlp), f32,
-                  simulate);
-  failures += run("matmul-4096", bigMatmul(context), bf16, simulate);
-  failures += run("bert-layer-fwd", encoder(context, 1, 256, 4), f32, simulate);
+                  simulate, breakdown);
+  failures += run("matmul-4096", bigMatmul(context), bf16, simulate, breakdown);
+  failures += run("bert-layer-fwd", encoder(context, 1, 256, 4), f32, simulate, breakdown);
   failures +=
-      run("bert-base-fwd", encoder(context, 12, 768, 12), bf16, simulate);
+      run("bert-base-fwd", encoder(context, 12, 768, 12), bf16, simulate, breakdown);
   for (auto &[name, path] : files) {
-    failures += run(name.c_str(), graph::readGraphFile(path), f32, simulate);
+    failures += run(name.c_str(), graph::readGraphFile(path), f32, simulate, breakdown);
     failures += run((name + "-bf16").c_str(), graph::readGraphFile(path), bf16,
-                    simulate);
+                    simulate, breakdown);
   }
   std::printf("(trn1; compile on one thread, best of 3; simulated with "
               "zero inputs, hazard checker off)\n");
