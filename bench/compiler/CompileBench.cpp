@@ -15,7 +15,8 @@
 //   bert-base-fwd   12 BERT-base encoder layers, forward (hidden 768,
 //                   12 heads, sequence 128, batch 8), bf16 matmuls
 //
-// --graph adds graph files, compiled in f32 and with --auto-cast=bf16: the
+// --graph adds graph files, compiled in f32 and with --auto-cast=bf16
+// (--f32-only, --bf16-only pick one; --no-builtin skips the steps above): the
 // BERT-base training step, which the PyTorch front end traces
 // (bench/pytorch/BertBaseGraph.py writes it), is one. --breakdown adds, per
 // artifact, each engine's busy fraction and its costliest instruction kinds:
@@ -116,7 +117,7 @@ void printBreakdown(const artifact::Artifact &artifact,
                     const sim::SimResult &result) {
   const auto &target = *target::lookupTarget(artifact.manifest.target());
   struct Kind {
-    double seconds = 0;
+    double seconds = 0, bytes = 0;
     size_t count = 0;
   };
   std::map<std::string, std::map<std::string, Kind>> kinds;
@@ -132,7 +133,23 @@ void printBreakdown(const artifact::Artifact &artifact,
       if (schema.op0Kind != isa::FieldKind::None) {
         kind += "." + isa::fieldValueName(schema.op0Kind, inst.op0).str();
       }
+      const isa::AccessPattern &dst = inst.operands[0];
+      double bytes = 0;
+      if (inst.opcode == isa::Opcode::DmaCopy) {
+        // Direction, and whether the transfer runs at full bandwidth.
+        const isa::AccessPattern &src = inst.operands[1];
+        bytes = static_cast<double>(dst.partitions * dst.freeElements() *
+                                    dst.elementBytes());
+        kind += " " + isa::memoryName(src.memory).str() + ">" +
+                isa::memoryName(dst.memory).str();
+        double fullSpeed = target.dmaFixedLatencySeconds +
+                           bytes / target.dmaBytesPerSecondPerQueue;
+        if (isa::instructionSeconds(inst, target, 1) > fullSpeed * 1.01) {
+          kind += bytes < target.dmaSmallTransferBytes ? " small" : " strided";
+        }
+      }
       Kind &k = kinds[engine][kind];
+      k.bytes += bytes;
       k.seconds += isa::instructionSeconds(inst, target, /*worldSize=*/1);
       k.count += 1;
     }
@@ -148,10 +165,14 @@ void printBreakdown(const artifact::Artifact &artifact,
     std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
       return a.second.seconds > b.second.seconds;
     });
-    for (size_t j = 0; j < sorted.size() && j < 6; ++j) {
-      std::printf("      %-28s %9.1f us %8zu instructions\n",
-                  sorted[j].first.c_str(), sorted[j].second.seconds * 1e6,
-                  sorted[j].second.count);
+    for (size_t j = 0; j < sorted.size() && j < 8; ++j) {
+      const Kind &k = sorted[j].second;
+      std::printf("      %-28s %9.1f us %8zu instructions", sorted[j].first.c_str(),
+                  k.seconds * 1e6, k.count);
+      if (k.bytes > 0) {
+        std::printf(" %9.1f MB", k.bytes / 1e6);
+      }
+      std::printf("\n");
     }
   }
 }
@@ -227,7 +248,8 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool simulate = true, breakdown = false;
+  bool simulate = true, breakdown = false, builtin = true;
+  bool wantF32 = true, wantBf16 = true;
   std::vector<std::pair<std::string, std::string>> files;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
@@ -235,12 +257,19 @@ int main(int argc, char **argv) {
       simulate = false;
     } else if (arg == "--breakdown") {
       breakdown = true;
+    } else if (arg == "--no-builtin") {
+      builtin = false;
+    } else if (arg == "--bf16-only") {
+      wantF32 = false;
+    } else if (arg == "--f32-only") {
+      wantBf16 = false;
     } else if (arg == "--graph" && i + 1 < argc &&
                llvm::StringRef(argv[i + 1]).contains('=')) {
       auto [name, path] = llvm::StringRef(argv[++i]).split('=');
       files.emplace_back(name.str(), path.str());
     } else {
-      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] "
+      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] [--no-builtin] "
+                           "[--bf16-only|--f32-only] "
                            "[--graph NAME=FILE]...\n");
       return 2;
     }
@@ -250,16 +279,26 @@ int main(int argc, char **argv) {
   bf16.autoCast = "bf16";
   examples::MlpConfig mlp;
   int failures = 0;
-  failures += run("mlp-step", examples::buildMlpTrainStep(context, mlp), f32,
-                  simulate, breakdown);
-  failures += run("matmul-4096", bigMatmul(context), bf16, simulate, breakdown);
-  failures += run("bert-layer-fwd", encoder(context, 1, 256, 4), f32, simulate, breakdown);
-  failures +=
-      run("bert-base-fwd", encoder(context, 12, 768, 12), bf16, simulate, breakdown);
+  auto bench = [&](const std::string &name, auto makeGraph,
+                   const CompileOptions &options) {
+    failures += run(name.c_str(), makeGraph(), options, simulate, breakdown);
+  };
+  if (builtin) {
+    bench("mlp-step", [&] { return examples::buildMlpTrainStep(context, mlp); },
+          f32);
+    bench("matmul-4096", [&] { return bigMatmul(context); }, bf16);
+    bench("bert-layer-fwd", [&] { return encoder(context, 1, 256, 4); }, f32);
+    bench("bert-base-fwd", [&] { return encoder(context, 12, 768, 12); },
+          bf16);
+  }
   for (auto &[name, path] : files) {
-    failures += run(name.c_str(), graph::readGraphFile(path), f32, simulate, breakdown);
-    failures += run((name + "-bf16").c_str(), graph::readGraphFile(path), bf16,
-                    simulate, breakdown);
+    auto read = [&] { return graph::readGraphFile(path); };
+    if (wantF32) {
+      bench(name, read, f32);
+    }
+    if (wantBf16) {
+      bench(name + "-bf16", read, bf16);
+    }
   }
   std::printf("(trn1; compile on one thread, best of 3; simulated with "
               "zero inputs, hazard checker off)\n");

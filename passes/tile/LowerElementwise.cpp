@@ -397,19 +397,47 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
-  int64_t rowsTotal = space.sizes[rank - 2], colsTotal = space.sizes[rank - 1];
 
   // Free-axis chunk: every tile of one iteration within the budget.
   int64_t tilesPerIteration = static_cast<int64_t>(inputs.size()) + 1;
   for (Operation *op : ops) {
     tilesPerIteration += llvm::isa<SelectOp, DropoutOp>(op) ? 4 : 2;
   }
-  int64_t chunk = std::clamp<int64_t>(sbufBudget / (4 * tilesPerIteration),
-                                      64, 4096);
-  int64_t chunks = (colsTotal + chunk - 1) / chunk;
-  chunk = (colsTotal + chunks - 1) / chunks;
+  int64_t chunkLimit = std::clamp<int64_t>(
+      sbufBudget / (4 * tilesPerIteration), 64, 4096);
+  // The partitions take the second-innermost dimension and the free axis
+  // the innermost. Where the innermost is short (a head's 64 features: a
+  // DMA per short row) and the two innermost fit one tile, the free axis
+  // spans both and the partitions take the third, so one DMA moves
+  // [rows x both]. Random numbers follow a one-dimensional free index, so a
+  // dropout keeps the plain layout.
+  const int64_t shortRun = 256;
+  bool wide = !needsIndex && rank >= 3 && space.sizes[rank - 1] < shortRun &&
+              space.sizes[rank - 2] * space.sizes[rank - 1] <= chunkLimit &&
+              space.sizes[rank - 3] > space.sizes[rank - 2];
+  size_t partitionDim = wide ? rank - 3 : rank - 2;
+  int64_t rowsTotal = space.sizes[partitionDim];
+  int64_t colsTotal = wide ? space.sizes[rank - 2] * space.sizes[rank - 1]
+                           : space.sizes[rank - 1];
+  int64_t chunks = (colsTotal + chunkLimit - 1) / chunkLimit;
+  int64_t chunk = (colsTotal + chunks - 1) / chunks;
+  // View v's free dimensions for `cols` columns from column f0, and the
+  // element offset of f0.
+  auto freeDims = [&](size_t v, int64_t cols) {
+    llvm::SmallVector<FreeDim, 2> free;
+    if (wide) {
+      free.push_back({space.strides[v][rank - 2], space.sizes[rank - 2]});
+      free.push_back({space.strides[v][rank - 1], space.sizes[rank - 1]});
+    } else {
+      free.push_back({space.strides[v][rank - 1], cols});
+    }
+    return free;
+  };
+  auto columnOffset = [&](size_t v, int64_t f0) {
+    return wide ? 0 : f0 * space.strides[v][rank - 1];
+  };
 
-  Shape outer(space.sizes.begin(), space.sizes.end() - 2);
+  Shape outer(space.sizes.begin(), space.sizes.begin() + partitionDim);
   int64_t outerCount = 1;
   for (int64_t d : outer) {
     outerCount *= d;
@@ -435,18 +463,21 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             tiles[inputs[i]] = TileArg{immediates[i], Tile{}};
             continue;
           }
-          int64_t rowStride = space.strides[i][rank - 2],
-                  colStride = space.strides[i][rank - 1];
+          int64_t rowStride = space.strides[i][partitionDim];
+          auto free = freeDims(i, cols);
           // A broadcast along the free axis loads one column and reads it
           // with stride 0.
-          bool oneColumn = colStride == 0;
+          bool oneColumn = llvm::all_of(
+              free, [](const FreeDim &d) { return d.stride == 0; });
           Tile t = tb.tile(isa::Memory::Sbuf, views[i].dtype, rows,
                            oneColumn ? 1 : cols);
-          tb.load(t, views[i], base[i] + p0 * rowStride + f0 * colStride,
-                  rowStride, oneColumn ? 1 : colStride);
+          int64_t origin = base[i] + p0 * rowStride + columnOffset(i, f0);
           if (oneColumn) {
+            tb.load(t, views[i], origin, rowStride, 1);
             t.cols = cols;
             t.freeStride = 0;
+          } else {
+            tb.load(t, views[i], origin, rowStride, free);
           }
           tiles[inputs[i]] = TileArg{std::nullopt, t};
         }
@@ -498,10 +529,9 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             tb.copy(full, src);
             src = full;
           }
-          int64_t rowStride = space.strides[v][rank - 2],
-                  colStride = space.strides[v][rank - 1];
-          tb.store(out.dst, base[v] + p0 * rowStride + f0 * colStride,
-                   rowStride, colStride, src);
+          int64_t rowStride = space.strides[v][partitionDim];
+          tb.store(out.dst, base[v] + p0 * rowStride + columnOffset(v, f0),
+                   rowStride, freeDims(v, cols), src);
         }
       }
     }

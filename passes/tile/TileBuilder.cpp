@@ -125,15 +125,36 @@ kisa::AccessPatternAttr TileBuilder::pattern(const HbmView &view,
                                              int64_t offset, int64_t rows,
                                              int64_t rowStride, int64_t cols,
                                              int64_t colStride) {
+  return pattern(view, offset, rows, rowStride, {FreeDim{colStride, cols}});
+}
+
+kisa::AccessPatternAttr TileBuilder::pattern(const HbmView &view,
+                                             int64_t offset, int64_t rows,
+                                             int64_t rowStride,
+                                             llvm::ArrayRef<FreeDim> free) {
+  assert(!free.empty() && free.size() <= isa::kMaxRank);
   isa::AccessPattern ap;
   ap.memory = isa::Memory::Hbm;
   ap.dtype = view.dtype;
   ap.partitions = static_cast<uint16_t>(rows);
   ap.offset = offset * isa::dtypeBytes(view.dtype);
   ap.partitionStride = rows > 1 ? rowStride : 0;
-  ap.rank = 1;
-  ap.strides[0] = cols > 1 ? colStride : 1;
-  ap.sizes[0] = cols;
+  // Dimensions that continue each other in memory merge into one, so a
+  // contiguous row is one run for the DMA however the loop split it.
+  llvm::SmallVector<FreeDim, isa::kMaxRank> dims;
+  for (const FreeDim &dim : free) {
+    FreeDim d{dim.size > 1 ? dim.stride : 1, dim.size};
+    if (!dims.empty() && dims.back().stride == d.stride * d.size) {
+      dims.back() = {d.stride, dims.back().size * d.size};
+    } else {
+      dims.push_back(d);
+    }
+  }
+  ap.rank = static_cast<uint8_t>(dims.size());
+  for (auto [d, dim] : llvm::enumerate(dims)) {
+    ap.strides[d] = dim.stride;
+    ap.sizes[d] = dim.size;
+  }
   return kisa::toAttr(b.getContext(), ap);
 }
 
@@ -165,6 +186,21 @@ void TileBuilder::store(const HbmView &view, int64_t offset,
                         const Tile &src) {
   emit("dma_copy", {{view.buffer, pattern(view, offset, src.rows, rowStride,
                                           src.cols, colStride)},
+                    {src.buffer, pattern(src)}});
+}
+
+void TileBuilder::load(const Tile &dst, const HbmView &view, int64_t offset,
+                       int64_t rowStride, llvm::ArrayRef<FreeDim> free) {
+  emit("dma_copy", {{dst.buffer, pattern(dst)},
+                    {view.buffer, pattern(view, offset, dst.rows, rowStride,
+                                          free)}});
+}
+
+void TileBuilder::store(const HbmView &view, int64_t offset,
+                        int64_t rowStride, llvm::ArrayRef<FreeDim> free,
+                        const Tile &src) {
+  emit("dma_copy", {{view.buffer, pattern(view, offset, src.rows, rowStride,
+                                          free)},
                     {src.buffer, pattern(src)}});
 }
 

@@ -52,6 +52,11 @@ Shape rowMajorStrides(llvm::ArrayRef<int64_t> shape);
 /// integers as i32; i1 as f32 (0.0 or 1.0).
 isa::DType deviceType(mlir::Type elementType);
 
+/// One dimension of an HBM access's free axis, in elements.
+struct FreeDim {
+  int64_t stride = 1, size = 1;
+};
+
 struct Tile {
   mlir::Value buffer; // memref in "sbuf" or "psum"
   isa::DType dtype = isa::DType::F32;
@@ -83,6 +88,11 @@ public:
   kisa::AccessPatternAttr pattern(const HbmView &view, int64_t offset,
                                   int64_t rows, int64_t rowStride,
                                   int64_t cols, int64_t colStride);
+  /// The same with the free axis over several dimensions (stride, size),
+  /// outermost first: a tile's contiguous columns in that order.
+  kisa::AccessPatternAttr pattern(const HbmView &view, int64_t offset,
+                                  int64_t rows, int64_t rowStride,
+                                  llvm::ArrayRef<FreeDim> free);
 
   /// Emits `ktile.<mnemonic>` on `buffers` (destination first) with their
   /// access patterns and the op's other fields.
@@ -96,6 +106,11 @@ public:
             int64_t rowStride, int64_t colStride);
   void store(const HbmView &view, int64_t offset, int64_t rowStride,
              int64_t colStride, const Tile &src);
+  /// Loads and stores whose HBM side spans several free dimensions.
+  void load(const Tile &dst, const HbmView &view, int64_t offset,
+            int64_t rowStride, llvm::ArrayRef<FreeDim> free);
+  void store(const HbmView &view, int64_t offset, int64_t rowStride,
+             llvm::ArrayRef<FreeDim> free, const Tile &src);
   void copy(const Tile &dst, const Tile &src);
   void activation(const Tile &dst, const Tile &src, llvm::StringRef func,
                   double scale = 1.0, double bias = 0.0);
@@ -118,6 +133,9 @@ public:
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }
+  /// Where the ops built next come from: the kgraph op being lowered, so
+  /// that diagnostics and profiles of the tile program name it.
+  void setLocation(mlir::Location l) { loc = l; }
   const target::TargetDescription &targetDescription() const { return target; }
 
 private:

@@ -281,6 +281,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
   if (absorbed.contains(op)) {
     return success();
   }
+  tb.setLocation(op->getLoc());
   if (graph_passes::isElementwise(op)) {
     auto id = fusionId(op);
     if (!id) {

@@ -124,6 +124,15 @@ std::vector<OpCase> opCases() {
                      Tensor t = b.transpose(x, {2, 0, 1});
                      out(b, b.reshape(b.exp(t), {7, 60}));
                    }});
+  // Attention's head merge: short innermost rows, so the loop nest's free
+  // axis spans two dimensions (and more than 128 rows of them), with a
+  // bias broadcast along one of them.
+  cases.push_back({"merge_heads", [](B &b) {
+                     Tensor x = in(b, "x", {2, 3, 130, 20});
+                     Tensor t = b.transpose(x, {0, 2, 1, 3});
+                     Tensor bias = in(b, "bias", {3, 1});
+                     out(b, b.reshape(b.add(t, bias), {260, 60}));
+                   }});
   cases.push_back({"broadcast_slice_concat", [](B &b) {
                      Tensor x = in(b, "x", {1, 40}), y = in(b, "y", {20, 50});
                      Tensor s = b.slice(y, {2, 5}, {20, 45}, {3, 1});

@@ -25,3 +25,21 @@ func.func @update(%w: tensor<4x4xf32> {kgraph.name = "w", kgraph.role = "paramet
   %0 = kgraph.mul %w, %k : tensor<4x4xf32>, tensor<f32>
   return %0 : tensor<4x4xf32>
 }
+
+// Merging attention heads: [B, heads, S, d] transposed to [B, S, heads, d]
+// and reshaped to [B*S, hidden] is copied, and the innermost dimension (a
+// head's 64 features) is too short to be the free axis alone. The free
+// axis spans heads and features — a [12 x 64] pattern on the source, one
+// contiguous 768-element row on the destination — with S on the
+// partitions: one DMA each way per 128 tokens, not one per token.
+// CHECK-LABEL: func.func @merge_heads
+// CHECK: ktile.dma_copy %[[T:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 768]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [8192 x 12, 1 x 64], pstride = 64>}
+// CHECK: ktile.dma_copy %{{.*}}, %[[T]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 768], pstride = 768>
+// CHECK: ktile.dma_copy {{.*}}offset = 393216, dims = [8192 x 12, 1 x 64], pstride = 64>
+// CHECK: ktile.dma_copy {{.*}}offset = 393216, dims = [1 x 768], pstride = 768>
+// CHECK-NOT: ktile.dma_copy
+func.func @merge_heads(%x: tensor<2x12x128x64xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<256x768xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %t = kgraph.transpose %x, [0, 2, 1, 3] : tensor<2x12x128x64xf32> -> tensor<2x128x12x64xf32>
+  %y = kgraph.reshape %t : tensor<2x128x12x64xf32> -> tensor<256x768xf32>
+  return %y : tensor<256x768xf32>
+}
