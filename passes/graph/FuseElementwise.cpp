@@ -45,27 +45,55 @@ struct KGraphFuseElementwise
       }
       auto shape =
           llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape();
-      std::optional<size_t> chosen;
-      // The most recent group that one of the operands belongs to.
+      // The operand groups of this shape, most recent first. The op joins
+      // them all — merging them into one group — as far as they can all run
+      // at its position and stay within maxOps: a chain that meets another
+      // (AdamW's moment updates meeting the parameter update) is one loop
+      // nest, and values passed between them never go through HBM.
+      llvm::SmallVector<size_t, 4> candidates;
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
         auto it = def ? groupOf.find(def) : groupOf.end();
-        if (it == groupOf.end() || groups[it->second].shape != shape ||
-            static_cast<int64_t>(groups[it->second].members.size()) >=
-                maxOps) {
-          continue;
-        }
-        if (!chosen || position[groups[it->second].first] >
-                           position[groups[*chosen].first]) {
-          if (canJoin(groups[it->second], &op, position)) {
-            chosen = it->second;
-          }
+        if (it != groupOf.end() && groups[it->second].shape == shape &&
+            !llvm::is_contained(candidates, it->second)) {
+          candidates.push_back(it->second);
         }
       }
-      if (!chosen) {
+      llvm::sort(candidates, [&](size_t a, size_t b) {
+        return position[groups[a].first] > position[groups[b].first];
+      });
+      llvm::SmallVector<size_t, 4> joined;
+      int64_t size = 1;
+      for (size_t g : candidates) {
+        int64_t grown = size + static_cast<int64_t>(groups[g].members.size());
+        if (grown > maxOps) {
+          continue;
+        }
+        joined.push_back(g);
+        if (canRunAt(groups, joined, &op, position)) {
+          size = grown;
+        } else {
+          joined.pop_back();
+        }
+      }
+      std::optional<size_t> chosen;
+      if (joined.empty()) {
         groups.push_back(Group{static_cast<int64_t>(groups.size()), shape, &op,
                                {}});
         chosen = groups.size() - 1;
+      } else {
+        chosen = joined.front();
+        for (size_t g : llvm::drop_begin(joined)) {
+          Group &from = groups[g];
+          for (Operation *member : from.members) {
+            groups[*chosen].members.insert(member);
+            groupOf[member] = *chosen;
+          }
+          if (position[from.first] < position[groups[*chosen].first]) {
+            groups[*chosen].first = from.first;
+          }
+          from.members.clear();
+        }
       }
       groups[*chosen].members.insert(&op);
       groupOf[&op] = *chosen;
@@ -84,16 +112,24 @@ struct KGraphFuseElementwise
     }
   }
 
-  /// Whether `op` may join `g`: the group is lowered at the position of its
-  /// last op, so no outside op before that may use a group value. Operands
-  /// of members are all defined before the last member.
-  static bool canJoin(const Group &g, Operation *op,
-                      llvm::DenseMap<Operation *, unsigned> &position) {
-    for (Operation *member : g.members) {
-      for (Operation *user : member->getUsers()) {
-        if (user != op && !g.members.contains(user) &&
-            position[user] < position[op]) {
-          return false;
+  /// Whether the groups `joined`, with `op`, can run as one at the position
+  /// of `op` (the group is lowered where its last op stands): no op outside
+  /// them that comes before `op` uses one of their values. Operands of
+  /// members are all defined before `op`.
+  static bool canRunAt(llvm::ArrayRef<Group> groups,
+                       llvm::ArrayRef<size_t> joined, Operation *op,
+                       llvm::DenseMap<Operation *, unsigned> &position) {
+    auto inside = [&](Operation *user) {
+      return llvm::any_of(joined, [&](size_t g) {
+        return groups[g].members.contains(user);
+      });
+    };
+    for (size_t g : joined) {
+      for (Operation *member : groups[g].members) {
+        for (Operation *user : member->getUsers()) {
+          if (user != op && position[user] < position[op] && !inside(user)) {
+            return false;
+          }
         }
       }
     }

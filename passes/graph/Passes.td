@@ -93,9 +93,12 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
     nest: each tile of the group's inputs is loaded once, every op of the
     chain runs on it in SBUF, and only values used outside the group are
     stored to HBM. Operands from outside the group may broadcast (they are
-    loaded with stride-0 access patterns). An op joins a group only when the
-    group can run at the position of its last op: no op outside the group
-    that comes before that position uses a group value.
+    loaded with stride-0 access patterns). An op joins the groups of all its
+    operands of its shape, merging them into one, when the merged group can
+    run at the position of its last op: no op outside the group that comes
+    before that position uses a group value. Chains that start apart and
+    meet (AdamW's weight decay, first and second moments meeting in the
+    parameter update) so become one loop nest.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "64",

@@ -29,3 +29,30 @@ func.func @blocked(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>, tens
   %3 = kgraph.exp %0 : tensor<4x4xf32>
   return %1, %2, %3 : tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>
 }
+
+// AdamW's update: chains that start at different arguments (weight decay,
+// the two moments) meet, and every op joins one group, merging the groups
+// of its operands: p, g, m and v are read once and p', m', v' written once.
+// CHECK-LABEL: func.func @adamw
+// CHECK-COUNT-12: {kgraph.fusion = 0 : i64}
+// CHECK-NOT: kgraph.fusion
+func.func @adamw(%p: tensor<64x96xf32>, %g: tensor<64x96xf32>, %m: tensor<64x96xf32>, %v: tensor<64x96xf32>, %lr: tensor<f32>) -> (tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>) {
+  %b1 = kgraph.constant dense<0.9> : tensor<f32>
+  %c1 = kgraph.constant dense<0.1> : tensor<f32>
+  %b2 = kgraph.constant dense<0.999> : tensor<f32>
+  %c2 = kgraph.constant dense<0.001> : tensor<f32>
+  %decay = kgraph.constant dense<0.99> : tensor<f32>
+  %0 = kgraph.mul %p, %decay : tensor<64x96xf32>, tensor<f32>
+  %1 = kgraph.mul %m, %b1 : tensor<64x96xf32>, tensor<f32>
+  %2 = kgraph.mul %g, %c1 : tensor<64x96xf32>, tensor<f32>
+  %3 = kgraph.add %1, %2 : tensor<64x96xf32>, tensor<64x96xf32>
+  %4 = kgraph.mul %v, %b2 : tensor<64x96xf32>, tensor<f32>
+  %5 = kgraph.mul %g, %g : tensor<64x96xf32>, tensor<64x96xf32>
+  %6 = kgraph.mul %5, %c2 : tensor<64x96xf32>, tensor<f32>
+  %7 = kgraph.add %4, %6 : tensor<64x96xf32>, tensor<64x96xf32>
+  %8 = kgraph.sqrt %7 : tensor<64x96xf32>
+  %9 = kgraph.div %3, %8 : tensor<64x96xf32>, tensor<64x96xf32>
+  %10 = kgraph.mul %9, %lr : tensor<64x96xf32>, tensor<f32>
+  %11 = kgraph.sub %0, %10 : tensor<64x96xf32>, tensor<64x96xf32>
+  return %11, %3, %7 : tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>
+}
