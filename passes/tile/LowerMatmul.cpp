@@ -50,10 +50,11 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
 
 /// The K slices [k0 + 128 j, k0 + 128 (j + 1)), j < count, of columns
 /// [x0, x0 + xx) of `m`, each a [128, xx] tile. Where K is innermost in HBM,
-/// one DMA loads the rows for all slices and their transposes share a PSUM
-/// bank, evacuated by one copy: a copy costs ~60 cycles plus one per
-/// element on a slower clock than TensorE's, so a copy per 128 x 128 block
-/// would pace the transposes.
+/// one DMA loads a 128-column block's rows for all slices, and their
+/// transposes share a PSUM bank: a DMA costs a fixed ~2 us on top of its
+/// bytes, and a copy ~60 cycles plus one per element on a slower clock than
+/// TensorE's, so a DMA and a copy per 128 x 128 block would pace the
+/// matmuls. Blocks of a slice up to 128 columns wide leave PSUM in one copy.
 llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
                                             int64_t k0, int64_t count,
                                             int64_t x0, int64_t xx,
@@ -62,22 +63,39 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   bool kInnermost = m.kStride == 1 && m.xStride != 1;
   int64_t bankColumns =
       tb.targetDescription().psumBankBytes / isa::dtypeBytes(isa::DType::F32);
-  if (!kInnermost || xx > 128 || count * xx > bankColumns) {
+  int64_t block = std::min<int64_t>(128, xx);
+  if (!kInnermost || count * block > bankColumns) {
     for (int64_t j = 0; j < count; ++j) {
       slices.push_back(loadKMajor(tb, m, k0 + 128 * j, 128, x0, xx, dtype));
     }
     return slices;
   }
-  Tile rows = tb.tile(isa::Memory::Sbuf, dtype, xx, 128 * count);
-  tb.load(rows, m.view, m.offset + k0 + x0 * m.xStride, m.xStride, 1);
-  Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * xx);
-  for (int64_t j = 0; j < count; ++j) {
-    tb.transpose(flipped.columns(j * xx, xx), rows.columns(128 * j, 128));
+  auto loadBlock = [&](int64_t b0, int64_t bb) {
+    Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count);
+    tb.load(rows, m.view, m.offset + k0 + (x0 + b0) * m.xStride, m.xStride, 1);
+    Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * bb);
+    for (int64_t j = 0; j < count; ++j) {
+      tb.transpose(flipped.columns(j * bb, bb), rows.columns(128 * j, 128));
+    }
+    return flipped;
+  };
+  if (xx <= 128) {
+    Tile out = tb.tile(isa::Memory::Sbuf, dtype, 128, count * xx);
+    tb.copy(out, loadBlock(0, xx));
+    for (int64_t j = 0; j < count; ++j) {
+      slices.push_back(out.columns(j * xx, xx));
+    }
+    return slices;
   }
-  Tile out = tb.tile(isa::Memory::Sbuf, dtype, 128, count * xx);
-  tb.copy(out, flipped);
   for (int64_t j = 0; j < count; ++j) {
-    slices.push_back(out.columns(j * xx, xx));
+    slices.push_back(tb.tile(isa::Memory::Sbuf, dtype, 128, xx));
+  }
+  for (int64_t b0 = 0; b0 < xx; b0 += 128) {
+    int64_t bb = std::min<int64_t>(128, xx - b0);
+    Tile flipped = loadBlock(b0, bb);
+    for (int64_t j = 0; j < count; ++j) {
+      tb.copy(slices[j].columns(b0, bb), flipped.columns(j * bb, bb));
+    }
   }
   return slices;
 }
@@ -199,9 +217,23 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
           accs.push_back(
               tb.tile(isa::Memory::Psum, isa::DType::F32, rt.second, nn));
         }
+        // Moving tiles four K slices at a time, the last partial one alone.
+        llvm::SmallVector<Tile, 4> movingSlices;
+        int64_t slicesFrom = 0;
         for (int64_t kt = 0; kt < kTiles; ++kt) {
           int64_t k0 = kt * kTile, kk = std::min(kTile, k - k0);
-          Tile v = loadKMajor(tb, moving, k0, kk, n0, nn, rhsType);
+          if (kt - slicesFrom >= static_cast<int64_t>(movingSlices.size())) {
+            int64_t full = k / kTile;
+            slicesFrom = kt;
+            movingSlices =
+                kt < full
+                    ? loadKMajorSlices(tb, moving, k0,
+                                       std::min<int64_t>(4, full - kt), n0,
+                                       nn, rhsType)
+                    : llvm::SmallVector<Tile, 4>{
+                          loadKMajor(tb, moving, k0, kk, n0, nn, rhsType)};
+          }
+          Tile v = movingSlices[kt - slicesFrom];
           for (auto [i, rt] : llvm::enumerate(rowTiles)) {
             Tile s = keepStationary ? kept[i][kt]
                                     : loadKMajor(tb, stationary, k0, kk,
