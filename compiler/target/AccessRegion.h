@@ -4,7 +4,8 @@
 // dependency analysis orders every pair of instructions whose regions
 // overlap, and the simulator's hazard checker reports every such pair that
 // semaphores leave unordered. On-chip, a region is a partition range times a
-// byte range; in HBM (no partitions) the interval from the first to the last
+// byte range; in HBM (no partitions) a box of rows of one pitch when the
+// pattern's rows fit in it, else the interval from the first to the last
 // byte a pattern touches.
 //
 //===----------------------------------------------------------------------===//
@@ -19,20 +20,51 @@ namespace kiln::isa {
 struct AccessRegion {
   Memory memory;
   int64_t rowLo, rowHi, byteLo, byteHi;
+  /// In HBM, nonzero when the region is a box: bytes [byteLo, byteHi) of
+  /// each of the rows [rowLo, rowHi), rows `pitch` bytes long — a tile of a
+  /// row-major tensor, so that the tiles beside it in the same rows do not
+  /// count as overlapping. Zero: the byte interval [byteLo, byteHi), rows
+  /// [0, 1).
+  int64_t pitch = 0;
 
+  /// The interval from the first to the last byte touched, plus one.
+  int64_t firstByte() const { return pitch ? rowLo * pitch + byteLo : byteLo; }
+  int64_t endByte() const {
+    return pitch ? (rowHi - 1) * pitch + byteHi : byteHi;
+  }
   bool overlaps(const AccessRegion &o) const {
-    return memory == o.memory && rowLo < o.rowHi && o.rowLo < rowHi &&
-           byteLo < o.byteHi && o.byteLo < byteHi;
+    if (memory != o.memory) {
+      return false;
+    }
+    if (pitch != o.pitch) {
+      return firstByte() < o.endByte() && o.firstByte() < endByte();
+    }
+    return rowLo < o.rowHi && o.rowLo < rowHi && byteLo < o.byteHi &&
+           o.byteLo < byteHi;
   }
   bool contains(const AccessRegion &o) const {
-    return memory == o.memory && rowLo <= o.rowLo && o.rowHi <= rowHi &&
-           byteLo <= o.byteLo && o.byteHi <= byteHi;
+    if (memory != o.memory) {
+      return false;
+    }
+    if (pitch != o.pitch) {
+      return pitch == 0 && byteLo <= o.firstByte() && o.endByte() <= byteHi;
+    }
+    return rowLo <= o.rowLo && o.rowHi <= rowHi && byteLo <= o.byteLo &&
+           o.byteHi <= byteHi;
   }
 };
 
 inline AccessRegion regionOf(const AccessPattern &ap) {
   int64_t row = ap.rowSpanElements() * ap.elementBytes();
   if (ap.memory == Memory::Hbm) {
+    // Rows that each stay within one pitch make a box (a superset of the
+    // bytes when a row is strided); anything else, the whole interval.
+    int64_t pitch = ap.partitionStride * ap.elementBytes();
+    if (ap.partitions > 1 && pitch > 0 && row <= pitch &&
+        ap.offset % pitch + row <= pitch) {
+      int64_t first = ap.offset / pitch, col = ap.offset % pitch;
+      return {ap.memory, first, first + ap.partitions, col, col + row, pitch};
+    }
     return {ap.memory, 0, 1, ap.offset,
             ap.offset +
                 (ap.partitions - 1) * ap.partitionStride * ap.elementBytes() +

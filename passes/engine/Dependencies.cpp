@@ -44,17 +44,21 @@ uint64_t granuleKey(isa::Memory m, int64_t granule) {
 template <typename Fn>
 void forEachGranule(const Region &region, Fn fn) {
   int shift = granuleShift(region.memory);
-  for (int64_t g = region.byteLo >> shift; g <= (region.byteHi - 1) >> shift;
-       ++g) {
+  for (int64_t g = region.firstByte() >> shift;
+       g <= (region.endByte() - 1) >> shift; ++g) {
     fn(granuleKey(region.memory, g), g << shift, (g + 1) << shift);
   }
 }
 
 /// Whether `write` covers every byte `a` touches inside [lo, hi): then
 /// anything later that conflicts with `a` there conflicts with `write`,
-/// which is ordered after `a`, so the granule need not remember `a`.
+/// which is ordered after `a`, so the granule need not remember `a`. HBM
+/// boxes count only when one holds the other whole.
 bool coversWithin(const Region &write, const Region &a, int64_t lo,
                   int64_t hi) {
+  if (write.pitch != 0 || a.pitch != 0) {
+    return write.contains(a);
+  }
   return write.rowLo <= a.rowLo && a.rowHi <= write.rowHi &&
          std::max(write.byteLo, lo) <= std::max(a.byteLo, lo) &&
          std::min(a.byteHi, hi) <= std::min(write.byteHi, hi);
