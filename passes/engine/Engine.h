@@ -27,6 +27,12 @@ struct Node {
   double start = 0, finish = 0;
 };
 
+/// A dma_copy of more than two `pieceBytes` cut along its partitions into
+/// at most `maxPieces` transfers of about equal size, which the scheduler
+/// may put on different queues; any other instruction as it is.
+llvm::SmallVector<isa::Instruction, 4>
+splitLargeDma(const isa::Instruction &inst, int64_t pieceBytes, int maxPieces);
+
 /// Adds to each node the earlier nodes it must follow: every RAW, WAR and
 /// WAW pair on overlapping bytes.
 void computeDependencies(std::vector<Node> &nodes);
