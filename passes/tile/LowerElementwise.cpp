@@ -407,17 +407,29 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
       sbufBudget / (4 * tilesPerIteration), 64, 4096);
   // The partitions take the second-innermost dimension and the free axis
   // the innermost. Where the innermost is short (a head's 64 features: a
-  // DMA per short row) and the two innermost fit one tile, the free axis
-  // spans both and the partitions take the third, so one DMA moves
-  // [rows x both]. Random numbers follow a one-dimensional free index, so a
-  // dropout keeps the plain layout.
+  // DMA per short row), the free axis spans it and one of the two
+  // dimensions above, and the partitions take the other, the larger:
+  // merging heads ([B, S, heads, d]) puts S on the partitions and
+  // [heads x d] on the free axis, and so does splitting them
+  // ([B, heads, S, d]). One DMA then moves up to 128 rows of both. Random
+  // numbers follow a one-dimensional free index, so a dropout keeps the
+  // plain layout.
   const int64_t shortRun = 256;
-  bool wide = !needsIndex && rank >= 3 && space.sizes[rank - 1] < shortRun &&
-              space.sizes[rank - 2] * space.sizes[rank - 1] <= chunkLimit &&
-              space.sizes[rank - 3] > space.sizes[rank - 2];
-  size_t partitionDim = wide ? rank - 3 : rank - 2;
+  bool wide = false;
+  size_t partitionDim = rank - 2, freeOuterDim = rank - 1;
+  if (!needsIndex && rank >= 3 && space.sizes[rank - 1] < shortRun) {
+    size_t p = space.sizes[rank - 3] > space.sizes[rank - 2] ? rank - 3
+                                                              : rank - 2;
+    size_t f = p == rank - 3 ? rank - 2 : rank - 3;
+    if (space.sizes[p] > space.sizes[f] &&
+        space.sizes[f] * space.sizes[rank - 1] <= chunkLimit) {
+      wide = true;
+      partitionDim = p;
+      freeOuterDim = f;
+    }
+  }
   int64_t rowsTotal = space.sizes[partitionDim];
-  int64_t colsTotal = wide ? space.sizes[rank - 2] * space.sizes[rank - 1]
+  int64_t colsTotal = wide ? space.sizes[freeOuterDim] * space.sizes[rank - 1]
                            : space.sizes[rank - 1];
   int64_t chunks = (colsTotal + chunkLimit - 1) / chunkLimit;
   int64_t chunk = (colsTotal + chunks - 1) / chunks;
@@ -426,7 +438,8 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   auto freeDims = [&](size_t v, int64_t cols) {
     llvm::SmallVector<FreeDim, 2> free;
     if (wide) {
-      free.push_back({space.strides[v][rank - 2], space.sizes[rank - 2]});
+      free.push_back({space.strides[v][freeOuterDim],
+                      space.sizes[freeOuterDim]});
       free.push_back({space.strides[v][rank - 1], space.sizes[rank - 1]});
     } else {
       free.push_back({space.strides[v][rank - 1], cols});
@@ -437,7 +450,7 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     return wide ? 0 : f0 * space.strides[v][rank - 1];
   };
 
-  Shape outer(space.sizes.begin(), space.sizes.begin() + partitionDim);
+  Shape outer(space.sizes.begin(), space.sizes.end() - (wide ? 3 : 2));
   int64_t outerCount = 1;
   for (int64_t d : outer) {
     outerCount *= d;

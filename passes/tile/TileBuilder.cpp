@@ -56,6 +56,60 @@ HbmView HbmView::broadcastTo(llvm::ArrayRef<int64_t> target) const {
   return v;
 }
 
+std::optional<HbmView>
+HbmView::reshaped(llvm::ArrayRef<int64_t> target) const {
+  // Dimensions of size 1 have no stride that matters; drop them.
+  Shape sizes, steps;
+  for (auto [size, stride] : llvm::zip(shape, strides)) {
+    if (size != 1) {
+      sizes.push_back(size);
+      steps.push_back(stride);
+    }
+  }
+  HbmView v = *this;
+  v.shape.assign(target.begin(), target.end());
+  v.strides.assign(target.size(), 1);
+  // Match runs of old and new dimensions of equal element counts; the old
+  // run must step through memory as one dimension (each stride the next
+  // one's times its size), and the new run then splits it.
+  size_t o = 0, n = 0;
+  while (o < sizes.size()) {
+    while (n < target.size() && target[n] == 1) {
+      ++n;
+    }
+    if (n == target.size()) {
+      return std::nullopt;
+    }
+    size_t oEnd = o + 1, nEnd = n + 1;
+    int64_t oldCount = sizes[o], newCount = target[n];
+    while (oldCount != newCount) {
+      if (oldCount < newCount) {
+        if (oEnd == sizes.size()) {
+          return std::nullopt;
+        }
+        oldCount *= sizes[oEnd++];
+      } else {
+        if (nEnd == target.size()) {
+          return std::nullopt;
+        }
+        newCount *= target[nEnd++];
+      }
+    }
+    for (size_t k = o; k + 1 < oEnd; ++k) {
+      if (steps[k] != steps[k + 1] * sizes[k + 1]) {
+        return std::nullopt;
+      }
+    }
+    v.strides[nEnd - 1] = steps[oEnd - 1];
+    for (size_t k = nEnd - 1; k > n; --k) {
+      v.strides[k - 1] = v.strides[k] * target[k];
+    }
+    o = oEnd;
+    n = nEnd;
+  }
+  return v;
+}
+
 HbmView HbmView::whole(Value buffer) {
   auto type = llvm::cast<MemRefType>(buffer.getType());
   HbmView v;

@@ -35,6 +35,11 @@ struct HbmView {
   /// The view read broadcast to `shape` (NumPy rules): stride 0 where this
   /// view has size 1.
   HbmView broadcastTo(llvm::ArrayRef<int64_t> shape) const;
+  /// The view as `shape` (same element count) without moving data, when
+  /// its strides allow: every run of dimensions that merges steps through
+  /// memory as one. A split of a strided view (heads out of a slice of the
+  /// fused QKV projection) always does.
+  std::optional<HbmView> reshaped(llvm::ArrayRef<int64_t> shape) const;
   static HbmView whole(mlir::Value buffer);
 };
 

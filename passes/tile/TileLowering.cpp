@@ -322,6 +322,10 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           lowering.bind(r.getOutput(), in);
           return success();
         }
+        if (auto view = in.view.reshaped(r.getType().getShape())) {
+          bindView(r.getOutput(), *view);
+          return success();
+        }
         HbmView view = lowering.materialize(in, tensorType(r.getInput()).getShape());
         view.shape.assign(r.getType().getShape().begin(),
                           r.getType().getShape().end());

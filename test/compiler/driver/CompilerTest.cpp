@@ -133,6 +133,14 @@ std::vector<OpCase> opCases() {
                      Tensor bias = in(b, "bias", {3, 1});
                      out(b, b.reshape(b.add(t, bias), {260, 60}));
                    }});
+  // And splitting them out of a slice of a fused projection: the reshape of
+  // the strided slice is a view, the transposed copy has S on partitions.
+  cases.push_back({"split_heads", [](B &b) {
+                     Tensor x = in(b, "x", {260, 150});
+                     Tensor q = b.slice(x, {0, 60}, {260, 120}, {1, 1});
+                     Tensor h = b.reshape(q, {2, 130, 3, 20});
+                     out(b, b.exp(b.transpose(h, {0, 2, 1, 3})));
+                   }});
   cases.push_back({"broadcast_slice_concat", [](B &b) {
                      Tensor x = in(b, "x", {1, 40}), y = in(b, "y", {20, 50});
                      Tensor s = b.slice(y, {2, 5}, {20, 45}, {3, 1});

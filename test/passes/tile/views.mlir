@@ -43,3 +43,21 @@ func.func @merge_heads(%x: tensor<2x12x128x64xf32> {kgraph.name = "x", kgraph.ro
   %y = kgraph.reshape %t : tensor<2x128x12x64xf32> -> tensor<256x768xf32>
   return %y : tensor<256x768xf32>
 }
+
+// Splitting heads out of the fused QKV projection: the slice [256, 768] of
+// x (rows 2304 apart) reshapes to [2, 128, 12, 64] as a view — splitting a
+// strided dimension moves nothing — and the transposed view is copied once,
+// S on the partitions and [12 x 64] on the free axis.
+// CHECK-LABEL: func.func @split_heads
+// CHECK: ktile.dma_copy %[[T:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 768]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 768], pstride = 2304>}
+// CHECK: ktile.dma_copy %{{.*}}, %[[T]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [8192 x 12, 1 x 64], pstride = 64>
+// CHECK: ktile.dma_copy {{.*}}offset = 1179648, dims = [1 x 768], pstride = 2304>
+// CHECK: ktile.dma_copy {{.*}}offset = 393216, dims = [8192 x 12, 1 x 64], pstride = 64>
+// CHECK-NOT: ktile.dma_copy
+func.func @split_heads(%x: tensor<256x2304xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<24x128x64xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %q = kgraph.slice %x {start = array<i64: 0, 0>, limit = array<i64: 256, 768>, stride = array<i64: 1, 1>} : tensor<256x2304xf32> -> tensor<256x768xf32>
+  %r = kgraph.reshape %q : tensor<256x768xf32> -> tensor<2x128x12x64xf32>
+  %t = kgraph.transpose %r, [0, 2, 1, 3] : tensor<2x128x12x64xf32> -> tensor<2x12x128x64xf32>
+  %y = kgraph.reshape %t : tensor<2x12x128x64xf32> -> tensor<24x128x64xf32>
+  return %y : tensor<24x128x64xf32>
+}
