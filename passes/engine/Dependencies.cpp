@@ -52,16 +52,41 @@ void forEachGranule(const Region &region, Fn fn) {
 
 /// Whether `write` covers every byte `a` touches inside [lo, hi): then
 /// anything later that conflicts with `a` there conflicts with `write`,
-/// which is ordered after `a`, so the granule need not remember `a`. HBM
-/// boxes count only when one holds the other whole.
+/// which is ordered after `a`, so the granule need not remember `a`. (Each
+/// write prunes the granules it touches, so a long-lived HBM buffer reused
+/// by many tensors does not make later accesses scan all of their tiles.)
 bool coversWithin(const Region &write, const Region &a, int64_t lo,
                   int64_t hi) {
-  if (write.pitch != 0 || a.pitch != 0) {
-    return write.contains(a);
+  if (write.pitch == 0 && a.pitch == 0) {
+    return write.rowLo <= a.rowLo && a.rowHi <= write.rowHi &&
+           std::max(write.byteLo, lo) <= std::max(a.byteLo, lo) &&
+           std::min(a.byteHi, hi) <= std::min(write.byteHi, hi);
   }
-  return write.rowLo <= a.rowLo && a.rowHi <= write.rowHi &&
-         std::max(write.byteLo, lo) <= std::max(a.byteLo, lo) &&
-         std::min(a.byteHi, hi) <= std::min(write.byteHi, hi);
+  if (write.pitch != 0 && write.pitch == a.pitch) {
+    // Same rows of one pitch: a's rows that reach into [lo, hi) must be
+    // write's rows, with a's columns inside write's.
+    int64_t p = write.pitch;
+    int64_t first = std::max(a.rowLo, (lo - a.byteHi) / p);
+    int64_t last = std::min(a.rowHi - 1, (hi - 1 - a.byteLo) / p);
+    while (first <= last && first * p + a.byteHi <= lo) {
+      ++first;
+    }
+    return first > last ||
+           (write.rowLo <= first && last < write.rowHi &&
+            write.byteLo <= a.byteLo && a.byteHi <= write.byteHi);
+  }
+  // Otherwise compare a's span inside the granule, [s, e), with the write:
+  // an interval must hold it, a box must hold it within one of its rows.
+  int64_t s = std::max(a.firstByte(), lo), e = std::min(a.endByte(), hi);
+  if (s >= e) {
+    return true;
+  }
+  if (write.pitch == 0) {
+    return write.byteLo <= s && e <= write.byteHi;
+  }
+  int64_t p = write.pitch, row = s / p;
+  return (e - 1) / p == row && write.rowLo <= row && row < write.rowHi &&
+         write.byteLo <= s % p && (e - 1) % p < write.byteHi;
 }
 
 } // namespace
