@@ -11,11 +11,19 @@ def ConvertKTileToKisa : Pass<"convert-ktile-to-kisa", "mlir::ModuleOp"> {
     Turns each planned ktile function (run `ktile-plan-memory` first) into a
     `kisa.program`, in five steps:
 
-    1. **Binding**: every access pattern gets its buffer's address.
+    1. **Binding**: every access pattern gets its buffer's address. A
+       transfer over 256 KiB is cut along its partitions (whole groups of
+       32) into up to four pieces, which step 3 may put on different
+       queues: one queue would take ~75 us for a 2 MiB tile that a matmul
+       on the critical path waits for.
     2. **Dependencies**: every pair of instructions that touch overlapping
        bytes with at least one write (RAW, WAR, WAW), found per memory
-       granule; an access wholly covered by a later write is retired, so the
-       graph stays linear in practice.
+       granule; an access covered within a granule by a later write is
+       retired, so the graph stays linear in practice. On-chip regions are
+       partitions times bytes; in HBM, a pattern whose rows fit one pitch is
+       a box of those rows, so the tiles of a row-major tensor side by side
+       do not count as overlapping (their stores would otherwise be one
+       chain).
     3. **Engine assignment and list scheduling**: instructions are taken
        in order of their longest path to the end of the step (the target's
        timing model gives each instruction's time), each placed on the

@@ -12,13 +12,21 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
     constants (initialised buffers; splat constants become immediates), and
     intermediates (`ktile.alloc` in `"hbm"`, placed later by the HBM plan).
     `reshape`, `transpose`, `broadcast` and `slice` move no data: they are
-    views whose strides the consumers' DMA access patterns apply.
+    views whose strides the consumers' DMA access patterns apply (a reshape
+    of a strided view is copied only when a run of the dimensions it merges
+    does not step through memory as one). Every ktile op carries the
+    location of the kgraph op it lowers.
 
     - **Elementwise ops and fusion groups** (`kgraph.fusion`): the iteration
       space is the result shape with dimensions collapsed where every operand
       allows it; the second-innermost dimension goes on the partitions (128 at
       a time), the innermost along the free axis in chunks sized so the
-      group's tiles fit in SBUF twice over. Each input tile is loaded once,
+      group's tiles fit in SBUF twice over. When the innermost dimension
+      is short (under 256 elements) and a neighbour fits beside it, the
+      free axis spans both (a two-dimensional DMA pattern) and the
+      partitions take the larger of the two dimensions above: merging or
+      splitting attention heads is one DMA per 128 tokens, not one per
+      token. Each input tile is loaded once,
       every op of the group computes in SBUF, and only values used outside
       the group are stored. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
@@ -29,8 +37,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
     - **Matmul**: `[128 x 512]` output tiles accumulated over 128-deep K
       slices in one PSUM bank (`accumulate` after the first slice). Both
       operands are loaded with K on the partitions; an operand stored with K
-      innermost is loaded row-major and transposed on TensorE instead of
-      read with element-sized DMA strides. bf16 casts of f32 operands fold
+      innermost is loaded row-major, four K slices per DMA, and transposed
+      on TensorE (the four into one PSUM bank) instead of read with
+      element-sized DMA strides. bf16 casts of f32 operands fold
       into the loads; a cast of the result back to f32 folds into the PSUM
       evacuation.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
