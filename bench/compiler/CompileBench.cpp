@@ -135,6 +135,7 @@ void printBreakdown(const artifact::Artifact &artifact,
       }
       const isa::AccessPattern &dst = inst.operands[0];
       double bytes = 0;
+      double seconds = isa::instructionSeconds(inst, target, /*worldSize=*/1);
       if (inst.opcode == isa::Opcode::DmaCopy) {
         // Direction, and whether the transfer runs at full bandwidth.
         const isa::AccessPattern &src = inst.operands[1];
@@ -144,13 +145,13 @@ void printBreakdown(const artifact::Artifact &artifact,
                 isa::memoryName(dst.memory).str();
         double fullSpeed = target.dmaFixedLatencySeconds +
                            bytes / target.dmaBytesPerSecondPerQueue;
-        if (isa::instructionSeconds(inst, target, 1) > fullSpeed * 1.01) {
+        if (seconds > fullSpeed * 1.01) {
           kind += bytes < target.dmaSmallTransferBytes ? " small" : " strided";
         }
       }
       Kind &k = kinds[engine][kind];
       k.bytes += bytes;
-      k.seconds += isa::instructionSeconds(inst, target, /*worldSize=*/1);
+      k.seconds += seconds;
       k.count += 1;
     }
   }

@@ -38,12 +38,14 @@ isa::AccessPattern partitionsOf(const isa::AccessPattern &ap, int64_t first,
 llvm::SmallVector<isa::Instruction, 4>
 splitLargeDma(const isa::Instruction &inst, int64_t pieceBytes,
               int maxPieces) {
+  if (inst.opcode != isa::Opcode::DmaCopy || inst.numOperands != 2) {
+    return {inst};
+  }
   const isa::AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
   int64_t bytes = dst.partitions * dst.freeElements() * dst.elementBytes();
   int64_t pieces =
       std::min<int64_t>({maxPieces, bytes / pieceBytes, dst.partitions});
-  if (inst.opcode != isa::Opcode::DmaCopy || inst.numOperands != 2 ||
-      pieces < 2 || src.partitions != dst.partitions ||
+  if (pieces < 2 || src.partitions != dst.partitions ||
       src.freeElements() != dst.freeElements()) {
     return {inst};
   }
