@@ -97,6 +97,10 @@ private:
   LogicalResult lowerReturn(func::ReturnOp ret);
   HbmView freshBuffer(Value result);
   void planInPlace();
+  unsigned loweredAt(Operation *op);
+  bool readsEndBefore(Value value, unsigned at,
+                      const llvm::SmallPtrSetImpl<Operation *> &group,
+                      bool throughView);
 
   func::FuncOp source;
   OpBuilder builder;
@@ -222,26 +226,53 @@ void FunctionLowering::planInPlace() {
     if (auto id = fusionId(producer)) {
       members = groups[*id];
     }
-    unsigned at = 0;
-    for (Operation *m : members) {
-      at = std::max(at, position[m]);
-    }
+    unsigned at = loweredAt(producer);
     llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
-    bool ok = true;
-    for (OpOperand &use : arg.getUses()) {
-      Operation *user = use.getOwner();
-      if (inGroup.contains(user)) {
-        ok &= tensorType(user->getResult(0)).getShape() ==
-              tensorType(arg).getShape();
-      } else {
-        ok &= !isViewOp(user) && !llvm::isa<func::ReturnOp>(user) &&
-              position[user] < at;
-      }
-    }
-    if (ok) {
+    if (readsEndBefore(arg, at, inGroup, /*throughView=*/false)) {
       inPlace[result] = alias.getInt();
     }
   }
+}
+
+/// Where `op`'s reads happen: a fused op runs with its group's last member.
+unsigned FunctionLowering::loweredAt(Operation *op) {
+  auto id = fusionId(op);
+  if (!id) {
+    return position[op];
+  }
+  unsigned at = 0;
+  for (Operation *member : groups[*id]) {
+    at = std::max(at, position[member]);
+  }
+  return at;
+}
+
+/// Whether the group may overwrite `value`'s buffer at position `at`: every
+/// read outside the group happens earlier, and group members read it
+/// elementwise in its own layout. Views and absorbed casts read nothing where
+/// they stand; their consumers read the buffer, so those are what count.
+bool FunctionLowering::readsEndBefore(
+    Value value, unsigned at, const llvm::SmallPtrSetImpl<Operation *> &group,
+    bool throughView) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (group.contains(user)) {
+      if (throughView || tensorType(user->getResult(0)).getShape() !=
+                             tensorType(value).getShape()) {
+        return false;
+      }
+    } else if (llvm::isa<func::ReturnOp>(user)) {
+      return false;
+    } else if (isViewOp(user) || absorbed.contains(user)) {
+      if (!readsEndBefore(user->getResult(0), at, group,
+                          throughView || isViewOp(user))) {
+        return false;
+      }
+    } else if (loweredAt(user) >= at) {
+      return false;
+    }
+  }
+  return true;
 }
 
 HbmView FunctionLowering::freshBuffer(Value result) {
