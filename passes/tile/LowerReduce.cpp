@@ -3,7 +3,9 @@
 // The layout pass leaves reductions over the trailing dimensions (or turns
 // them into matmuls). The kept dimensions go on the partitions, the reduced
 // ones along the free axis: one tensor_reduce per free-axis chunk, with the
-// partials of several chunks combined by tensor_tensor.
+// partials of several chunks combined by tensor_tensor. Short rows go
+// several to a partition, folded by one tensor_reduce over an inner free
+// dimension, and the results of many blocks leave in one store.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,27 +76,75 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   // A contiguous view always collapses.
   auto [rowCount, rowStride] = rows.value_or(std::make_pair(int64_t(1), int64_t(1)));
   auto [colCount, colStride] = cols.value_or(std::make_pair(int64_t(1), int64_t(1)));
-  int64_t chunk = std::min<int64_t>(colCount, sbufBudget / 16);
-  for (int64_t p0 = 0; p0 < rowCount; p0 += 128) {
-    int64_t n = std::min<int64_t>(128, rowCount - p0);
-    Tile acc;
-    for (int64_t c0 = 0; c0 < colCount; c0 += chunk) {
-      int64_t m = std::min(chunk, colCount - c0);
-      Tile in = tb.tile(isa::Memory::Sbuf, view.dtype, n, m);
-      tb.load(in, view, view.offset + p0 * rowStride + c0 * colStride,
-              rowStride, colStride);
-      Tile partial = tb.tile(isa::Memory::Sbuf, isa::DType::F32, n, 1);
-      tb.reduce(partial, in, alu);
-      if (c0 == 0) {
-        acc = partial;
-      } else {
-        Tile sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, n, 1);
+  int64_t tileElements = sbufBudget / 16;
+  int64_t chunk = std::min(colCount, tileElements);
+  // Short rows (softmax over 128 keys) go several to a partition, so that a
+  // load moves ~256 KiB, not one 128-row block: each DMA costs a fixed ~2 us.
+  int64_t rowBytes = colCount * isa::dtypeBytes(view.dtype);
+  int64_t perPartition =
+      colCount > chunk
+          ? 1
+          : std::clamp<int64_t>((256 << 10) / (128 * rowBytes), 1,
+                                std::min<int64_t>(64, tileElements / colCount));
+  perPartition = std::max<int64_t>(1, std::min(perPartition, rowCount / 128));
+  // Results gather in one tile across blocks and leave in one DMA: one
+  // element per row, so a store per block would move 512 bytes for 2 us.
+  const int64_t resultColumns = 1024;
+
+  // Reduces `blocks` consecutive blocks of `parts` partitions x `g` rows
+  // from row r0 on: partition p of block b holds rows
+  // r0 + (b * parts + p) * g + [0, g).
+  auto reduceBlocks = [&](int64_t r0, int64_t blocks, int64_t g,
+                          int64_t parts) {
+    Tile result =
+        tb.tile(isa::Memory::Sbuf, isa::DType::F32, parts, blocks * g);
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t first = r0 + b * parts * g;
+      Tile acc;
+      for (int64_t c0 = 0; c0 < colCount; c0 += chunk) {
+        int64_t m = std::min(chunk, colCount - c0);
+        bool last = c0 + m >= colCount;
+        Tile in = tb.tile(isa::Memory::Sbuf, view.dtype, parts, g * m);
+        tb.load(in, view, view.offset + first * rowStride + c0 * colStride,
+                g * rowStride, {FreeDim{rowStride, g}, FreeDim{colStride, m}});
+        Tile into = result.columns(b * g, g);
+        Tile partial =
+            c0 == 0 && last
+                ? into
+                : tb.tile(isa::Memory::Sbuf, isa::DType::F32, parts, g);
+        tb.reduce(partial, in, alu, m);
+        if (c0 == 0) {
+          acc = partial;
+          continue;
+        }
+        Tile sum = last ? into
+                        : tb.tile(isa::Memory::Sbuf, isa::DType::F32, parts, g);
         tb.tensorTensor(sum, acc, partial, alu);
         acc = sum;
       }
     }
-    // Results leave in row order: one element per partition.
-    tb.store(dst, dst.offset + p0, 1, 1, acc);
+    // Row r0 + (b * parts + p) * g + i is result element (p, b * g + i).
+    tb.store(dst, dst.offset + r0, g,
+             {FreeDim{parts * g, blocks}, FreeDim{1, g}}, result);
+  };
+
+  int64_t blockRows = 128 * perPartition;
+  int64_t fullBlocks = rowCount / blockRows;
+  int64_t blocksPerStore = std::max<int64_t>(1, resultColumns / perPartition);
+  for (int64_t b = 0; b < fullBlocks; b += blocksPerStore) {
+    reduceBlocks(b * blockRows, std::min(blocksPerStore, fullBlocks - b),
+                 perPartition, 128);
+  }
+  // What is left: whole 128-row blocks one row per partition, then a
+  // partial block.
+  int64_t r0 = fullBlocks * blockRows;
+  int64_t wholeBlocks = (rowCount - r0) / 128;
+  if (wholeBlocks > 0) {
+    reduceBlocks(r0, wholeBlocks, 1, 128);
+    r0 += wholeBlocks * 128;
+  }
+  if (r0 < rowCount) {
+    reduceBlocks(r0, 1, 1, rowCount - r0);
   }
   return success();
 }

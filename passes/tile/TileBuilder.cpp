@@ -161,7 +161,7 @@ Value TileBuilder::hbm(llvm::ArrayRef<int64_t> shape, isa::DType dtype,
       nullptr);
 }
 
-kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t) {
+kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t, int64_t segment) {
   isa::AccessPattern ap;
   auto type = llvm::cast<MemRefType>(t.buffer.getType());
   ap.memory = *ktile::memoryOf(type);
@@ -172,6 +172,14 @@ kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t) {
   ap.rank = 1;
   ap.strides[0] = t.freeStride;
   ap.sizes[0] = t.cols;
+  if (segment > 0 && segment < t.cols) {
+    assert(t.cols % segment == 0 && "segments must tile the columns");
+    ap.rank = 2;
+    ap.strides[0] = t.freeStride * segment;
+    ap.sizes[0] = t.cols / segment;
+    ap.strides[1] = t.freeStride;
+    ap.sizes[1] = segment;
+  }
   return kisa::toAttr(b.getContext(), ap);
 }
 
@@ -299,8 +307,10 @@ void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
        fields);
 }
 
-void TileBuilder::reduce(const Tile &dst, const Tile &src, llvm::StringRef op) {
-  emit("tensor_reduce", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}},
+void TileBuilder::reduce(const Tile &dst, const Tile &src, llvm::StringRef op,
+                         int64_t segment) {
+  emit("tensor_reduce",
+       {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src, segment)}},
        {b.getNamedAttr("op", b.getStringAttr(op))});
 }
 

@@ -87,7 +87,9 @@ public:
   mlir::Value hbm(llvm::ArrayRef<int64_t> shape, isa::DType dtype,
                   llvm::StringRef name = "");
 
-  kisa::AccessPatternAttr pattern(const Tile &tile);
+  /// The tile's access pattern; with `segment`, its columns as runs of
+  /// `segment` (an inner free dimension that tensor_reduce folds).
+  kisa::AccessPatternAttr pattern(const Tile &tile, int64_t segment = 0);
   /// The HBM rectangle: `rows` rows `rowStride` apart from element `offset`,
   /// each `cols` elements `colStride` apart.
   kisa::AccessPatternAttr pattern(const HbmView &view, int64_t offset,
@@ -124,7 +126,10 @@ public:
   void tensorScalar(const Tile &dst, const Tile &src, llvm::StringRef op0,
                     double scalar0, llvm::StringRef op1 = "",
                     double scalar1 = 0.0);
-  void reduce(const Tile &dst, const Tile &src, llvm::StringRef op);
+  /// Folds each run of `segment` columns of `src` (all of them when 0) into
+  /// one column of `dst`.
+  void reduce(const Tile &dst, const Tile &src, llvm::StringRef op,
+              int64_t segment = 0);
   void memset(const Tile &dst, double value);
   void iota(const Tile &dst, int64_t base, int64_t partitionStep,
             int64_t freeStep);

@@ -187,6 +187,12 @@ std::vector<OpCase> opCases() {
                      out(b, b.softmaxBackward(g, s, 1), "softmax_backward");
                      out(b, b.logSoftmaxBackward(g, l, 0), "log_softmax_backward");
                    }});
+  // Attention scores' softmax: rows of 40 go six to a partition (a load
+  // of 768 rows), the last 12 rows one to a partition.
+  cases.push_back({"attention_softmax", [](B &b) {
+                     Tensor x = in(b, "x", {2, 3, 130, 40});
+                     out(b, b.softmax(x, 3));
+                   }});
   cases.push_back({"layer_norm", [](B &b) {
                      Tensor x = in(b, "x", {4, 9, 96}), g = in(b, "g", {4, 9, 96});
                      Tensor w = in(b, "w", {96}), bias = in(b, "bias", {96});
