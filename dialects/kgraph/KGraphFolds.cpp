@@ -2,7 +2,8 @@
 //
 // Only the simplifications that front ends produce in practice: identities
 // with splat constants (x*1, x+0, x/1), no-op shape ops, chains of reshapes and
-// transposes, and shape ops applied to splat constants. Every fold here keeps
+// transposes, shape ops applied to splat constants, and batched matmuls of
+// reshapes that only merge batch dimensions. Every fold here keeps
 // the result type exactly, so a fold never changes a graph's interface.
 //
 //===----------------------------------------------------------------------===//
@@ -180,7 +181,124 @@ struct ComposeTransposes : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// transpose(reshape(x)), where the reshape only merges x's leading
+/// dimensions into one and the transpose keeps that one first ->
+/// reshape(transpose(x)). Moves batch-merging reshapes outward, where
+/// UnmergeBatchReshapes removes them (attention's backward transposes its
+/// merged operands).
+struct SinkBatchReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto reshape = op.getInput().getDefiningOp<ReshapeOp>();
+    llvm::ArrayRef<int64_t> perm = op.getPermutation();
+    if (!reshape || perm.empty() || perm[0] != 0) {
+      return failure();
+    }
+    auto in = llvm::cast<RankedTensorType>(reshape.getInput().getType());
+    auto merged = llvm::cast<RankedTensorType>(reshape.getType());
+    int64_t lead = in.getRank() - merged.getRank() + 1;
+    if (lead < 2 ||
+        in.getShape().drop_front(lead) != merged.getShape().drop_front(1)) {
+      return failure();
+    }
+    llvm::SmallVector<int64_t> unmergedPerm;
+    llvm::SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < lead; ++d) {
+      unmergedPerm.push_back(d);
+      shape.push_back(in.getDimSize(d));
+    }
+    for (int64_t p : perm.drop_front()) {
+      unmergedPerm.push_back(p + lead - 1);
+      shape.push_back(in.getDimSize(p + lead - 1));
+    }
+    Value transposed = TransposeOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get(shape, in.getElementType()), reshape.getInput(),
+        unmergedPerm);
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), transposed);
+    return success();
+  }
+};
+
+/// matmul(reshape(a), reshape(b)), where the reshapes only merge leading
+/// batch dimensions [B1, B2] into one, -> reshape(matmul(a, b)). Attention
+/// merges batch and heads for its batched products, but its operands are
+/// heads transposed out of a projection: merged, they must be copied
+/// contiguous first; unmerged, the tile phase reads them in place, since a
+/// matmul's batch dimensions may have any strides. An operand without such
+/// a reshape is split to match (always free: splitting a dimension needs no
+/// data movement); a rank-2 one is shared by every batch as before.
+struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// The batch shape a reshape to rank 3 merged, when that is all it did.
+  static std::optional<llvm::SmallVector<int64_t>> mergedBatch(Value v) {
+    auto reshape = v.getDefiningOp<ReshapeOp>();
+    if (!reshape) {
+      return std::nullopt;
+    }
+    auto in = llvm::cast<RankedTensorType>(reshape.getInput().getType());
+    auto out = llvm::cast<RankedTensorType>(v.getType());
+    if (out.getRank() != 3 || in.getRank() < 4 ||
+        in.getShape().take_back(2) != out.getShape().take_back(2)) {
+      return std::nullopt;
+    }
+    return llvm::to_vector(in.getShape().drop_back(2));
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto outType = llvm::cast<RankedTensorType>(op.getType());
+    if (outType.getRank() != 3) {
+      return failure();
+    }
+    auto lhsBatch = mergedBatch(op.getLhs());
+    auto rhsBatch = mergedBatch(op.getRhs());
+    if ((!lhsBatch && !rhsBatch) ||
+        (lhsBatch && rhsBatch && *lhsBatch != *rhsBatch)) {
+      return failure();
+    }
+    llvm::SmallVector<int64_t> batch = lhsBatch ? *lhsBatch : *rhsBatch;
+    auto unmerge = [&](Value v, bool merged) -> Value {
+      if (merged) {
+        return v.getDefiningOp<ReshapeOp>().getInput();
+      }
+      auto type = llvm::cast<RankedTensorType>(v.getType());
+      if (type.getRank() == 2) {
+        return v;
+      }
+      if (type.getRank() != 3 || type.getDimSize(0) != outType.getDimSize(0)) {
+        return {};
+      }
+      llvm::SmallVector<int64_t> shape(batch);
+      shape.append(type.getShape().begin() + 1, type.getShape().end());
+      return ReshapeOp::create(
+          rewriter, op.getLoc(),
+          RankedTensorType::get(shape, type.getElementType()), v);
+    };
+    Value lhs = unmerge(op.getLhs(), lhsBatch.has_value());
+    Value rhs = lhs ? unmerge(op.getRhs(), rhsBatch.has_value()) : Value();
+    if (!lhs || !rhs) {
+      return failure();
+    }
+    llvm::SmallVector<int64_t> shape(batch);
+    shape.append(outType.getShape().begin() + 1, outType.getShape().end());
+    Value product = MatmulOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get(shape, outType.getElementType()), lhs, rhs,
+        op.getTransposeLhsAttr(), op.getTransposeRhsAttr());
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, outType, product);
+    return success();
+  }
+};
+
 } // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<UnmergeBatchReshapes>(context);
+}
 
 void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                             MLIRContext *context) {
@@ -189,5 +307,5 @@ void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                               MLIRContext *context) {
-  patterns.add<ComposeTransposes>(context);
+  patterns.add<ComposeTransposes, SinkBatchReshape>(context);
 }

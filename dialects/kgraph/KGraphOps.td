@@ -306,6 +306,7 @@ def KGraph_MatmulOp : KGraph_PureOp<"matmul",
   let results = (outs KGraph_FloatTensor:$output);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) "
                        "`->` type($output)";
+  let hasCanonicalizer = 1;
 }
 
 def KGraph_LinearOp : KGraph_PureOp<"linear",

@@ -134,3 +134,46 @@ func.func @dead_code(%x: tensor<4xf32>) {
   %0 = kgraph.exp %x : tensor<4xf32>
   return
 }
+
+// -----
+
+// Attention's batched products merge batch and heads, [8, 12] -> 96, on
+// operands that are heads transposed out of a projection. The matmul takes
+// the unmerged operands instead (its batch dimensions may have any
+// strides, so nothing is copied contiguous), the merge moves to its result,
+// and the reshape back to [8, 12] cancels against it.
+// CHECK-LABEL: func.func @unmerged_batch
+// CHECK-SAME: (%[[Q:.*]]: tensor<8x12x128x64xf32>, %[[K:.*]]: tensor<8x12x64x128xf32>)
+// CHECK-NEXT: %[[P:.*]] = kgraph.matmul %[[Q]], %[[K]] : tensor<8x12x128x64xf32>, tensor<8x12x64x128xf32> -> tensor<8x12x128x128xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @unmerged_batch(%q: tensor<8x12x128x64xf32>, %k: tensor<8x12x64x128xf32>) -> tensor<8x12x128x128xf32> {
+  %0 = kgraph.reshape %q : tensor<8x12x128x64xf32> -> tensor<96x128x64xf32>
+  %1 = kgraph.reshape %k : tensor<8x12x64x128xf32> -> tensor<96x64x128xf32>
+  %2 = kgraph.matmul %0, %1 : tensor<96x128x64xf32>, tensor<96x64x128xf32> -> tensor<96x128x128xf32>
+  %3 = kgraph.reshape %2 : tensor<96x128x128xf32> -> tensor<8x12x128x128xf32>
+  return %3 : tensor<8x12x128x128xf32>
+}
+
+// -----
+
+// The backward's products read the merged operands transposed: the
+// transpose moves inside the merge (it keeps the merged dimension first),
+// and then the matmul unmerges as above. An operand that no reshape merged
+// is split to the same batch shape (a view, never a copy); transpose_lhs
+// survives, and a rank-2 operand stays shared by every batch.
+// CHECK-LABEL: func.func @unmerged_transposed
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x5x4xf32>, %[[G:.*]]: tensor<6x5x7xf32>, %[[W:.*]]: tensor<5x9xf32>)
+// CHECK-DAG: %[[XT:.*]] = kgraph.transpose %[[X]], [0, 1, 3, 2] : tensor<2x3x5x4xf32> -> tensor<2x3x4x5xf32>
+// CHECK-DAG: %[[GS:.*]] = kgraph.reshape %[[G]] : tensor<6x5x7xf32> -> tensor<2x3x5x7xf32>
+// CHECK-DAG: %[[P:.*]] = kgraph.matmul %[[XT]], %[[GS]] : tensor<2x3x4x5xf32>, tensor<2x3x5x7xf32> -> tensor<2x3x4x7xf32>
+// CHECK-DAG: %[[R:.*]] = kgraph.reshape %[[P]] : tensor<2x3x4x7xf32> -> tensor<6x4x7xf32>
+// CHECK-DAG: %[[Q:.*]] = kgraph.matmul %[[X]], %[[W]] {transpose_lhs = true} : tensor<2x3x5x4xf32>, tensor<5x9xf32> -> tensor<2x3x4x9xf32>
+// CHECK-DAG: %[[S:.*]] = kgraph.reshape %[[Q]] : tensor<2x3x4x9xf32> -> tensor<6x4x9xf32>
+// CHECK: return %[[R]], %[[S]]
+func.func @unmerged_transposed(%x: tensor<2x3x5x4xf32>, %g: tensor<6x5x7xf32>, %w: tensor<5x9xf32>) -> (tensor<6x4x7xf32>, tensor<6x4x9xf32>) {
+  %0 = kgraph.reshape %x : tensor<2x3x5x4xf32> -> tensor<6x5x4xf32>
+  %1 = kgraph.transpose %0, [0, 2, 1] : tensor<6x5x4xf32> -> tensor<6x4x5xf32>
+  %2 = kgraph.matmul %1, %g : tensor<6x4x5xf32>, tensor<6x5x7xf32> -> tensor<6x4x7xf32>
+  %3 = kgraph.matmul %0, %w {transpose_lhs = true} : tensor<6x5x4xf32>, tensor<5x9xf32> -> tensor<6x4x9xf32>
+  return %2, %3 : tensor<6x4x7xf32>, tensor<6x4x9xf32>
+}
