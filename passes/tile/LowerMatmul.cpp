@@ -100,6 +100,41 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   return slices;
 }
 
+/// Batch elements [0, count) of a one-tile operand [kk, xx], `batchStride`
+/// elements apart in HBM, loaded by one DMA into one tile: element g is
+/// columns [g xx, (g + 1) xx). Where K is innermost in HBM the rows are
+/// loaded and each element transposed into one PSUM bank, which leaves in
+/// one copy. A broadcast operand (stride 0) is loaded once and shared.
+llvm::SmallVector<Tile, 4> loadBatchGroup(TileBuilder &tb, const KMajor &m,
+                                          int64_t batchStride, int64_t count,
+                                          int64_t kk, int64_t xx,
+                                          isa::DType dtype) {
+  if (batchStride == 0) {
+    return llvm::SmallVector<Tile, 4>(count,
+                                      loadKMajor(tb, m, 0, kk, 0, xx, dtype));
+  }
+  llvm::SmallVector<Tile, 4> elements;
+  bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
+  Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, count * xx);
+  if (!kInnermost) {
+    tb.load(out, m.view, m.offset, m.kStride,
+            {FreeDim{batchStride, count}, FreeDim{m.xStride, xx}});
+  } else {
+    Tile rows = tb.tile(isa::Memory::Sbuf, dtype, xx, count * kk);
+    tb.load(rows, m.view, m.offset, m.xStride,
+            {FreeDim{batchStride, count}, FreeDim{1, kk}});
+    Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, kk, count * xx);
+    for (int64_t g = 0; g < count; ++g) {
+      tb.transpose(flipped.columns(g * xx, xx), rows.columns(g * kk, kk));
+    }
+    tb.copy(out, flipped);
+  }
+  for (int64_t g = 0; g < count; ++g) {
+    elements.push_back(out.columns(g * xx, xx));
+  }
+  return elements;
+}
+
 } // namespace
 
 std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
@@ -158,6 +193,62 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
   Shape dstStrides = dst.strides;
   int64_t sMo = dstStrides[rank - 2], sNo = dstStrides[rank - 1];
   const int64_t kTile = 128, mTile = 128, nTile = 512;
+  // The start of batch element `index` (row-major over `batch`) in a view.
+  auto batchBase = [&](const HbmView &v, const Shape &strides, int64_t index) {
+    int64_t base = v.offset;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      base += (index % batch[d]) * strides[d];
+      index /= batch[d];
+    }
+    return base;
+  };
+  auto stationaryAt = [&](int64_t base) {
+    return KMajor{lhs, base,
+                  lhs.strides[op.getTransposeLhs() ? rank - 2 : rank - 1],
+                  lhs.strides[op.getTransposeLhs() ? rank - 1 : rank - 2]};
+  };
+  auto movingAt = [&](int64_t base) {
+    return KMajor{rhs, base,
+                  rhs.strides[op.getTransposeRhs() ? rank - 1 : rank - 2],
+                  rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1]};
+  };
+
+  // Many one-tile products (attention's, [128 x 64] per head): consecutive
+  // elements of the innermost batch dimension share each DMA, transpose
+  // bank, PSUM bank and store. One per element, their fixed ~2 us DMA costs
+  // would dwarf the 16-32 KiB each moves.
+  int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+  if (batchCount > 1 && k <= kTile && m <= mTile && n <= bankColumns &&
+      batch.back() > 1) {
+    int64_t inner = batch.back();
+    int64_t group = std::min<int64_t>(
+        {4, inner, bankColumns / std::max(m, n)});
+    int64_t lhsStep = lhs.strides[batch.size() - 1];
+    int64_t rhsStep = rhs.strides[batch.size() - 1];
+    int64_t outStep = dstStrides[batch.size() - 1];
+    for (int64_t first = 0; first < batchCount; first += inner) {
+      for (int64_t g0 = 0; g0 < inner; g0 += group) {
+        int64_t count = std::min(group, inner - g0);
+        auto stationary = loadBatchGroup(
+            tb, stationaryAt(batchBase(lhs, lhs.strides, first + g0)), lhsStep,
+            count, k, m, lhsType);
+        auto moving = loadBatchGroup(
+            tb, movingAt(batchBase(rhs, rhs.strides, first + g0)), rhsStep,
+            count, k, n, rhsType);
+        Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, m, count * n);
+        for (int64_t g = 0; g < count; ++g) {
+          tb.matmul(acc.columns(g * n, n), stationary[g], moving[g],
+                    /*accumulate=*/false);
+        }
+        Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, m, count * n);
+        tb.copy(out, acc);
+        tb.store(dst, batchBase(dst, dstStrides, first + g0), sMo,
+                 {FreeDim{outStep, count}, FreeDim{sNo, n}}, out);
+      }
+    }
+    return success();
+  }
+
   int64_t kTiles = (k + kTile - 1) / kTile;
   int64_t elementBytes = isa::dtypeBytes(lhsType);
   // Keep a block of row tiles' stationary tiles for every N tile when they
@@ -170,22 +261,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
       keepStationary ? std::clamp<int64_t>((sbufBudget / 2) / perRowTile, 1, 4)
                      : 1;
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
-    int64_t lhsBase = lhs.offset, rhsBase = rhs.offset, outBase = dst.offset;
-    int64_t rest = bIndex;
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      int64_t i = rest % batch[d];
-      rest /= batch[d];
-      lhsBase += i * lhs.strides[d];
-      rhsBase += i * rhs.strides[d];
-      outBase += i * dstStrides[d];
-    }
+    int64_t outBase = batchBase(dst, dstStrides, bIndex);
     // lhs^T as [K, M], rhs as [K, N].
-    KMajor stationary{lhs, lhsBase,
-                      lhs.strides[op.getTransposeLhs() ? rank - 2 : rank - 1],
-                      lhs.strides[op.getTransposeLhs() ? rank - 1 : rank - 2]};
-    KMajor moving{rhs, rhsBase,
-                  rhs.strides[op.getTransposeRhs() ? rank - 1 : rank - 2],
-                  rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1]};
+    KMajor stationary = stationaryAt(batchBase(lhs, lhs.strides, bIndex));
+    KMajor moving = movingAt(batchBase(rhs, rhs.strides, bIndex));
     for (int64_t b0 = 0; b0 < m; b0 += mTile * mBlock) {
       llvm::SmallVector<std::pair<int64_t, int64_t>, 4> rowTiles;
       for (int64_t m0 = b0; m0 < std::min(m, b0 + mTile * mBlock);

@@ -173,6 +173,21 @@ std::vector<OpCase> opCases() {
                    },
                    {},
                    true});
+  // Attention's per-head products with heads transposed out of [B, S, H, d]
+  // inputs: six heads go four and two to a group, each group one DMA per
+  // operand (K innermost for q and k: transposed on TensorE) and one store.
+  // A rank-2 operand is loaded once for the whole group.
+  cases.push_back({"attention_products", [](B &b) {
+                     Tensor q = b.transpose(in(b, "q", {2, 50, 6, 16}), {0, 2, 1, 3});
+                     Tensor k = b.transpose(in(b, "k", {2, 50, 6, 16}), {0, 2, 1, 3});
+                     Tensor v = b.transpose(in(b, "v", {2, 50, 6, 16}), {0, 2, 1, 3});
+                     Tensor scores = b.matmul(q, k, false, true);
+                     out(b, scores, "scores");
+                     out(b, b.matmul(scores, v), "context");
+                     out(b, b.matmul(v, in(b, "w", {16, 24})), "shared");
+                   },
+                   {},
+                   true});
   cases.push_back({"linear", [](B &b) {
                      Tensor x = in(b, "x", {2, 5, 33}), w = in(b, "w", {17, 33});
                      out(b, b.linear(x, w, in(b, "bias", {17})));
