@@ -27,3 +27,28 @@ func.func @step(%x: tensor<200x64xf32> {kgraph.name = "x", kgraph.role = "batch_
   %1 = kgraph.matmul %0, %w : tensor<200x64xf32>, tensor<64x96xf32> -> tensor<200x96xf32>
   return %1 : tensor<200x96xf32>
 }
+
+// Per-head products ([40 x 16] . [16 x 40] for each of 2 x 3 heads): the
+// three heads of a batch element share every step. One DMA loads their
+// rows of x ([3 x 16] on the free axis, heads 640 elements apart) and three
+// transposes fill one PSUM bank, which leaves in one copy; one DMA loads
+// their y; the three products accumulate side by side in one PSUM bank,
+// and one copy and one store move all three results.
+// CHECK-LABEL: func.func @per_head
+// CHECK: ktile.dma_copy %[[ROWS:.*]], %arg0 {dst = #kisa.ap<sbuf, bf16, p = 0:40, offset = 0, dims = [1 x 48]>, src = #kisa.ap<hbm, bf16, p = 0:40, offset = 0, dims = [640 x 3, 1 x 16], pstride = 16>}
+// CHECK-COUNT-3: ktile.transpose %[[FLIPPED:.*]], %[[ROWS]]
+// CHECK: ktile.tensor_copy %[[XT:.*]], %[[FLIPPED]] {dst = #kisa.ap<sbuf, bf16, p = 0:16, offset = 0, dims = [1 x 120]>
+// CHECK: ktile.dma_copy %[[Y:.*]], %arg1 {dst = #kisa.ap<sbuf, bf16, p = 0:16, offset = 0, dims = [1 x 120]>, src = #kisa.ap<hbm, bf16, p = 0:16, offset = 0, dims = [640 x 3, 1 x 40], pstride = 40>}
+// CHECK: ktile.matmul %[[ACC:.*]], %[[XT]], %[[Y]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:40, offset = 0, dims = [1 x 40]>
+// CHECK: ktile.matmul %[[ACC]], %[[XT]], %[[Y]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:40, offset = 160, dims = [1 x 40]>, moving = #kisa.ap<sbuf, bf16, p = 0:16, offset = 80, dims = [1 x 40]>, stationary = #kisa.ap<sbuf, bf16, p = 0:16, offset = 80, dims = [1 x 40]>}
+// CHECK: ktile.matmul %[[ACC]], %[[XT]], %[[Y]] {{.*}}offset = 320
+// CHECK: ktile.tensor_copy %[[OUT:.*]], %[[ACC]] {dst = #kisa.ap<sbuf, bf16, p = 0:40, offset = 0, dims = [1 x 120]>
+// CHECK: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, bf16, p = 0:40, offset = 0, dims = [1600 x 3, 1 x 40], pstride = 40>
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}offset = 3840, dims = [640 x 3, 1 x 16]
+// CHECK-COUNT-2: ktile.dma_copy
+// CHECK-NOT: ktile.dma_copy
+// CHECK: return
+func.func @per_head(%x: tensor<2x3x40x16xbf16> {kgraph.name = "x", kgraph.role = "batch_input"}, %y: tensor<2x3x16x40xbf16> {kgraph.name = "y", kgraph.role = "batch_input"}) -> (tensor<2x3x40x40xbf16> {kgraph.name = "z", kgraph.role = "metric"}) {
+  %0 = kgraph.matmul %x, %y : tensor<2x3x40x16xbf16>, tensor<2x3x16x40xbf16> -> tensor<2x3x40x40xbf16>
+  return %0 : tensor<2x3x40x40xbf16>
+}
