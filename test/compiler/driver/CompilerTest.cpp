@@ -165,6 +165,15 @@ std::vector<OpCase> opCases() {
                    },
                    {},
                    true});
+  // K so deep that a row tile's stationary slices do not stay in SBUF (the
+  // one-hot embedding product): both row tiles still share each moving
+  // slice, and reload their stationary slices four at a time.
+  cases.push_back({"matmul_deep_contraction", [](B &b) {
+                     Tensor x = in(b, "x", {200, 8300}), w = in(b, "w", {8300, 30});
+                     out(b, b.matmul(x, w));
+                   },
+                   {},
+                   true});
   cases.push_back({"matmul_transposed_batched", [](B &b) {
                      Tensor x = in(b, "x", {3, 40, 129}), w = in(b, "w", {3, 70, 129});
                      out(b, b.matmul(x, w, false, true));
