@@ -265,21 +265,38 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
   // K slices [kt, kt + 4) of an operand's columns [x0, x0 + xx): the full
   // ones four at a time (one PSUM bank of transposes), a last partial one
   // alone.
+  auto groupSize = [&](int64_t kt) {
+    int64_t full = k / kTile;
+    return kt < full ? std::min<int64_t>(4, full - kt) : 1;
+  };
   auto sliceGroup = [&](const KMajor &operand, int64_t kt, int64_t x0,
                         int64_t xx, isa::DType dtype) {
-    int64_t full = k / kTile;
-    if (kt < full) {
-      return loadKMajorSlices(tb, operand, kt * kTile,
-                              std::min<int64_t>(4, full - kt), x0, xx, dtype);
+    if (kt < k / kTile) {
+      return loadKMajorSlices(tb, operand, kt * kTile, groupSize(kt), x0, xx,
+                              dtype);
     }
     return llvm::SmallVector<Tile, 4>{loadKMajor(
         tb, operand, kt * kTile, k - kt * kTile, x0, xx, dtype)};
   };
+  // A small moving operand (the output gradient of a weight-gradient
+  // product, 1024 x 768) stays in SBUF for every row block, read once rather
+  // than once per block.
+  int64_t nTiles = (n + nTile - 1) / nTile;
+  bool keepMoving = m > mTile * mBlock &&
+                    kTiles * n * isa::dtypeBytes(rhsType) <= sbufBudget / 4;
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t outBase = batchBase(dst, dstStrides, bIndex);
     // lhs^T as [K, M], rhs as [K, N].
     KMajor stationary = stationaryAt(batchBase(lhs, lhs.strides, bIndex));
     KMajor moving = movingAt(batchBase(rhs, rhs.strides, bIndex));
+    std::vector<llvm::SmallVector<Tile>> keptMoving(keepMoving ? nTiles : 0);
+    for (auto [t, slices] : llvm::enumerate(keptMoving)) {
+      int64_t n0 = static_cast<int64_t>(t) * nTile;
+      while (static_cast<int64_t>(slices.size()) < kTiles) {
+        slices.append(sliceGroup(moving, slices.size(), n0,
+                                 std::min(nTile, n - n0), rhsType));
+      }
+    }
     for (int64_t b0 = 0; b0 < m; b0 += mTile * mBlock) {
       llvm::SmallVector<std::pair<int64_t, int64_t>, 4> rowTiles;
       for (int64_t m0 = b0; m0 < std::min(m, b0 + mTile * mBlock);
@@ -303,8 +320,14 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
               tb.tile(isa::Memory::Psum, isa::DType::F32, rt.second, nn));
         }
         for (int64_t kt = 0; kt < kTiles;) {
-          llvm::SmallVector<Tile, 4> movingSlices =
-              sliceGroup(moving, kt, n0, nn, rhsType);
+          llvm::SmallVector<Tile, 4> movingSlices;
+          if (keepMoving) {
+            auto &all = keptMoving[n0 / nTile];
+            movingSlices.assign(all.begin() + kt,
+                                all.begin() + kt + groupSize(kt));
+          } else {
+            movingSlices = sliceGroup(moving, kt, n0, nn, rhsType);
+          }
           for (auto [i, rt] : llvm::enumerate(rowTiles)) {
             llvm::SmallVector<Tile, 4> stationarySlices =
                 keepStationary

@@ -166,11 +166,21 @@ std::vector<OpCase> opCases() {
                    {},
                    true});
   // K so deep that a row tile's stationary slices do not stay in SBUF (the
-  // one-hot embedding product): both row tiles still share each moving
-  // slice, and reload their stationary slices four at a time.
+  // one-hot embedding product): a block of four row tiles still shares
+  // each moving slice, and reloads its stationary slices four at a time
+  // (65 full slices, then a partial one). The small moving operand stays in
+  // SBUF for both row blocks.
   cases.push_back({"matmul_deep_contraction", [](B &b) {
-                     Tensor x = in(b, "x", {200, 8300}), w = in(b, "w", {8300, 30});
+                     Tensor x = in(b, "x", {600, 8400}), w = in(b, "w", {8400, 20});
                      out(b, b.matmul(x, w));
+                   },
+                   {},
+                   true});
+  // A weight gradient, x^T . dy: the 1000 x 40 output gradient is loaded
+  // once for the two row blocks of the 600-row result.
+  cases.push_back({"weight_gradient", [](B &b) {
+                     Tensor x = in(b, "x", {1000, 600}), dy = in(b, "dy", {1000, 40});
+                     out(b, b.matmul(x, dy, true, false));
                    },
                    {},
                    true});
