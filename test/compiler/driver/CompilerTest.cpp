@@ -207,6 +207,13 @@ std::vector<OpCase> opCases() {
                    },
                    {},
                    true});
+  // A bias and a runtime scalar that every row block reads alike: loaded
+  // once and kept for all three blocks, the last one partial.
+  cases.push_back({"kept_inputs", [](B &b) {
+                     Tensor x = in(b, "x", {300, 70}), bias = in(b, "bias", {70});
+                     Tensor s = in(b, "s", {});
+                     out(b, b.mul(b.add(x, bias), s));
+                   }});
   cases.push_back({"linear", [](B &b) {
                      Tensor x = in(b, "x", {2, 5, 33}), w = in(b, "w", {17, 33});
                      out(b, b.linear(x, w, in(b, "bias", {17})));
