@@ -4,6 +4,8 @@
 #include "passes/graph/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln::graph_passes {
 #define GEN_PASS_DEF_KGRAPHFUSEELEMENTWISE
@@ -13,6 +15,73 @@ namespace kiln::graph_passes {
 using namespace mlir;
 
 namespace {
+
+using kiln::kgraph::ReshapeOp;
+
+/// op(reshape(x), ...) -> reshape(op(x, ...)) for an elementwise op whose
+/// full-shape operands are all reshapes from one shape S. A front end
+/// reshapes between a linear layer's 2-D product and the 3-D activations
+/// around it ([1024, 3072] <-> [8, 128, 3072]); groups hold one shape, so
+/// a reshape between a bias add and its GELU would cut the chain into two
+/// loop nests and a round trip through HBM. A reshape of a contiguous
+/// value moves nothing, so computing in S changes nothing but the grouping.
+/// Lower-rank operands (a bias, a scalar) stay when they broadcast alike in
+/// both shapes: their dimensions are trailing dimensions of both. Casts stay
+/// where they are: mixed precision's casts of matmul operands are done by
+/// the matmul's loads, which a reshape between them would prevent.
+struct SinkReshape : RewritePattern {
+  SinkReshape(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  static llvm::ArrayRef<int64_t> shapeOf(Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!kiln::graph_passes::isElementwise(op) || op->getNumResults() != 1 ||
+        llvm::isa<kiln::kgraph::DropoutOp, kiln::kgraph::CastOp>(op)) {
+      return failure();
+    }
+    auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+    llvm::ArrayRef<int64_t> shape = resultType.getShape();
+    std::optional<llvm::ArrayRef<int64_t>> source;
+    for (Value v : op->getOperands()) {
+      if (auto reshape = v.getDefiningOp<ReshapeOp>();
+          reshape && shapeOf(v) == shape) {
+        source = shapeOf(reshape.getInput());
+        break;
+      }
+    }
+    if (!source) {
+      return failure();
+    }
+    llvm::SmallVector<Value> operands;
+    for (Value v : op->getOperands()) {
+      llvm::ArrayRef<int64_t> operandShape = shapeOf(v);
+      auto reshape = v.getDefiningOp<ReshapeOp>();
+      if (reshape && operandShape == shape &&
+          shapeOf(reshape.getInput()) == *source) {
+        operands.push_back(reshape.getInput());
+        continue;
+      }
+      size_t rank = operandShape.size();
+      if (rank < shape.size() && rank <= source->size() &&
+          shape.take_back(rank) == source->take_back(rank)) {
+        operands.push_back(v);
+        continue;
+      }
+      return failure();
+    }
+    OperationState state(op->getLoc(), op->getName(), operands,
+                         {RankedTensorType::get(*source,
+                                                resultType.getElementType())},
+                         op->getAttrs());
+    Operation *moved = rewriter.create(state);
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, resultType, moved->getResult(0));
+    return success();
+  }
+};
 
 struct Group {
   int64_t id;
@@ -30,6 +99,13 @@ struct KGraphFuseElementwise
     func::FuncOp func = getOperation();
     if (func.getBody().empty()) {
       return;
+    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<SinkReshape>(&getContext());
+    ReshapeOp::getCanonicalizationPatterns(patterns, &getContext());
+    if (failed(applyPatternsGreedily(func, std::move(patterns)))) {
+      func.emitError("sinking reshapes below elementwise ops did not settle");
+      return signalPassFailure();
     }
     Block &block = func.getBody().front();
     llvm::DenseMap<Operation *, unsigned> position;

@@ -56,3 +56,31 @@ func.func @adamw(%p: tensor<64x96xf32>, %g: tensor<64x96xf32>, %m: tensor<64x96x
   %11 = kgraph.sub %0, %10 : tensor<64x96xf32>, tensor<64x96xf32>
   return %11, %3, %7 : tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>
 }
+
+// A linear layer's bias add on the 2-D product, then GELU on the 3-D
+// activations: the reshape between them moves below the GELU (and its
+// gradient's, whose operands are both reshaped from [256, 96]), so the add
+// and the GELU are one group, and the reshape back to 2-D for the next
+// matmul cancels. The bias keeps its place: [96] broadcasts alike over
+// [256, 96] and [2, 128, 96]. The bf16 cast of a matmul operand is not
+// moved, so the matmul's load still performs it.
+// CHECK-LABEL: func.func @through_reshapes
+// CHECK: %[[ADD:.*]] = kgraph.add %arg1, %arg0 {kgraph.fusion = [[G:[0-9]+]] : i64} : tensor<96xf32>, tensor<256x96xf32>
+// CHECK: %[[GELU:.*]] = kgraph.gelu %[[ADD]] {kgraph.fusion = [[G]] : i64} : tensor<256x96xf32>
+// CHECK: kgraph.gelu_backward %arg2, %[[ADD]] {kgraph.fusion = [[G]] : i64} : tensor<256x96xf32>
+// CHECK: %[[R:.*]] = kgraph.reshape %arg3 : tensor<2x128x96xf32> -> tensor<256x96xf32>
+// CHECK: %[[C:.*]] = kgraph.cast %[[R]] : tensor<256x96xf32> -> tensor<256x96xbf16>
+// CHECK: kgraph.matmul %[[C]]
+func.func @through_reshapes(%y: tensor<256x96xf32>, %b: tensor<96xf32>, %g: tensor<256x96xf32>, %h: tensor<2x128x96xf32>, %w: tensor<96x8xbf16>) -> (tensor<256x96xf32>, tensor<256x96xf32>, tensor<256x8xbf16>) {
+  %0 = kgraph.add %b, %y : tensor<96xf32>, tensor<256x96xf32>
+  %1 = kgraph.reshape %0 : tensor<256x96xf32> -> tensor<2x128x96xf32>
+  %2 = kgraph.gelu %1 : tensor<2x128x96xf32>
+  %3 = kgraph.reshape %2 : tensor<2x128x96xf32> -> tensor<256x96xf32>
+  %4 = kgraph.reshape %g : tensor<256x96xf32> -> tensor<2x128x96xf32>
+  %5 = kgraph.gelu_backward %4, %1 : tensor<2x128x96xf32>
+  %6 = kgraph.reshape %5 : tensor<2x128x96xf32> -> tensor<256x96xf32>
+  %7 = kgraph.reshape %h : tensor<2x128x96xf32> -> tensor<256x96xf32>
+  %8 = kgraph.cast %7 : tensor<256x96xf32> -> tensor<256x96xbf16>
+  %9 = kgraph.matmul %8, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
+  return %3, %6, %9 : tensor<256x96xf32>, tensor<256x96xf32>, tensor<256x8xbf16>
+}
