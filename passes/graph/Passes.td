@@ -98,7 +98,11 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
     run at the position of its last op: no op outside the group that comes
     before that position uses a group value. Chains that start apart and
     meet (AdamW's weight decay, first and second moments meeting in the
-    parameter update) so become one loop nest.
+    parameter update) so become one loop nest. Reshapes first move below
+    elementwise ops whose full-shape operands they all reshape (operands of
+    lower rank stay when they broadcast alike in both shapes; casts stay,
+    since a matmul's load performs its operand's cast), so a front end's
+    reshapes between 2-D products and 3-D activations do not cut chains.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "64",

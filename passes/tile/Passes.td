@@ -26,7 +26,8 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       free axis spans both (a two-dimensional DMA pattern) and the
       partitions take the larger of the two dimensions above: merging or
       splitting attention heads is one DMA per 128 tokens, not one per
-      token. Each input tile is loaded once,
+      token. Each input tile is loaded once (an input every row block
+      reads alike, a bias or a scalar, once for all of them),
       every op of the group computes in SBUF, and only values used outside
       the group are stored. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
@@ -34,21 +35,29 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       interpreter's whatever the tiling.
     - **Reductions** over the trailing dimensions: rows on partitions, a
       `tensor_reduce` per free-axis chunk, and the chunk partials combined.
+      Short rows go several to a partition (a load of ~256 KiB), one
+      `tensor_reduce` folding the inner free dimension, and the results of
+      up to 1024 columns of blocks leave in one store.
     - **Matmul**: `[128 x 512]` output tiles accumulated over 128-deep K
       slices in one PSUM bank (`accumulate` after the first slice). Both
       operands are loaded with K on the partitions; an operand stored with K
       innermost is loaded row-major, four K slices per DMA, and transposed
       on TensorE (the four into one PSUM bank) instead of read with
-      element-sized DMA strides. bf16 casts of f32 operands fold
-      into the loads; a cast of the result back to f32 folds into the PSUM
-      evacuation.
+      element-sized DMA strides. Each moving slice serves a block of up to
+      four row tiles, whose stationary slices stay in SBUF for every N tile
+      when they fit; a moving operand of at most a quarter of the budget
+      stays for every row block. One-tile products batched over heads go
+      four consecutive batch elements per DMA, PSUM bank and store. bf16
+      casts of f32 operands fold into the loads; a cast of the result back
+      to f32 folds into the PSUM evacuation.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
       HBM buffer; `concat` copies each input into its slice of the result.
 
     An updated parameter or optimizer state (a result that aliases an
     argument) is written in place when its producer is an elementwise group
     that reads the argument tile for tile and nothing reads the argument
-    later; otherwise it is copied into the argument's buffer at the end.
+    later, directly or through views (a transposed weight); otherwise it is
+    copied into the argument's buffer at the end.
   }];
   let dependentDialects = ["::kiln::ktile::KTileDialect",
                            "::kiln::kisa::KisaDialect"];
