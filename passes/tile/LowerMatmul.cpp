@@ -115,6 +115,15 @@ llvm::SmallVector<Tile, 4> loadBatchGroup(TileBuilder &tb, const KMajor &m,
   }
   llvm::SmallVector<Tile, 4> elements;
   bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
+  if (kInnermost && xx > 128) {
+    // Rows that span more than the partitions: one element at a time.
+    for (int64_t g = 0; g < count; ++g) {
+      KMajor element = m;
+      element.offset += g * batchStride;
+      elements.push_back(loadKMajor(tb, element, 0, kk, 0, xx, dtype));
+    }
+    return elements;
+  }
   Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, count * xx);
   if (!kInnermost) {
     tb.load(out, m.view, m.offset, m.kStride,

@@ -204,6 +204,9 @@ std::vector<OpCase> opCases() {
                      out(b, scores, "scores");
                      out(b, b.matmul(scores, v), "context");
                      out(b, b.matmul(v, in(b, "w", {16, 24})), "shared");
+                     // Keys longer than the partitions: 200 rows of k^T.
+                     Tensor keys = b.transpose(in(b, "keys", {2, 200, 6, 16}), {0, 2, 1, 3});
+                     out(b, b.matmul(q, keys, false, true), "long");
                    },
                    {},
                    true});
