@@ -260,6 +260,18 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
       return failure();
     }
     llvm::SmallVector<int64_t> batch = lhsBatch ? *lhsBatch : *rhsBatch;
+    // An operand no reshape merged must be rank 2 (shared) or have the
+    // merged batch dimension; checked before anything is built.
+    auto splittable = [&](Value v) {
+      auto type = llvm::cast<RankedTensorType>(v.getType());
+      return type.getRank() == 2 ||
+             (type.getRank() == 3 &&
+              type.getDimSize(0) == outType.getDimSize(0));
+    };
+    if ((!lhsBatch && !splittable(op.getLhs())) ||
+        (!rhsBatch && !splittable(op.getRhs()))) {
+      return failure();
+    }
     auto unmerge = [&](Value v, bool merged) -> Value {
       if (merged) {
         return v.getDefiningOp<ReshapeOp>().getInput();
@@ -268,9 +280,6 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
       if (type.getRank() == 2) {
         return v;
       }
-      if (type.getRank() != 3 || type.getDimSize(0) != outType.getDimSize(0)) {
-        return {};
-      }
       llvm::SmallVector<int64_t> shape(batch);
       shape.append(type.getShape().begin() + 1, type.getShape().end());
       return ReshapeOp::create(
@@ -278,10 +287,7 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
           RankedTensorType::get(shape, type.getElementType()), v);
     };
     Value lhs = unmerge(op.getLhs(), lhsBatch.has_value());
-    Value rhs = lhs ? unmerge(op.getRhs(), rhsBatch.has_value()) : Value();
-    if (!lhs || !rhs) {
-      return failure();
-    }
+    Value rhs = unmerge(op.getRhs(), rhsBatch.has_value());
     llvm::SmallVector<int64_t> shape(batch);
     shape.append(outType.getShape().begin() + 1, outType.getShape().end());
     Value product = MatmulOp::create(
