@@ -313,7 +313,22 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
         rowTiles.push_back({m0, std::min(mTile, m - m0)});
       }
       std::vector<llvm::SmallVector<Tile>> kept(rowTiles.size());
-      if (keepStationary) {
+      bool stationaryKInnermost =
+          stationary.kStride == 1 && stationary.xStride != 1;
+      if (keepStationary && !stationaryKInnermost && rowTiles.size() > 1) {
+        // M innermost (a weight gradient's transposed activations): one DMA
+        // per K slice for the whole block, whose rows then run 4 x 128
+        // elements instead of 128 (256-byte runs move at half bandwidth).
+        int64_t blockRows = rowTiles.back().first + rowTiles.back().second - b0;
+        for (int64_t kt = 0; kt < kTiles; ++kt) {
+          Tile block = loadKMajor(tb, stationary, kt * kTile,
+                                  std::min(kTile, k - kt * kTile), b0,
+                                  blockRows, lhsType);
+          for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+            kept[i].push_back(block.columns(rt.first - b0, rt.second));
+          }
+        }
+      } else if (keepStationary) {
         for (auto [i, rt] : llvm::enumerate(rowTiles)) {
           while (static_cast<int64_t>(kept[i].size()) < kTiles) {
             kept[i].append(sliceGroup(stationary, kept[i].size(), rt.first,
