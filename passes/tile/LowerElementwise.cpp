@@ -457,18 +457,23 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   for (int64_t d : outer) {
     outerCount *= d;
   }
-  // An input that every row block reads alike (a bias, AdamW's step
-  // scalars) is loaded once per column chunk and kept, rather than once per
-  // iteration: a big tensor's update would otherwise spend a 2 us DMA per
-  // 128-row block on 512 bytes.
+  // An input that every row block reads alike (a bias) is loaded once per
+  // column chunk and kept, rather than once per iteration; one that every
+  // element reads alike (AdamW's step scalars) once for the loop nest. A
+  // big tensor's update would otherwise spend a 2 us DMA per iteration on
+  // 512 bytes.
   std::vector<bool> invariant(inputs.size(), false);
-  if (chunks <= 4) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      invariant[i] =
-          !isImmediate[i] && space.strides[i][partitionDim] == 0 &&
-          llvm::all_of(llvm::seq<size_t>(0, outer.size()),
-                       [&](size_t d) { return space.strides[i][d] == 0; });
-    }
+  std::vector<bool> everywhere(inputs.size(), false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto zeroIn = [&](size_t from, size_t to) {
+      return llvm::all_of(llvm::seq<size_t>(from, to),
+                          [&](size_t d) { return space.strides[i][d] == 0; });
+    };
+    bool rowsAlike = !isImmediate[i] &&
+                     space.strides[i][partitionDim] == 0 &&
+                     zeroIn(0, outer.size());
+    everywhere[i] = rowsAlike && zeroIn(0, rank);
+    invariant[i] = everywhere[i] || (rowsAlike && chunks <= 4);
   }
   std::map<std::pair<size_t, int64_t>, Tile> kept;
   for (int64_t o = 0; o < outerCount; ++o) {
@@ -492,10 +497,14 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             tiles[inputs[i]] = TileArg{immediates[i], Tile{}};
             continue;
           }
-          auto keptTile = kept.find({i, f0});
+          std::pair<size_t, int64_t> key{i, everywhere[i] ? 0 : f0};
+          auto keptTile = kept.find(key);
           if (keptTile != kept.end()) {
-            tiles[inputs[i]] =
-                TileArg{std::nullopt, keptTile->second.withRows(0, rows)};
+            Tile t = keptTile->second.withRows(0, rows);
+            if (everywhere[i]) {
+              t.cols = cols; // one column, read with stride 0
+            }
+            tiles[inputs[i]] = TileArg{std::nullopt, t};
             continue;
           }
           int64_t rowStride = space.strides[i][partitionDim];
@@ -518,7 +527,7 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             tb.load(t, views[i], origin, rowStride, free);
           }
           if (invariant[i]) {
-            kept[{i, f0}] = t;
+            kept[key] = t;
           }
           tiles[inputs[i]] = TileArg{std::nullopt, t.withRows(0, rows)};
         }

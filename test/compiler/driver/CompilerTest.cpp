@@ -216,6 +216,10 @@ std::vector<OpCase> opCases() {
                      Tensor x = in(b, "x", {300, 70}), bias = in(b, "bias", {70});
                      Tensor s = in(b, "s", {});
                      out(b, b.mul(b.add(x, bias), s));
+                     // A contiguous [1000 x 768] goes in column chunks; the
+                     // scalars stay loaded across all of them.
+                     Tensor y = in(b, "y", {1000, 768}), t = in(b, "t", {});
+                     out(b, b.div(b.mul(y, s), t), "scaled");
                    }});
   cases.push_back({"linear", [](B &b) {
                      Tensor x = in(b, "x", {2, 5, 33}), w = in(b, "w", {17, 33});
