@@ -97,6 +97,7 @@ private:
   LogicalResult lowerReturn(func::ReturnOp ret);
   HbmView freshBuffer(Value result);
   void planInPlace();
+  void planConcats();
   unsigned loweredAt(Operation *op);
   bool readsEndBefore(Value value, unsigned at,
                       const llvm::SmallPtrSetImpl<Operation *> &group,
@@ -111,6 +112,10 @@ private:
   llvm::DenseMap<int64_t, llvm::SmallVector<Operation *>> groups;
   /// Results computed straight into an argument's buffer.
   llvm::DenseMap<Value, unsigned> inPlace;
+  /// Results computed straight into their part of a concat's buffer, and
+  /// the concat buffers not yet moved to their first writer.
+  llvm::DenseMap<Value, HbmView> destinations;
+  llvm::SmallPtrSet<Operation *, 4> unplacedBuffers;
   /// Ops another op's lowering performs (casts folded into matmuls).
   llvm::SmallPtrSet<Operation *, 16> absorbed;
   llvm::DenseMap<Operation *, Operation *> matmulResultCast;
@@ -194,6 +199,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
   planInPlace();
+  planConcats();
 
   for (Operation &op : body) {
     if (failed(lowerOp(&op))) {
@@ -275,11 +281,96 @@ bool FunctionLowering::readsEndBefore(
   return true;
 }
 
+/// Which concat inputs their producers can write straight into the concat's
+/// buffer. Attention's backward concatenates the Q, K and V gradients, each
+/// a matmul result seen through a head-merging transpose and reshape: the
+/// matmul can store into the slice seen through the inverse views, the
+/// transpose and reshape then become views of the slice, and the concat
+/// copies nothing. A chain qualifies when each value in it has one use
+/// and the producer writes a fresh buffer of the concat's element type.
+void FunctionLowering::planConcats() {
+  for (Operation &op : source.getBody().front()) {
+    auto concat = llvm::dyn_cast<ConcatOp>(&op);
+    if (!concat || inPlace.count(concat.getOutput()) ||
+        destinations.count(concat.getOutput())) {
+      continue;
+    }
+    auto type = tensorType(concat.getOutput());
+    HbmView whole = viewOfBuffer(
+        tb.hbm(type.getShape(), deviceType(type.getElementType())), type);
+    bool used = false;
+    int64_t dim = concat.getDim(), at = 0;
+    for (Value input : concat.getInputs()) {
+      HbmView want = whole;
+      want.offset += at * whole.strides[dim];
+      want.shape[dim] = tensorType(input).getShape()[dim];
+      at += want.shape[dim];
+      Value v = input;
+      while (v.hasOneUse() && !inPlace.count(v)) {
+        Operation *def = v.getDefiningOp();
+        if (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(def)) {
+          auto split = want.reshaped(tensorType(reshape.getInput()).getShape());
+          if (!split) {
+            break;
+          }
+          want = *split;
+          v = reshape.getInput();
+          continue;
+        }
+        if (auto transpose = llvm::dyn_cast_if_present<TransposeOp>(def)) {
+          HbmView in = want;
+          for (auto [i, p] : llvm::enumerate(transpose.getPermutation())) {
+            in.shape[p] = want.shape[i];
+            in.strides[p] = want.strides[i];
+          }
+          want = in;
+          v = transpose.getInput();
+          continue;
+        }
+        // Matmuls (into their folded result cast's value, when they have
+        // one) and elementwise groups ask freshBuffer for their results.
+        auto *producer = def && def->getNumOperands() > 0
+                             ? def->getOperand(0).getDefiningOp()
+                             : nullptr;
+        bool resultCast = llvm::isa_and_present<MatmulOp>(producer) &&
+                          matmulResultCast.lookup(producer) == def;
+        bool writesFresh =
+            def && (llvm::isa<MatmulOp>(def) || resultCast ||
+                    (graph_passes::isElementwise(def) &&
+                     !absorbed.contains(def)));
+        if (writesFresh &&
+            deviceType(tensorType(v).getElementType()) == want.dtype) {
+          destinations[v] = want;
+          used = true;
+        }
+        break;
+      }
+    }
+    Operation *alloc = whole.buffer.getDefiningOp();
+    if (used) {
+      destinations[concat.getOutput()] = whole;
+      unplacedBuffers.insert(alloc);
+    } else {
+      alloc->erase();
+    }
+  }
+}
+
 HbmView FunctionLowering::freshBuffer(Value result) {
   auto type = tensorType(result);
   auto it = inPlace.find(result);
   if (it != inPlace.end()) {
     return viewOfBuffer(target.getArgument(it->second), type);
+  }
+  auto planned = destinations.find(result);
+  if (planned != destinations.end()) {
+    // The buffer lives from its first writer on.
+    Operation *alloc = planned->second.buffer.getDefiningOp();
+    if (unplacedBuffers.erase(alloc)) {
+      alloc->moveBefore(builder.getInsertionBlock(),
+                        builder.getInsertionPoint());
+    }
+    return planned->second;
   }
   Value buffer = tb.hbm(type.getShape(), deviceType(type.getElementType()));
   return viewOfBuffer(buffer, type);
@@ -410,7 +501,14 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           part.offset += at * dst.strides[dim];
           part.shape[dim] = size;
           at += size;
-          lowering.copyInto(lowering.operandOf(input), part);
+          const TensorOperand &in = lowering.operandOf(input);
+          bool alreadyThere = !in.immediate && in.view.buffer == part.buffer &&
+                              in.view.offset == part.offset &&
+                              in.view.shape == part.shape &&
+                              in.view.strides == part.strides;
+          if (!alreadyThere) {
+            lowering.copyInto(in, part);
+          }
         }
         bindView(c.getOutput(), dst);
         return success();

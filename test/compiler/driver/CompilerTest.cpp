@@ -221,6 +221,23 @@ std::vector<OpCase> opCases() {
                      Tensor y = in(b, "y", {1000, 768}), t = in(b, "t", {});
                      out(b, b.div(b.mul(y, s), t), "scaled");
                    }});
+  // Attention's backward concatenates the Q, K and V gradients, each a
+  // per-head product seen through a head merge: the products store straight
+  // into their slices of the concat, as does an elementwise producer; an
+  // input with another use is still copied.
+  cases.push_back({"concat_of_heads", [](B &b) {
+                     Tensor w = in(b, "w", {2, 3, 20, 16});
+                     auto merged = [&](const char *name) {
+                       Tensor p = b.matmul(in(b, name, {2, 3, 40, 20}), w);
+                       return b.reshape(b.transpose(p, {0, 2, 1, 3}), {2, 40, 48});
+                     };
+                     Tensor e = b.exp(in(b, "x", {2, 40, 48}));
+                     Tensor kept = b.neg(in(b, "y", {2, 40, 48}));
+                     out(b, b.concat({merged("q"), merged("k"), e, kept}, 2));
+                     out(b, kept, "kept");
+                   },
+                   {},
+                   true});
   cases.push_back({"linear", [](B &b) {
                      Tensor x = in(b, "x", {2, 5, 33}), w = in(b, "w", {17, 33});
                      out(b, b.linear(x, w, in(b, "bias", {17})));

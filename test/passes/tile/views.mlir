@@ -94,3 +94,33 @@ func.func @split_heads(%x: tensor<256x2304xf32> {kgraph.name = "x", kgraph.role 
   %y = kgraph.reshape %t : tensor<2x12x128x64xf32> -> tensor<24x128x64xf32>
   return %y : tensor<24x128x64xf32>
 }
+
+// Concatenated head merges (attention's backward joins the Q, K and V
+// gradients): the per-head product stores straight into its slice of the
+// concat's buffer (the slice seen through the inverse reshape and
+// transpose: a batch element's three heads are 48 adjacent columns of a
+// 144-column row), the exp stores into the next slice, and only the neg,
+// which is also returned, is copied in. The concat's buffer is allocated
+// where its first writer stands.
+// CHECK-LABEL: func.func @concat_in_place
+// CHECK: %[[Z:.*]] = ktile.alloc : memref<2x40x144xf32, "hbm">
+// CHECK: ktile.matmul
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:40, offset = 0, dims = [1 x 48], pstride = 144>
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:40, offset = 23040, dims = [1 x 48], pstride = 144>
+// CHECK: ktile.activation
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:80, offset = 192, dims = [1 x 48], pstride = 144>
+// CHECK: %[[N:.*]] = ktile.alloc : memref<2x40x48xf32, "hbm">
+// CHECK: ktile.dma_copy %[[N]]
+// CHECK: ktile.dma_copy %{{.*}}, %[[N]]
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:80, offset = 384, dims = [1 x 48], pstride = 144>
+// CHECK-NOT: ktile.dma_copy
+// CHECK: return %[[Z]], %[[N]]
+func.func @concat_in_place(%q: tensor<2x3x40x20xf32> {kgraph.name = "q", kgraph.role = "batch_input"}, %w: tensor<2x3x20x16xf32> {kgraph.name = "w", kgraph.role = "batch_input"}, %x: tensor<2x40x48xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %y: tensor<2x40x48xf32> {kgraph.name = "y", kgraph.role = "batch_input"}) -> (tensor<2x40x144xf32> {kgraph.name = "z", kgraph.role = "metric"}, tensor<2x40x48xf32> {kgraph.name = "n", kgraph.role = "metric"}) {
+  %p = kgraph.matmul %q, %w : tensor<2x3x40x20xf32>, tensor<2x3x20x16xf32> -> tensor<2x3x40x16xf32>
+  %t = kgraph.transpose %p, [0, 2, 1, 3] : tensor<2x3x40x16xf32> -> tensor<2x40x3x16xf32>
+  %m = kgraph.reshape %t : tensor<2x40x3x16xf32> -> tensor<2x40x48xf32>
+  %e = kgraph.exp %x : tensor<2x40x48xf32>
+  %n = kgraph.neg %y : tensor<2x40x48xf32>
+  %z = kgraph.concat %m, %e, %n {dim = 2 : i64} : (tensor<2x40x48xf32>, tensor<2x40x48xf32>, tensor<2x40x48xf32>) -> tensor<2x40x144xf32>
+  return %z, %n : tensor<2x40x144xf32>, tensor<2x40x48xf32>
+}
