@@ -45,13 +45,18 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       on TensorE (the four into one PSUM bank) instead of read with
       element-sized DMA strides. Each moving slice serves a block of up to
       four row tiles, whose stationary slices stay in SBUF for every N tile
-      when they fit; a moving operand of at most a quarter of the budget
+      when they fit (one DMA per K slice for the whole block when M is
+      innermost); a moving operand of at most a quarter of the budget
       stays for every row block. One-tile products batched over heads go
       four consecutive batch elements per DMA, PSUM bank and store. bf16
       casts of f32 operands fold into the loads; a cast of the result back
       to f32 folds into the PSUM evacuation.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
-      HBM buffer; `concat` copies each input into its slice of the result.
+      HBM buffer; `concat` copies each input into its slice of the result,
+      except inputs whose producer (a matmul or an elementwise group)
+      reaches the concat through one-use reshapes and transposes only:
+      those are computed straight into their slice, seen through the
+      inverse views.
 
     An updated parameter or optimizer state (a result that aliases an
     argument) is written in place when its producer is an elementwise group
