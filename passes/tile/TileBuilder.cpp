@@ -110,6 +110,21 @@ HbmView::reshaped(llvm::ArrayRef<int64_t> target) const {
   return v;
 }
 
+HbmView HbmView::transposed(llvm::ArrayRef<int64_t> permutation) const {
+  HbmView v = *this;
+  for (auto [i, p] : llvm::enumerate(permutation)) {
+    v.shape[i] = shape[p];
+    v.strides[i] = strides[p];
+  }
+  return v;
+}
+
+bool HbmView::operator==(const HbmView &other) const {
+  return buffer == other.buffer && dtype == other.dtype &&
+         offset == other.offset && shape == other.shape &&
+         strides == other.strides;
+}
+
 HbmView HbmView::whole(Value buffer) {
   auto type = llvm::cast<MemRefType>(buffer.getType());
   HbmView v;
@@ -238,17 +253,13 @@ Operation *TileBuilder::emit(
 
 void TileBuilder::load(const Tile &dst, const HbmView &view, int64_t offset,
                        int64_t rowStride, int64_t colStride) {
-  emit("dma_copy", {{dst.buffer, pattern(dst)},
-                    {view.buffer, pattern(view, offset, dst.rows, rowStride,
-                                          dst.cols, colStride)}});
+  load(dst, view, offset, rowStride, {FreeDim{colStride, dst.cols}});
 }
 
 void TileBuilder::store(const HbmView &view, int64_t offset,
                         int64_t rowStride, int64_t colStride,
                         const Tile &src) {
-  emit("dma_copy", {{view.buffer, pattern(view, offset, src.rows, rowStride,
-                                          src.cols, colStride)},
-                    {src.buffer, pattern(src)}});
+  store(view, offset, rowStride, {FreeDim{colStride, src.cols}}, src);
 }
 
 void TileBuilder::load(const Tile &dst, const HbmView &view, int64_t offset,

@@ -40,6 +40,10 @@ struct HbmView {
   /// memory as one. A split of a strided view (heads out of a slice of the
   /// fused QKV projection) always does.
   std::optional<HbmView> reshaped(llvm::ArrayRef<int64_t> shape) const;
+  /// The view with dimension i taken from dimension permutation[i].
+  HbmView transposed(llvm::ArrayRef<int64_t> permutation) const;
+  /// The same elements of the same buffer in the same order.
+  bool operator==(const HbmView &other) const;
   static HbmView whole(mlir::Value buffer);
 };
 

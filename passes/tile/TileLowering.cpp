@@ -128,6 +128,15 @@ std::optional<int64_t> fusionId(Operation *op) {
   return std::nullopt;
 }
 
+/// Elements [at, at + size) along `dim` of a concat's result view.
+HbmView concatPart(const HbmView &whole, int64_t dim, int64_t at,
+                   int64_t size) {
+  HbmView part = whole;
+  part.offset += at * whole.strides[dim];
+  part.shape[dim] = size;
+  return part;
+}
+
 bool isViewOp(Operation *op) {
   return llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(op);
 }
@@ -243,14 +252,7 @@ void FunctionLowering::planInPlace() {
 /// Where `op`'s reads happen: a fused op runs with its group's last member.
 unsigned FunctionLowering::loweredAt(Operation *op) {
   auto id = fusionId(op);
-  if (!id) {
-    return position[op];
-  }
-  unsigned at = 0;
-  for (Operation *member : groups[*id]) {
-    at = std::max(at, position[member]);
-  }
-  return at;
+  return position[id ? groups[*id].back() : op];
 }
 
 /// Whether the group may overwrite `value`'s buffer at position `at`: every
@@ -301,10 +303,9 @@ void FunctionLowering::planConcats() {
     bool used = false;
     int64_t dim = concat.getDim(), at = 0;
     for (Value input : concat.getInputs()) {
-      HbmView want = whole;
-      want.offset += at * whole.strides[dim];
-      want.shape[dim] = tensorType(input).getShape()[dim];
-      at += want.shape[dim];
+      int64_t size = tensorType(input).getShape()[dim];
+      HbmView want = concatPart(whole, dim, at, size);
+      at += size;
       Value v = input;
       while (v.hasOneUse() && !inPlace.count(v)) {
         Operation *def = v.getDefiningOp();
@@ -318,12 +319,12 @@ void FunctionLowering::planConcats() {
           continue;
         }
         if (auto transpose = llvm::dyn_cast_if_present<TransposeOp>(def)) {
-          HbmView in = want;
-          for (auto [i, p] : llvm::enumerate(transpose.getPermutation())) {
-            in.shape[p] = want.shape[i];
-            in.strides[p] = want.strides[i];
+          llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
+          llvm::SmallVector<int64_t> inverse(perm.size());
+          for (auto [i, p] : llvm::enumerate(perm)) {
+            inverse[p] = static_cast<int64_t>(i);
           }
-          want = in;
+          want = want.transposed(inverse);
           v = transpose.getInput();
           continue;
         }
@@ -461,12 +462,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           lowering.bind(t.getOutput(), in);
           return success();
         }
-        HbmView view = in.view;
-        for (auto [i, p] : llvm::enumerate(t.getPermutation())) {
-          view.shape[i] = in.view.shape[p];
-          view.strides[i] = in.view.strides[p];
-        }
-        bindView(t.getOutput(), view);
+        bindView(t.getOutput(), in.view.transposed(t.getPermutation()));
         return success();
       })
       .Case([&](BroadcastOp bc) {
@@ -496,17 +492,12 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         HbmView dst = freshBuffer(c.getOutput());
         int64_t dim = c.getDim(), at = 0;
         for (Value input : c.getInputs()) {
-          HbmView part = dst;
           int64_t size = tensorType(input).getShape()[dim];
-          part.offset += at * dst.strides[dim];
-          part.shape[dim] = size;
+          HbmView part = concatPart(dst, dim, at, size);
           at += size;
+          // An input planConcats had computed in place is there already.
           const TensorOperand &in = lowering.operandOf(input);
-          bool alreadyThere = !in.immediate && in.view.buffer == part.buffer &&
-                              in.view.offset == part.offset &&
-                              in.view.shape == part.shape &&
-                              in.view.strides == part.strides;
-          if (!alreadyThere) {
+          if (in.immediate || !(in.view == part)) {
             lowering.copyInto(in, part);
           }
         }
