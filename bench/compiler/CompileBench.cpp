@@ -5,7 +5,8 @@
 // zero-filled inputs where that is quick — the modelled step time, TensorE
 // busy fraction and MFU on trn1.
 //
-//   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--graph NAME=FILE]...
+//   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--runs N]
+//                                [--profile DIR] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
 //   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
@@ -20,7 +21,9 @@
 // BERT-base training step, which the PyTorch front end traces
 // (bench/pytorch/BertBaseGraph.py writes it), is one. --breakdown adds, per
 // artifact, each engine's busy fraction and its costliest instruction kinds:
-// where the modelled time goes.
+// where the modelled time goes. --profile writes each simulated run's engine
+// timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
+// compiles the best time is taken over (3).
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,21 +181,27 @@ void printBreakdown(const artifact::Artifact &artifact,
   }
 }
 
-int run(const char *name, llvm::Expected<proto::Graph> graph,
-        CompileOptions options, bool simulate, bool breakdown) {
+struct BenchOptions {
+  bool simulate = true, breakdown = false;
+  int runs = 3;
+  std::string profileDir;
+};
+
+int run(const std::string &name, llvm::Expected<proto::Graph> graph,
+        CompileOptions options, const BenchOptions &bench) {
   if (!graph) {
-    std::fprintf(stderr, "%s: %s\n", name,
+    std::fprintf(stderr, "%s: %s\n", name.c_str(),
                  llvm::toString(graph.takeError()).c_str());
     return 1;
   }
   double best = 1e30;
   std::optional<artifact::Artifact> artifact;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < bench.runs; ++i) {
     double start = seconds();
     auto compiled = compile(*graph, options);
     best = std::min(best, seconds() - start);
     if (!compiled) {
-      std::fprintf(stderr, "%s: %s\n", name,
+      std::fprintf(stderr, "%s: %s\n", name.c_str(),
                    llvm::toString(compiled.takeError()).c_str());
       return 1;
     }
@@ -202,9 +211,9 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
   for (const auto &s : artifact->streams) {
     instructions += s.instructions.size();
   }
-  std::printf("%-16s compile %7.3f s  %8zu instructions", name, best,
+  std::printf("%-16s compile %7.3f s  %8zu instructions", name.c_str(), best,
               instructions);
-  if (simulate) {
+  if (bench.simulate) {
     sim::SimOptions simOptions;
     simOptions.checkHazards = false;
     sim::Simulator simulator(*artifact, simOptions);
@@ -221,7 +230,7 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
     }
     auto result = simulator.run();
     if (!result) {
-      std::fprintf(stderr, "\n%s: %s\n", name,
+      std::fprintf(stderr, "\n%s: %s\n", name.c_str(),
                    llvm::toString(result.takeError()).c_str());
       return 1;
     }
@@ -234,7 +243,15 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
     std::printf("  modelled %9.1f us  TensorE busy %5.1f %%  MFU %5.1f %%",
                 result->makespanSeconds * 1e6, 100 * tensorBusy,
                 100 * result->mfu);
-    if (breakdown) {
+    if (!bench.profileDir.empty()) {
+      std::string path = bench.profileDir + "/" + name + ".json";
+      if (llvm::Error err = sim::writeTrace(path, *result)) {
+        std::fprintf(stderr, "\n%s: %s\n", name.c_str(),
+                     llvm::toString(std::move(err)).c_str());
+        return 1;
+      }
+    }
+    if (bench.breakdown) {
       std::printf("\n");
       printBreakdown(*artifact, *result);
       std::fflush(stdout);
@@ -249,15 +266,22 @@ int run(const char *name, llvm::Expected<proto::Graph> graph,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool simulate = true, breakdown = false, builtin = true;
+  BenchOptions benchOptions;
+  bool builtin = true;
   bool wantF32 = true, wantBf16 = true;
   std::vector<std::pair<std::string, std::string>> files;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     if (arg == "--no-sim") {
-      simulate = false;
+      benchOptions.simulate = false;
     } else if (arg == "--breakdown") {
-      breakdown = true;
+      benchOptions.breakdown = true;
+    } else if (arg == "--runs" && i + 1 < argc &&
+               !llvm::StringRef(argv[i + 1]).getAsInteger(10, benchOptions.runs) &&
+               benchOptions.runs > 0) {
+      ++i;
+    } else if (arg == "--profile" && i + 1 < argc) {
+      benchOptions.profileDir = argv[++i];
     } else if (arg == "--no-builtin") {
       builtin = false;
     } else if (arg == "--bf16-only") {
@@ -270,7 +294,7 @@ int main(int argc, char **argv) {
       files.emplace_back(name.str(), path.str());
     } else {
       std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] [--no-builtin] "
-                           "[--bf16-only|--f32-only] "
+                           "[--bf16-only|--f32-only] [--runs N] [--profile DIR] "
                            "[--graph NAME=FILE]...\n");
       return 2;
     }
@@ -282,7 +306,7 @@ int main(int argc, char **argv) {
   int failures = 0;
   auto bench = [&](const std::string &name, auto makeGraph,
                    const CompileOptions &options) {
-    failures += run(name.c_str(), makeGraph(), options, simulate, breakdown);
+    failures += run(name, makeGraph(), options, benchOptions);
   };
   if (builtin) {
     bench("mlp-step", [&] { return examples::buildMlpTrainStep(context, mlp); },
@@ -301,7 +325,8 @@ int main(int argc, char **argv) {
       bench(name + "-bf16", read, bf16);
     }
   }
-  std::printf("(trn1; compile on one thread, best of 3; simulated with "
-              "zero inputs, hazard checker off)\n");
+  std::printf("(trn1; compile on one thread, best of %d; simulated with "
+              "zero inputs, hazard checker off)\n",
+              benchOptions.runs);
   return failures ? 1 : 0;
 }

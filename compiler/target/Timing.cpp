@@ -130,4 +130,28 @@ double instructionSeconds(const isa::Instruction &inst,
   return (cycles + t.instructionOverheadCycles) / engineHz(inst.engine, t);
 }
 
+unsigned sharedPorts(const Instruction &inst,
+                     const target::TargetDescription &t) {
+  auto touches = [&](Memory memory) {
+    for (int i = 0; i < inst.numOperands; ++i) {
+      if (inst.operands[i].memory == memory) {
+        return true;
+      }
+    }
+    return false;
+  };
+  unsigned ports = 0;
+  if (t.vectorGpsimdShareSbufPort &&
+      (inst.engine == Engine::Vector || inst.engine == Engine::GpSimd) &&
+      touches(Memory::Sbuf)) {
+    ports |= kSbufPort;
+  }
+  if (t.vectorScalarSharePsumPort &&
+      (inst.engine == Engine::Vector || inst.engine == Engine::Scalar) &&
+      touches(Memory::Psum)) {
+    ports |= kPsumPort;
+  }
+  return ports;
+}
+
 } // namespace kiln::isa

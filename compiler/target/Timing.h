@@ -12,6 +12,15 @@ double instructionSeconds(const Instruction &inst,
                           const target::TargetDescription &target,
                           int worldSize);
 
+/// The access ports engines share (machine-model.md), which an instruction
+/// holds for its whole duration: on trn1, Vector and GpSimd reach SBUF
+/// through one port, and Vector and Scalar reach PSUM through another.
+enum SharedPort : unsigned { kSbufPort = 1, kPsumPort = 2 };
+
+/// The SharedPort bits `inst` holds on its engine.
+unsigned sharedPorts(const Instruction &inst,
+                     const target::TargetDescription &target);
+
 } // namespace kiln::isa
 
 #endif // KILN_COMPILER_TARGET_TIMING_H

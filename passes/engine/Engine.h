@@ -9,6 +9,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <vector>
 
 namespace kiln::engine_passes {
@@ -32,6 +33,10 @@ struct Node {
 /// may put on different queues; any other instruction as it is.
 llvm::SmallVector<isa::Instruction, 4>
 splitLargeDma(const isa::Instruction &inst, int64_t pieceBytes, int maxPieces);
+
+/// A tensor_scalar as an identity activation on ScalarE, f(x * scale +
+/// bias), where that computes the same bits; nothing for other forms.
+std::optional<isa::Instruction> asActivation(const isa::Instruction &inst);
 
 /// Adds to each node the earlier nodes it must follow: every RAW, WAR and
 /// WAW pair on overlapping bytes.

@@ -3,7 +3,10 @@
 // A time-stepped list scheduler: whenever a stream is free, it takes the
 // ready instruction with the longest path to the end of the step among
 // those it can run. Durations come from the target's timing model
-// (compiler/target/Timing.h), the same one the simulator reports with.
+// (compiler/target/Timing.h), the same one the simulator reports with, and
+// so do the access ports engines share: Vector and GpSimd cannot both reach
+// SBUF at once on trn1, so an instruction waits for the port as well as for
+// its engine.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +14,9 @@
 
 #include "compiler/target/Timing.h"
 
+#include <algorithm>
+#include <array>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -36,8 +42,15 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
     return {E::Tensor};
   case isa::Opcode::Activation:
     return {E::Scalar};
-  case isa::Opcode::TensorTensor:
   case isa::Opcode::TensorScalar:
+    if (asActivation(inst)) {
+      if (onlySbuf(inst)) {
+        return {E::Vector, E::Scalar, E::GpSimd};
+      }
+      return {E::Vector, E::Scalar};
+    }
+    [[fallthrough]];
+  case isa::Opcode::TensorTensor:
     if (onlySbuf(inst)) {
       return {E::Vector, E::GpSimd};
     }
@@ -67,10 +80,19 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
   return {E::Vector};
 }
 
-double secondsOn(isa::Instruction inst, isa::Engine engine,
-                 const target::TargetDescription &t, int worldSize) {
+/// `inst` in the form `engine` runs it.
+isa::Instruction onEngine(isa::Instruction inst, isa::Engine engine) {
+  if (engine == isa::Engine::Scalar &&
+      inst.opcode == isa::Opcode::TensorScalar) {
+    return *asActivation(inst);
+  }
   inst.engine = engine;
-  return isa::instructionSeconds(inst, t, worldSize);
+  return inst;
+}
+
+double secondsOn(const isa::Instruction &inst, isa::Engine engine,
+                 const target::TargetDescription &t, int worldSize) {
+  return isa::instructionSeconds(onEngine(inst, engine), t, worldSize);
 }
 
 struct ByPriority {
@@ -85,6 +107,42 @@ struct ByPriority {
 
 } // namespace
 
+/// A tensor_scalar as an identity activation on ScalarE, f(x * scale +
+/// bias), where that computes the same bits: a product and a sum each
+/// rounded once (x * s + -0.0 is x * s, signed zeros included; x * 1 + c is
+/// x + c). ScalarE has its own SBUF port and a faster clock than VectorE,
+/// so the affine steps of an optimizer's update need not queue for the port
+/// Vector and GpSimd share.
+std::optional<isa::Instruction> asActivation(const isa::Instruction &inst) {
+  if (inst.opcode != isa::Opcode::TensorScalar) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < inst.numOperands; ++i) {
+    if (inst.operands[i].dtype == isa::DType::I32) {
+      return std::nullopt;
+    }
+  }
+  using A = isa::AluOp;
+  auto op0 = static_cast<A>(inst.op0), op1 = static_cast<A>(inst.op1);
+  double scale = 1, bias = -0.0;
+  if (op0 == A::Mul && (op1 == A::Bypass || op1 == A::Add || op1 == A::Sub)) {
+    scale = inst.imm0;
+    bias = op1 == A::Add ? inst.imm1 : op1 == A::Sub ? -inst.imm1 : -0.0;
+  } else if ((op0 == A::Add || op0 == A::Sub) && op1 == A::Bypass) {
+    bias = op0 == A::Add ? inst.imm0 : -inst.imm0;
+  } else {
+    return std::nullopt;
+  }
+  isa::Instruction act = inst;
+  act.opcode = isa::Opcode::Activation;
+  act.engine = isa::Engine::Scalar;
+  act.op0 = static_cast<uint8_t>(isa::ActFunc::Identity);
+  act.op1 = 0;
+  act.imm0 = scale;
+  act.imm1 = bias;
+  return act;
+}
+
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &t,
                                     int worldSize, bool listSchedule) {
@@ -97,15 +155,38 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
     engines[i] = candidates(nodes[i].inst);
     cost[i] = secondsOn(nodes[i].inst, engines[i][0], t, worldSize);
   }
+  auto engineOf = [](int stream) {
+    return stream >= kDmaStream ? isa::Engine::Dma
+                                : static_cast<isa::Engine>(stream);
+  };
+  // When each shared port (isa::SharedPort bit 0, 1) is next free.
+  std::array<double, 2> portFree{0.0, 0.0};
+  auto portsOn = [&](uint32_t i, int stream) {
+    return isa::sharedPorts(onEngine(nodes[i].inst, engineOf(stream)), t);
+  };
+  auto portsFreeAt = [&](unsigned ports) {
+    double at = 0;
+    for (int b = 0; b < 2; ++b) {
+      if (ports & (1u << b)) {
+        at = std::max(at, portFree[b]);
+      }
+    }
+    return at;
+  };
   auto place = [&](uint32_t i, int stream, double start) {
     Node &node = nodes[i];
     node.stream = stream;
-    node.inst.engine = stream >= kDmaStream ? isa::Engine::Dma
-                                            : static_cast<isa::Engine>(stream);
+    node.inst = onEngine(node.inst, engineOf(stream));
     node.inst.queue =
         static_cast<uint8_t>(stream >= kDmaStream ? stream - kDmaStream : 0);
     node.start = start;
-    node.finish = start + secondsOn(node.inst, node.inst.engine, t, worldSize);
+    node.finish = start + isa::instructionSeconds(node.inst, t, worldSize);
+    unsigned ports = isa::sharedPorts(node.inst, t);
+    for (int b = 0; b < 2; ++b) {
+      if (ports & (1u << b)) {
+        portFree[b] = node.finish;
+      }
+    }
   };
   std::vector<uint32_t> order;
   order.reserve(n);
@@ -123,14 +204,17 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
         int first = e == isa::Engine::Dma ? kDmaStream : static_cast<int>(e);
         int last = e == isa::Engine::Dma ? streams : first + 1;
         for (int s = first; s < last; ++s) {
-          double finish = std::max(ready, streamFree[s]) + cost[i];
+          double start = std::max({ready, streamFree[s],
+                                   portsFreeAt(portsOn(i, s))});
+          double finish = start + secondsOn(nodes[i].inst, e, t, worldSize);
           if (best < 0 || finish < bestFinish) {
             best = s;
             bestFinish = finish;
           }
         }
       }
-      place(i, best, std::max(ready, streamFree[best]));
+      place(i, best,
+            std::max({ready, streamFree[best], portsFreeAt(portsOn(i, best))}));
       streamFree[best] = nodes[i].finish;
       order.push_back(i);
     }
@@ -168,6 +252,23 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       pending.push({0.0, i});
     }
   }
+  // Free streams pick faster engines first (on trn1 ScalarE and GpSimd run
+  // at 1.4 GHz, VectorE at 1.12), so that an instruction several engines
+  // can run goes where it finishes soonest, and VectorE, the one engine for
+  // reductions, stays free for them.
+  std::vector<int> visitOrder{static_cast<int>(isa::Engine::Tensor)};
+  std::array<std::pair<double, isa::Engine>, 3> byClock{
+      {{t.clocks.scalarHz, isa::Engine::Scalar},
+       {t.clocks.gpsimdHz, isa::Engine::GpSimd},
+       {t.clocks.vectorHz, isa::Engine::Vector}}};
+  std::stable_sort(byClock.begin(), byClock.end(),
+                   [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (auto &[hz, e] : byClock) {
+    visitOrder.push_back(static_cast<int>(e));
+  }
+  for (int s = kDmaStream; s < streams; ++s) {
+    visitOrder.push_back(s);
+  }
   double now = 0;
   while (order.size() < n) {
     while (!pending.empty() && pending.top().first <= now) {
@@ -178,16 +279,26 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       }
     }
     bool placed = false;
-    for (int s = 0; s < streams; ++s) {
+    for (int s : visitOrder) {
       if (streamFree[s] > now) {
         continue;
       }
       int kind = s >= kDmaStream ? kindOf(isa::Engine::Dma) : s;
       auto &set = available[kind];
-      if (set.empty()) {
+      // The most urgent instruction whose ports are free, among the first
+      // few: one that waits for a port must not hold back the engine.
+      uint32_t i = n;
+      int looked = 0;
+      for (auto it = set.begin(); it != set.end() && looked < 8;
+           ++it, ++looked) {
+        if (portsFreeAt(portsOn(*it, s)) <= now) {
+          i = *it;
+          break;
+        }
+      }
+      if (i == n) {
         continue;
       }
-      uint32_t i = *set.begin();
       for (isa::Engine e : engines[i]) {
         available[kindOf(e)].erase(i);
       }
@@ -212,8 +323,16 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
     }
     for (int s = 0; s < streams; ++s) {
       int kind = s >= kDmaStream ? kindOf(isa::Engine::Dma) : s;
-      if (streamFree[s] > now && !available[kind].empty()) {
+      if (available[kind].empty()) {
+        continue;
+      }
+      if (streamFree[s] > now) {
         next = std::min(next, streamFree[s]);
+      }
+      for (double at : portFree) {
+        if (at > now) {
+          next = std::min(next, at);
+        }
       }
     }
     now = next;

@@ -122,4 +122,30 @@ def KGraphMixedPrecision : Pass<"kgraph-mixed-precision", "mlir::func::FuncOp"> 
   let dependentDialects = [];
 }
 
+def KGraphScheduleUpdates : Pass<"kgraph-schedule-updates", "mlir::func::FuncOp"> {
+  let summary = "Move each state update right behind the last op it needs";
+  let description = [{
+    The tile phase lowers ops in program order, and a front end traces the
+    optimizer after the whole backward pass: every parameter's update
+    would wait for the last gradient and run as one tail of elementwise
+    work (a sixth of BERT-base's step) while TensorE and the DMA queues
+    idle. This pass reorders the function so that each *update* follows
+    the last op it needs, where the engine phase's scheduler overlaps it
+    with the rest of the backward pass; the gradient it consumes also dies
+    sooner, which shortens its HBM live range.
+
+    - An update is an op, or a fusion group taken whole, whose results are
+      returned and used nowhere else (AdamW's new parameter and moments).
+    - It follows the ops that define its operands, and, for a result the
+      function writes over an argument (`kgraph.aliases`), every other read
+      of that argument, direct or through views and casts, so the tile
+      phase can still update it in place.
+    - Units whose results are small (at most 128 elements: the optimizer's
+      step scalars) and constants move up with the update that needs them.
+
+    Everything else keeps its relative order; the pass changes no op. When
+    two updates would wait for each other, the order stays as it was.
+  }];
+}
+
 #endif // KILN_PASSES_GRAPH_PASSES_TD

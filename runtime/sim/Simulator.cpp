@@ -161,15 +161,6 @@ llvm::Expected<SimResult> Simulator::run() {
     std::nth_element(times.begin(), times.begin() + (value - 1), times.end());
     return times[value - 1];
   };
-  auto usesSbufPort = [&](const isa::Instruction &inst, isa::Memory memory) {
-    for (int i = 0; i < inst.numOperands; ++i) {
-      if (inst.operands[i].memory == memory) {
-        return true;
-      }
-    }
-    return false;
-  };
-
   while (true) {
     int best = -1;
     double bestStart = std::numeric_limits<double>::infinity();
@@ -224,14 +215,8 @@ llvm::Expected<SimResult> Simulator::run() {
     size_t index = next[s]++;
     const isa::Instruction &inst = streams[s].instructions[index];
     double start = bestStart;
-    bool sbufPort = target.vectorGpsimdShareSbufPort &&
-                    (inst.engine == isa::Engine::Vector ||
-                     inst.engine == isa::Engine::GpSimd) &&
-                    usesSbufPort(inst, isa::Memory::Sbuf);
-    bool psumPort = target.vectorScalarSharePsumPort &&
-                    (inst.engine == isa::Engine::Vector ||
-                     inst.engine == isa::Engine::Scalar) &&
-                    usesSbufPort(inst, isa::Memory::Psum);
+    unsigned ports = isa::sharedPorts(inst, target);
+    bool sbufPort = ports & isa::kSbufPort, psumPort = ports & isa::kPsumPort;
     if (sbufPort) {
       start = std::max(start, sbufPortFree);
     }

@@ -1,0 +1,256 @@
+//===- ScheduleUpdates.cpp - state updates as soon as they can run -------===//
+//
+// A front end traces the optimizer after the whole backward pass, so in
+// program order every parameter's update waits for the last gradient. The
+// tile phase lowers ops in program order and the engine phase's scheduler
+// mostly keeps neighbours together, so the updates would run as one long
+// tail on the vector engines while TensorE and the DMA queues sit idle.
+// This pass moves each update right behind the last op it needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
+#include <map>
+
+namespace kiln::graph_passes {
+#define GEN_PASS_DEF_KGRAPHSCHEDULEUPDATES
+#include "passes/graph/Passes.h.inc"
+} // namespace kiln::graph_passes
+
+using namespace mlir;
+
+namespace {
+
+/// Ops that read their operand's bytes where they lie, as a view or a
+/// conversion the tile phase may fold into a later load: a read of their
+/// result is a read of their operand.
+bool readsThrough(Operation *op) {
+  using namespace kiln::kgraph;
+  return llvm::isa<ReshapeOp, TransposeOp, CastOp, SliceOp, BroadcastOp>(op);
+}
+
+int64_t elements(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+class UpdateScheduler {
+public:
+  explicit UpdateScheduler(func::FuncOp func)
+      : func(func), body(func.getBody().front()) {}
+
+  void run() {
+    collectUnits();
+    llvm::SmallVector<Operation *> order;
+    order.reserve(body.getOperations().size());
+    llvm::DenseSet<Operation *> emitted;
+    // Units waiting for ops, and how many each still waits for.
+    llvm::DenseMap<Operation *, llvm::SmallVector<size_t, 2>> waitersOf;
+    std::vector<size_t> unmet(units.size(), 0);
+    std::vector<bool> done(units.size(), false);
+
+    std::function<void(size_t)> emitUnit = [&](size_t u) {
+      if (done[u]) {
+        return;
+      }
+      done[u] = true;
+      for (size_t p : pulled[u]) {
+        emitUnit(p);
+      }
+      for (Operation *op : units[u].ops) {
+        if (emitted.insert(op).second) {
+          order.push_back(op);
+          release(op, waitersOf, unmet, emitUnit);
+        }
+      }
+    };
+
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (!units[u].update) {
+        continue;
+      }
+      llvm::SetVector<Operation *> blockers;
+      llvm::SetVector<size_t> pulls;
+      if (!collectBlockers(u, blockers, pulls)) {
+        continue; // stays where it is
+      }
+      pulled[u].assign(pulls.begin(), pulls.end());
+      for (Operation *b : blockers) {
+        waitersOf[b].push_back(u);
+      }
+      unmet[u] = blockers.size();
+      deferred.insert(u);
+    }
+    for (size_t u : deferred) {
+      if (unmet[u] == 0) {
+        emitUnit(u);
+      }
+    }
+    for (Operation &op : body.without_terminator()) {
+      if (emitted.contains(&op)) {
+        continue;
+      }
+      auto unit = unitOf.find(&op);
+      if (unit != unitOf.end() && deferred.contains(unit->second)) {
+        continue; // emitted when what it waits for is
+      }
+      emitted.insert(&op);
+      order.push_back(&op);
+      release(&op, waitersOf, unmet, emitUnit);
+    }
+    // Updates that wait for each other (two that read each other's
+    // arguments) leave the order as it was.
+    if (llvm::any_of(deferred, [&](size_t u) { return !done[u]; })) {
+      return;
+    }
+    Operation *terminator = body.getTerminator();
+    for (Operation *op : order) {
+      op->moveBefore(terminator);
+    }
+  }
+
+private:
+  struct Unit {
+    llvm::SmallVector<Operation *> ops; // program order
+    bool update = false;
+    bool small = false;
+  };
+
+  /// Fusion groups are units (their members are lowered as one loop nest);
+  /// every other op is a unit of its own.
+  void collectUnits() {
+    std::map<int64_t, size_t> groupUnit;
+    for (Operation &op : body.without_terminator()) {
+      size_t u;
+      auto id = op.getAttrOfType<IntegerAttr>("kgraph.fusion");
+      if (id && groupUnit.count(id.getInt())) {
+        u = groupUnit[id.getInt()];
+      } else {
+        u = units.size();
+        units.emplace_back();
+        if (id) {
+          groupUnit[id.getInt()] = u;
+        }
+      }
+      units[u].ops.push_back(&op);
+      unitOf[&op] = u;
+    }
+    pulled.resize(units.size());
+    Operation *terminator = body.getTerminator();
+    for (size_t u = 0; u < units.size(); ++u) {
+      Unit &unit = units[u];
+      bool returned = false, onlyReturned = true, small = true;
+      for (Operation *op : unit.ops) {
+        // A constant costs nothing to compute early, whatever its size.
+        small = small && (op->getNumOperands() == 0 ||
+                          llvm::all_of(op->getResults(), [](Value r) {
+                            return elements(r) <= kSmallElements;
+                          }));
+        for (Value r : op->getResults()) {
+          for (Operation *user : r.getUsers()) {
+            if (user == terminator) {
+              returned = true;
+            } else if (unitOf.lookup(user) != u) {
+              onlyReturned = false;
+            }
+          }
+        }
+      }
+      unit.update = returned && onlyReturned;
+      unit.small = small && !unit.update;
+    }
+  }
+
+  /// The ops unit `u` must follow, with the small units it brings along
+  /// (the optimizer's step scalars, computed from inputs) expanded into
+  /// what they need. False when it depends on a unit too big to move.
+  bool collectBlockers(size_t u, llvm::SetVector<Operation *> &blockers,
+                       llvm::SetVector<size_t> &pulls) {
+    llvm::SmallPtrSet<Operation *, 16> members(units[u].ops.begin(),
+                                               units[u].ops.end());
+    for (Operation *op : units[u].ops) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || members.contains(def)) {
+          continue;
+        }
+        size_t d = unitOf.lookup(def);
+        if (units[d].small && !pulls.contains(d)) {
+          if (!collectBlockers(d, blockers, pulls)) {
+            return false;
+          }
+          pulls.insert(d);
+        } else if (!units[d].small) {
+          blockers.insert(def);
+        }
+      }
+    }
+    // A result written over its argument's buffer must come after every
+    // other read of that argument, direct or through views and casts.
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+      auto alias = func.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+      Operation *producer = ret.getOperand(r).getDefiningOp();
+      if (!alias || !producer || !members.contains(producer)) {
+        continue;
+      }
+      llvm::SmallVector<Value> reads{func.getArgument(alias.getInt())};
+      llvm::SmallPtrSet<Operation *, 16> seen;
+      while (!reads.empty()) {
+        Value v = reads.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (user == ret || members.contains(user) ||
+              !seen.insert(user).second) {
+            continue;
+          }
+          blockers.insert(user);
+          if (readsThrough(user)) {
+            reads.append(user->result_begin(), user->result_end());
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  template <typename Emit>
+  void release(Operation *op,
+               llvm::DenseMap<Operation *, llvm::SmallVector<size_t, 2>> &waitersOf,
+               std::vector<size_t> &unmet, Emit &emitUnit) {
+    auto it = waitersOf.find(op);
+    if (it == waitersOf.end()) {
+      return;
+    }
+    llvm::SmallVector<size_t, 2> waiters = std::move(it->second);
+    waitersOf.erase(it);
+    for (size_t u : waiters) {
+      if (--unmet[u] == 0) {
+        emitUnit(u);
+      }
+    }
+  }
+
+  /// Units of at most this many elements per result move with an update
+  /// that needs them: scalars and per-row statistics cost nothing to hoist.
+  static constexpr int64_t kSmallElements = 128;
+
+  func::FuncOp func;
+  Block &body;
+  std::vector<Unit> units;
+  llvm::DenseMap<Operation *, size_t> unitOf;
+  std::vector<std::vector<size_t>> pulled;
+  llvm::SetVector<size_t> deferred;
+};
+
+struct KGraphScheduleUpdates
+    : kiln::graph_passes::impl::KGraphScheduleUpdatesBase<
+          KGraphScheduleUpdates> {
+  void runOnOperation() override { UpdateScheduler(getOperation()).run(); }
+};
+
+} // namespace

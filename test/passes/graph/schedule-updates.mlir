@@ -1,0 +1,57 @@
+// RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-schedule-updates | FileCheck %s
+
+// A front end traces the optimizer after the backward pass. Each update
+// moves up behind the last op it needs: w2's once its gradient exists and
+// the backward pass's last read of w2 (dh = dy . w2) is done, before dw1 is
+// even computed; the step scalar moves up with it. w1's update waits for
+// dw1. The groups keep their members and their order.
+// CHECK-LABEL: func.func @two_layers
+// CHECK: %[[DW2:.*]] = kgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs = true} : tensor<16x10xf32>, tensor<16x24xf32> -> tensor<10x24xf32>
+// CHECK-NEXT: %[[DH:.*]] = kgraph.matmul %{{.*}}, %arg1 : tensor<16x10xf32>, tensor<10x24xf32> -> tensor<16x24xf32>
+// CHECK-NEXT: %[[LR:.*]] = kgraph.mul %arg3, %arg3 : tensor<f32>
+// CHECK-NEXT: %[[S2:.*]] = kgraph.mul %[[LR]], %[[DW2]] {kgraph.fusion = [[G2:[0-9]+]] : i64}
+// CHECK-NEXT: %[[W2:.*]] = kgraph.sub %arg1, %[[S2]] {kgraph.fusion = [[G2]] : i64}
+// CHECK-NEXT: %[[DW1:.*]] = kgraph.matmul %[[DH]], %arg2 {transpose_lhs = true}
+// CHECK-NEXT: %[[S1:.*]] = kgraph.mul %[[LR]], %[[DW1]] {kgraph.fusion
+// CHECK-NEXT: %[[W1:.*]] = kgraph.sub %arg0, %[[S1]] {kgraph.fusion
+// CHECK-NEXT: return %{{.*}}, %[[W1]], %[[W2]]
+func.func @two_layers(
+    %w1: tensor<24x12xf32> {kgraph.name = "w1", kgraph.role = "parameter"},
+    %w2: tensor<10x24xf32> {kgraph.name = "w2", kgraph.role = "parameter"},
+    %x: tensor<16x12xf32> {kgraph.name = "x", kgraph.role = "batch_input"},
+    %lr: tensor<f32> {kgraph.name = "lr", kgraph.role = "runtime_scalar"})
+    -> (tensor<16x10xf32> {kgraph.name = "y", kgraph.role = "metric"},
+        tensor<24x12xf32> {kgraph.aliases = 0 : i64, kgraph.name = "w1", kgraph.role = "updated_parameter"},
+        tensor<10x24xf32> {kgraph.aliases = 1 : i64, kgraph.name = "w2", kgraph.role = "updated_parameter"}) {
+  %t1 = kgraph.transpose %w1, [1, 0] : tensor<24x12xf32> -> tensor<12x24xf32>
+  %h = kgraph.matmul %x, %t1 : tensor<16x12xf32>, tensor<12x24xf32> -> tensor<16x24xf32>
+  %t2 = kgraph.transpose %w2, [1, 0] : tensor<10x24xf32> -> tensor<24x10xf32>
+  %y = kgraph.matmul %h, %t2 : tensor<16x24xf32>, tensor<24x10xf32> -> tensor<16x10xf32>
+  %dw2 = kgraph.matmul %y, %h {transpose_lhs = true} : tensor<16x10xf32>, tensor<16x24xf32> -> tensor<10x24xf32>
+  %dh = kgraph.matmul %y, %w2 : tensor<16x10xf32>, tensor<10x24xf32> -> tensor<16x24xf32>
+  %dw1 = kgraph.matmul %dh, %x {transpose_lhs = true} : tensor<16x24xf32>, tensor<16x12xf32> -> tensor<24x12xf32>
+  %lrt = kgraph.mul %lr, %lr : tensor<f32>, tensor<f32>
+  %s1 = kgraph.mul %lrt, %dw1 : tensor<f32>, tensor<24x12xf32>
+  %w1n = kgraph.sub %w1, %s1 : tensor<24x12xf32>, tensor<24x12xf32>
+  %s2 = kgraph.mul %lrt, %dw2 : tensor<f32>, tensor<10x24xf32>
+  %w2n = kgraph.sub %w2, %s2 : tensor<10x24xf32>, tensor<10x24xf32>
+  return %y, %w1n, %w2n : tensor<16x10xf32>, tensor<24x12xf32>, tensor<10x24xf32>
+}
+
+// An update that reads the argument another update overwrites, and the
+// other way round, cannot both go first: the order stays as it was.
+// CHECK-LABEL: func.func @crossed
+// CHECK: kgraph.exp
+// CHECK-NEXT: kgraph.add %arg0, %arg1
+// CHECK-NEXT: kgraph.sub %arg1, %arg0
+func.func @crossed(
+    %a: tensor<4xf32> {kgraph.name = "a", kgraph.role = "parameter"},
+    %b: tensor<4xf32> {kgraph.name = "b", kgraph.role = "parameter"})
+    -> (tensor<4xf32> {kgraph.name = "e", kgraph.role = "metric"},
+        tensor<4xf32> {kgraph.aliases = 0 : i64, kgraph.name = "a", kgraph.role = "updated_parameter"},
+        tensor<4xf32> {kgraph.aliases = 1 : i64, kgraph.name = "b", kgraph.role = "updated_parameter"}) {
+  %e = kgraph.exp %a : tensor<4xf32>
+  %an = kgraph.add %a, %b : tensor<4xf32>, tensor<4xf32>
+  %bn = kgraph.sub %b, %a : tensor<4xf32>, tensor<4xf32>
+  return %e, %an, %bn : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
