@@ -132,6 +132,11 @@ double instructionSeconds(const isa::Instruction &inst,
 
 unsigned sharedPorts(const Instruction &inst,
                      const target::TargetDescription &t) {
+  return sharedPorts(inst, inst.engine, t);
+}
+
+unsigned sharedPorts(const Instruction &inst, Engine engine,
+                     const target::TargetDescription &t) {
   auto touches = [&](Memory memory) {
     for (int i = 0; i < inst.numOperands; ++i) {
       if (inst.operands[i].memory == memory) {
@@ -142,12 +147,12 @@ unsigned sharedPorts(const Instruction &inst,
   };
   unsigned ports = 0;
   if (t.vectorGpsimdShareSbufPort &&
-      (inst.engine == Engine::Vector || inst.engine == Engine::GpSimd) &&
+      (engine == Engine::Vector || engine == Engine::GpSimd) &&
       touches(Memory::Sbuf)) {
     ports |= kSbufPort;
   }
   if (t.vectorScalarSharePsumPort &&
-      (inst.engine == Engine::Vector || inst.engine == Engine::Scalar) &&
+      (engine == Engine::Vector || engine == Engine::Scalar) &&
       touches(Memory::Psum)) {
     ports |= kPsumPort;
   }

@@ -17,8 +17,10 @@ double instructionSeconds(const Instruction &inst,
 /// through one port, and Vector and Scalar reach PSUM through another.
 enum SharedPort : unsigned { kSbufPort = 1, kPsumPort = 2 };
 
-/// The SharedPort bits `inst` holds on its engine.
+/// The SharedPort bits `inst` holds on `engine` (its own by default).
 unsigned sharedPorts(const Instruction &inst,
+                     const target::TargetDescription &target);
+unsigned sharedPorts(const Instruction &inst, Engine engine,
                      const target::TargetDescription &target);
 
 } // namespace kiln::isa

@@ -162,7 +162,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
   // When each shared port (isa::SharedPort bit 0, 1) is next free.
   std::array<double, 2> portFree{0.0, 0.0};
   auto portsOn = [&](uint32_t i, int stream) {
-    return isa::sharedPorts(onEngine(nodes[i].inst, engineOf(stream)), t);
+    return isa::sharedPorts(nodes[i].inst, engineOf(stream), t);
   };
   auto portsFreeAt = [&](unsigned ports) {
     double at = 0;

@@ -45,6 +45,7 @@ struct Access {
 struct Signal {
   double time;
   std::vector<uint32_t> clock;
+  int64_t event; // the signalling instruction's trace index
 };
 
 } // namespace
@@ -145,22 +146,28 @@ llvm::Expected<SimResult> Simulator::run() {
     result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
   }
 
-  // The time semaphore `sem` reached `value`, if it has.
-  auto reachedAt = [&](uint16_t sem, uint32_t value) -> std::optional<double> {
+  // When semaphore `sem` reached `value`, if it has, and the trace index of
+  // the signal that got it there (-1: the initial value).
+  auto reachedAt = [&](uint16_t sem,
+                       uint32_t value) -> std::optional<std::pair<double, int64_t>> {
     if (value == 0) {
-      return 0.0;
+      return std::pair<double, int64_t>{0.0, -1};
     }
     const std::vector<Signal> &list = signals[sem];
     if (list.size() < value) {
       return std::nullopt;
     }
-    std::vector<double> times;
+    std::vector<std::pair<double, int64_t>> times;
     for (const Signal &s : list) {
-      times.push_back(s.time);
+      times.push_back({s.time, s.event});
     }
     std::nth_element(times.begin(), times.begin() + (value - 1), times.end());
     return times[value - 1];
   };
+  // Each stream's last instruction and each port's last holder, by trace
+  // index: what an instruction's start waited for (TraceEvent::after).
+  std::vector<int64_t> lastEvent(numStreams, -1);
+  int64_t sbufPortHolder = -1, psumPortHolder = -1;
   while (true) {
     int best = -1;
     double bestStart = std::numeric_limits<double>::infinity();
@@ -174,10 +181,9 @@ llvm::Expected<SimResult> Simulator::run() {
       double start = streamTime[s];
       bool ready = true;
       for (int w = 0; w < inst.numWaits && ready; ++w) {
-        std::optional<double> at =
-            reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
+        auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
         ready = at.has_value();
-        start = std::max(start, at.value_or(0));
+        start = std::max(start, at ? at->first : 0.0);
       }
       if (!ready) {
         continue;
@@ -215,13 +221,33 @@ llvm::Expected<SimResult> Simulator::run() {
     size_t index = next[s]++;
     const isa::Instruction &inst = streams[s].instructions[index];
     double start = bestStart;
+    // What the start waited for: the stream, a wait's signal or a port.
+    int64_t after = lastEvent[s];
+    double bound = streamTime[s];
+    for (int w = 0; w < inst.numWaits; ++w) {
+      auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
+      if (at->first > bound) {
+        bound = at->first;
+        after = at->second;
+      }
+    }
     unsigned ports = isa::sharedPorts(inst, target);
     bool sbufPort = ports & isa::kSbufPort, psumPort = ports & isa::kPsumPort;
+    if (sbufPort && sbufPortFree > start) {
+      start = sbufPortFree;
+      after = sbufPortHolder;
+    }
+    if (psumPort && psumPortFree > start) {
+      start = psumPortFree;
+      after = psumPortHolder;
+    }
+    int64_t event = static_cast<int64_t>(result.trace.size());
+    lastEvent[s] = event;
     if (sbufPort) {
-      start = std::max(start, sbufPortFree);
+      sbufPortHolder = event;
     }
     if (psumPort) {
-      start = std::max(start, psumPortFree);
+      psumPortHolder = event;
     }
     double duration = isa::instructionSeconds(inst, target, options.worldSize);
     double end = start + duration;
@@ -235,8 +261,8 @@ llvm::Expected<SimResult> Simulator::run() {
     result.streams[s].instructions++;
     result.streams[s].busySeconds += duration;
     result.makespanSeconds = std::max(result.makespanSeconds, end);
-    result.trace.push_back(
-        {best, isa::schemaOf(inst.opcode).mnemonic.str(), start, duration});
+    result.trace.push_back({best, isa::schemaOf(inst.opcode).mnemonic.str(),
+                            start, duration, after});
     if (inst.opcode == isa::Opcode::Matmul) {
       result.matmulFlops += 2.0 * inst.operands[1].partitions *
                             inst.operands[1].freeElements() *
@@ -304,7 +330,7 @@ llvm::Expected<SimResult> Simulator::run() {
       execute(machine, inst);
     }
     for (int i = 0; i < inst.numSignals; ++i) {
-      signals[inst.signalSemaphore[i]].push_back({end, clock});
+      signals[inst.signalSemaphore[i]].push_back({end, clock, event});
     }
   }
 
@@ -336,9 +362,9 @@ llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
     const TraceEvent &e = result.trace[i];
     out << llvm::formatv(
         "{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
-        "\"ts\": {2:F4}, \"dur\": {3:F4}}{4}\n",
+        "\"ts\": {2:F4}, \"dur\": {3:F4}, \"args\": {{\"after\": {4}}}{5}\n",
         e.name, e.stream, e.startSeconds * 1e6, e.durationSeconds * 1e6,
-        i + 1 < result.trace.size() ? "," : "");
+        e.after, i + 1 < result.trace.size() ? "," : "");
   }
   out << "]}\n";
   return llvm::Error::success();

@@ -48,6 +48,11 @@ struct TraceEvent {
   int stream = 0;
   std::string name;
   double startSeconds = 0, durationSeconds = 0;
+  /// The trace index of the instruction whose end this one's start waited
+  /// for (its stream's previous one, a signal it waited on, or the holder
+  /// of a shared port); -1 when it started at 0. Following it back from the
+  /// last instruction gives the critical path.
+  int64_t after = -1;
 };
 
 struct SimResult {
