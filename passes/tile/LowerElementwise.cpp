@@ -393,6 +393,62 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
       });
 }
 
+namespace {
+
+/// Runs `ops` (in order) on one tile iteration of `rows` x `cols`: `tiles`
+/// holds each operand from outside the ops, and receives every result.
+LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
+                           llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
+                           int64_t cols, const TileIndex &index) {
+  for (Operation *op : ops) {
+    llvm::SmallVector<TileArg> args;
+    for (Value v : op->getOperands()) {
+      args.push_back(tiles.lookup(v));
+    }
+    Value result = op->getResult(0);
+    auto type = llvm::cast<RankedTensorType>(result.getType());
+    isa::DType dtype = deviceType(type.getElementType());
+    // A cast between types the device stores alike moves nothing.
+    if (llvm::isa<CastOp>(op) && !args[0].immediate &&
+        args[0].tile.dtype == dtype &&
+        !type.getElementType().isInteger(1)) {
+      tiles[result] = args[0];
+      continue;
+    }
+    llvm::SmallVector<Tile, 2> dsts;
+    for (Value r : op->getResults()) {
+      auto t = llvm::cast<RankedTensorType>(r.getType());
+      dsts.push_back(tb.tile(isa::Memory::Sbuf,
+                             deviceType(t.getElementType()), rows, cols));
+    }
+    if (failed(emitElementwiseOp(tb, op, args, dsts, index))) {
+      return failure();
+    }
+    for (auto [r, dst] : llvm::zip(op->getResults(), dsts)) {
+      tiles[r] = TileArg{std::nullopt, dst};
+    }
+  }
+  return success();
+}
+
+/// The tile a store of a group value reads: an immediate filled in, a tile
+/// read with stride 0 made whole (a store reads its source's own layout).
+Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
+                int64_t rows, int64_t cols) {
+  Tile src = arg.tile;
+  if (arg.immediate) {
+    src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
+    tb.memset(src, *arg.immediate);
+  } else if (src.freeStride == 0) {
+    Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
+    tb.copy(full, src);
+    src = full;
+  }
+  return src;
+}
+
+} // namespace
+
 LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                                          llvm::ArrayRef<int64_t> shape,
                                          llvm::ArrayRef<LoopOutput> outputs) {
@@ -598,53 +654,95 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                    space.strides[indexView][rank - 2],
                    space.strides[indexView][rank - 1]};
         }
-        for (Operation *op : ops) {
-          llvm::SmallVector<TileArg> args;
-          for (Value v : op->getOperands()) {
-            args.push_back(tiles.lookup(v));
-          }
-          Value result = op->getResult(0);
-          auto type = llvm::cast<RankedTensorType>(result.getType());
-          isa::DType dtype = deviceType(type.getElementType());
-          // A cast between types the device stores alike moves nothing.
-          if (llvm::isa<CastOp>(op) && !args[0].immediate &&
-              args[0].tile.dtype == dtype &&
-              !type.getElementType().isInteger(1)) {
-            tiles[result] = args[0];
-            continue;
-          }
-          llvm::SmallVector<Tile, 2> dsts;
-          for (Value r : op->getResults()) {
-            auto t = llvm::cast<RankedTensorType>(r.getType());
-            dsts.push_back(tb.tile(isa::Memory::Sbuf,
-                                   deviceType(t.getElementType()), rows, cols));
-          }
-          if (failed(emitElementwiseOp(tb, op, args, dsts, index))) {
-            return failure();
-          }
-          for (auto [r, dst] : llvm::zip(op->getResults(), dsts)) {
-            tiles[r] = TileArg{std::nullopt, dst};
-          }
+        if (failed(emitGroupOps(tb, ops, tiles, rows, cols, index))) {
+          return failure();
         }
         for (auto [k, out] : llvm::enumerate(outputs)) {
           size_t v = inputs.size() + k;
-          TileArg arg = tiles.lookup(out.value);
-          Tile src = arg.tile;
-          if (arg.immediate) {
-            src = tb.tile(isa::Memory::Sbuf, out.dst.dtype, rows, cols);
-            tb.memset(src, *arg.immediate);
-          } else if (src.freeStride == 0) {
-            // A store reads its source with the tile's own layout.
-            Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
-            tb.copy(full, src);
-            src = full;
-          }
+          Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype,
+                                rows, cols);
           int64_t rowStride = space.strides[v][partitionDim];
           tb.store(out.dst, base[v] + p0 * rowStride + columnOffset(v, f0),
                    rowStride, freeDims(v, cols), src);
         }
       }
     }
+  }
+  return success();
+}
+
+LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
+                                     int64_t m0, int64_t n0, int64_t n) {
+  int64_t rows = product.rows, cols = product.cols;
+  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
+  llvm::SmallPtrSet<Operation *, 16> members(e.ops.begin(), e.ops.end());
+  llvm::DenseMap<Value, TileArg> tiles;
+  tiles[e.product] = TileArg{std::nullopt, product};
+  for (Operation *op : e.ops) {
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if ((def && members.contains(def)) || tiles.count(v)) {
+        continue;
+      }
+      TensorOperand &operand = operandOf(v);
+      if (operand.immediate) {
+        tiles[v] = TileArg{operand.immediate, Tile{}};
+        continue;
+      }
+      HbmView view = operand.view.broadcastTo(shape);
+      int64_t rowStride = view.strides[0], colStride = view.strides[1];
+      // A bias reads every row alike: one [128, cols] tile per column
+      // offset serves every row tile; a scalar one column for all.
+      bool rowsAlike = rowStride == 0, scalar = rowsAlike && colStride == 0;
+      std::pair<const void *, int64_t> key{v.getAsOpaquePointer(),
+                                           scalar ? -1 : n0};
+      if (rowsAlike) {
+        auto it = e.kept.find(key);
+        if (it == e.kept.end()) {
+          int64_t keptRows = std::min<int64_t>(128, shape[0]);
+          Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, keptRows,
+                           scalar ? 1 : cols);
+          if (scalar) {
+            tb.load(t, view, view.offset + n0 * colStride, 0, 1);
+          } else {
+            tb.load(t, view, view.offset + n0 * colStride, 0,
+                    {FreeDim{colStride, cols}});
+          }
+          it = e.kept.emplace(key, t).first;
+        }
+        Tile t = it->second.withRows(0, rows);
+        if (scalar) {
+          t.cols = cols;
+          t.freeStride = 0;
+        }
+        tiles[v] = TileArg{std::nullopt, t};
+        continue;
+      }
+      int64_t origin = view.offset + m0 * rowStride + n0 * colStride;
+      if (colStride == 0) {
+        // One value per row (a per-row statistic): one column, stride 0.
+        Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, 1);
+        tb.load(t, view, origin, rowStride, 1);
+        t.cols = cols;
+        t.freeStride = 0;
+        tiles[v] = TileArg{std::nullopt, t};
+        continue;
+      }
+      Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, cols);
+      tb.load(t, view, origin, rowStride, {FreeDim{colStride, cols}});
+      tiles[v] = TileArg{std::nullopt, t};
+    }
+  }
+  TileIndex index{m0 * n + n0, n, 1};
+  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index))) {
+    return failure();
+  }
+  for (const LoopOutput &out : e.outputs) {
+    Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows,
+                          cols);
+    tb.store(out.dst,
+             out.dst.offset + m0 * out.dst.strides[0] + n0 * out.dst.strides[1],
+             out.dst.strides[0], {FreeDim{out.dst.strides[1], cols}}, src);
   }
   return success();
 }

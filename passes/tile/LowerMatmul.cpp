@@ -158,12 +158,16 @@ std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
   return {operand, operand.view.dtype};
 }
 
-LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
+LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
+                                    Epilogue *epilogue) {
   auto [lhsOperand, lhsType] = matmulOperand(op.getLhs());
   auto [rhsOperand, rhsType] = matmulOperand(op.getRhs());
   auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
   size_t rank = outShape.size();
   Shape batch(outShape.begin(), outShape.end() - 2);
+  if (epilogue && !batch.empty()) {
+    return op.emitOpError("has an epilogue but is batched");
+  }
   int64_t m = outShape[rank - 2], n = outShape[rank - 1];
   int64_t k = llvm::cast<RankedTensorType>(op.getLhs().getType())
                   .getShape()[op.getTransposeLhs() ? rank - 2 : rank - 1];
@@ -199,7 +203,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
   for (int64_t d : batch) {
     batchCount *= d;
   }
-  Shape dstStrides = dst.strides;
+  isa::DType resultType = deviceType(
+      llvm::cast<RankedTensorType>(op.getType()).getElementType());
+  // With an epilogue the product has no buffer of its own.
+  Shape dstStrides = epilogue ? rowMajorStrides(outShape) : dst.strides;
   int64_t sMo = dstStrides[rank - 2], sNo = dstStrides[rank - 1];
   const int64_t kTile = 128, mTile = 128, nTile = 512;
   // The start of batch element `index` (row-major over `batch`) in a view.
@@ -367,6 +374,16 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst) {
           kt += static_cast<int64_t>(movingSlices.size());
         }
         for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+          if (epilogue) {
+            // The product rounded to its type, as the graph has it, then
+            // the group on it in SBUF.
+            Tile out = tb.tile(isa::Memory::Sbuf, resultType, rt.second, nn);
+            tb.copy(out, accs[i]);
+            if (failed(emitEpilogue(*epilogue, out, rt.first, n0, n))) {
+              return failure();
+            }
+            continue;
+          }
           Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, rt.second, nn);
           tb.copy(out, accs[i]);
           tb.store(dst, outBase + rt.first * sMo + n0 * sNo, sMo, sNo, out);

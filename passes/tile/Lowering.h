@@ -9,6 +9,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <map>
+
 namespace kiln::tile_passes {
 
 /// An elementwise op's operand inside a tile iteration.
@@ -21,6 +23,19 @@ struct TileArg {
 struct LoopOutput {
   mlir::Value value; // the group value (or, for a copy, the source value)
   HbmView dst;
+};
+
+/// An elementwise group computed on a 2-D matmul's output tiles as they
+/// leave PSUM, instead of by its own loop nest reading the product back
+/// from HBM: a linear layer's bias and activation, AdamW on a weight
+/// gradient. Every group op has the product's shape [M, N].
+struct Epilogue {
+  llvm::SmallVector<mlir::Operation *> ops; // program order
+  mlir::Value product;                       // the matmul's result
+  llvm::SmallVector<LoopOutput> outputs;     // group values used outside
+  /// Inputs every row reads alike (a bias), loaded once per column offset
+  /// (-1: a scalar, once), keyed by the value's opaque pointer.
+  std::map<std::pair<const void *, int64_t>, Tile> kept;
 };
 
 class Lowering {
@@ -44,8 +59,14 @@ public:
                                        llvm::ArrayRef<LoopOutput> outputs);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// Writes the product into `dst` (for a folded f32 cast of a bf16 product,
-  /// the cast's result: PSUM is f32 already).
-  mlir::LogicalResult lowerMatmul(kgraph::MatmulOp op, const HbmView &dst);
+  /// the cast's result: PSUM is f32 already), or, with an epilogue, computes
+  /// the epilogue on each output tile and stores its outputs instead.
+  mlir::LogicalResult lowerMatmul(kgraph::MatmulOp op, const HbmView &dst,
+                                  Epilogue *epilogue = nullptr);
+  /// The epilogue on output rows [m0, m0 + product.rows) and columns
+  /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
+  mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
+                                   int64_t m0, int64_t n0, int64_t n);
 
   /// The view and load dtype of a matmul operand, looking through a bf16
   /// cast that the load performs.

@@ -94,6 +94,11 @@ public:
 private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerGroup(llvm::ArrayRef<Operation *> members);
+  llvm::SmallVector<LoopOutput>
+  groupOutputs(llvm::ArrayRef<Operation *> members);
+  void planEpilogues();
+  bool availableBy(Operation *def, unsigned at,
+                   llvm::SetVector<Operation *> &views);
   LogicalResult lowerReturn(func::ReturnOp ret);
   HbmView freshBuffer(Value result);
   void planInPlace();
@@ -119,6 +124,12 @@ private:
   /// Ops another op's lowering performs (casts folded into matmuls).
   llvm::SmallPtrSet<Operation *, 16> absorbed;
   llvm::DenseMap<Operation *, Operation *> matmulResultCast;
+  /// Groups a matmul computes on its output tiles, and where they run.
+  llvm::DenseMap<Operation *, int64_t> epilogueOf;
+  llvm::DenseMap<int64_t, unsigned> epilogueAt;
+  /// Views an epilogue reads that stand after its matmul: lowered before it.
+  llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> earlyViews;
+  llvm::SmallPtrSet<Operation *, 8> loweredEarly;
 };
 
 std::optional<int64_t> fusionId(Operation *op) {
@@ -207,6 +218,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
+  planEpilogues();
   planInPlace();
   planConcats();
 
@@ -249,10 +261,100 @@ void FunctionLowering::planInPlace() {
   }
 }
 
-/// Where `op`'s reads happen: a fused op runs with its group's last member.
+/// Where `op`'s reads happen: a fused op runs with its group's last member,
+/// or with the matmul whose epilogue the group is.
 unsigned FunctionLowering::loweredAt(Operation *op) {
   auto id = fusionId(op);
-  return position[id ? groups[*id].back() : op];
+  if (!id) {
+    return position[op];
+  }
+  auto epilogue = epilogueAt.find(*id);
+  return epilogue != epilogueAt.end() ? epilogue->second
+                                      : position[groups[*id].back()];
+}
+
+/// Whether `def`'s result exists at position `at`: lowered before it, or a
+/// view (reshape, transpose, broadcast, slice: they compute nothing) of
+/// values that are, which then joins `views` to be lowered early.
+bool FunctionLowering::availableBy(Operation *def, unsigned at,
+                                   llvm::SetVector<Operation *> &views) {
+  if (absorbed.contains(def)) {
+    return false;
+  }
+  if (loweredAt(def) < at || views.contains(def)) {
+    return true;
+  }
+  if (!isViewOp(def)) {
+    return false;
+  }
+  for (Value v : def->getOperands()) {
+    Operation *inner = v.getDefiningOp();
+    if (inner && !availableBy(inner, at, views)) {
+      return false;
+    }
+  }
+  views.insert(def);
+  return true;
+}
+
+/// The elementwise groups 2-D matmuls compute on their output tiles (see
+/// Epilogue): every use of the product is in the group, every group op has
+/// the product's shape, the group's other inputs are computed before the
+/// matmul, and a result written over an argument has no read of the
+/// argument left after the matmul (so it stays in place). The product then
+/// never goes to HBM, nor does the group read it back.
+void FunctionLowering::planEpilogues() {
+  Block &body = source.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.back());
+  for (Operation &op : body) {
+    auto matmul = llvm::dyn_cast<MatmulOp>(&op);
+    if (!matmul || matmul->use_empty() || matmulResultCast.count(matmul)) {
+      continue;
+    }
+    auto shape = tensorType(matmul.getOutput()).getShape();
+    std::optional<int64_t> id;
+    bool oneGroup = shape.size() == 2;
+    for (Operation *user : matmul->getUsers()) {
+      auto userId = fusionId(user);
+      oneGroup = oneGroup && userId && (!id || *id == *userId);
+      id = userId;
+    }
+    if (!oneGroup || epilogueAt.count(*id)) {
+      continue;
+    }
+    auto &members = groups[*id];
+    llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+    unsigned at = position[matmul];
+    llvm::SetVector<Operation *> views;
+    bool fits = llvm::all_of(members, [&](Operation *member) {
+      return llvm::all_of(member->getResults(),
+                          [&](Value r) {
+                            return tensorType(r).getShape() == shape;
+                          }) &&
+             llvm::all_of(member->getOperands(), [&](Value v) {
+               Operation *def = v.getDefiningOp();
+               return !def || def == matmul || inGroup.contains(def) ||
+                      availableBy(def, at, views);
+             });
+    });
+    for (unsigned r = 0; fits && r < ret.getNumOperands(); ++r) {
+      auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+      Operation *producer = ret.getOperand(r).getDefiningOp();
+      if (alias && producer && inGroup.contains(producer)) {
+        fits = readsEndBefore(source.getArgument(alias.getInt()), at, inGroup,
+                              /*throughView=*/false);
+      }
+    }
+    if (fits) {
+      epilogueOf[matmul] = *id;
+      epilogueAt[*id] = at;
+      llvm::SmallVector<Operation *> early(views.begin(), views.end());
+      llvm::sort(early, [&](Operation *a, Operation *b) {
+        return position[a] < position[b];
+      });
+      earlyViews[matmul] = std::move(early);
+    }
+  }
 }
 
 /// Whether the group may overwrite `value`'s buffer at position `at`: every
@@ -377,7 +479,9 @@ HbmView FunctionLowering::freshBuffer(Value result) {
   return viewOfBuffer(buffer, type);
 }
 
-LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
+/// The group's values used outside it, each with the view it is stored to.
+llvm::SmallVector<LoopOutput>
+FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
   llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
   llvm::SmallVector<LoopOutput> outputs;
   for (Operation *op : members) {
@@ -390,6 +494,11 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
       }
     }
   }
+  return outputs;
+}
+
+LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
+  llvm::SmallVector<LoopOutput> outputs = groupOutputs(members);
   auto shape = tensorType(members.back()->getResult(0)).getShape();
   if (failed(lowering.lowerElementwise(members, shape, outputs))) {
     return failure();
@@ -401,7 +510,7 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
-  if (absorbed.contains(op)) {
+  if (absorbed.contains(op) || loweredEarly.contains(op)) {
     return success();
   }
   tb.setLocation(op->getLoc());
@@ -409,6 +518,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     auto id = fusionId(op);
     if (!id) {
       return lowerGroup({op});
+    }
+    if (epilogueAt.count(*id)) {
+      return success(); // computed by its matmul
     }
     auto &members = groups[*id];
     return op == members.back() ? lowerGroup(members) : success();
@@ -512,7 +624,29 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         bindView(r->getResult(0), dst);
         return success();
       })
-      .Case([&](MatmulOp m) {
+      .Case([&](MatmulOp m) -> LogicalResult {
+        auto epilogue = epilogueOf.find(m);
+        if (epilogue != epilogueOf.end()) {
+          for (Operation *view : earlyViews[m]) {
+            if (failed(lowerOp(view))) {
+              return failure();
+            }
+            loweredEarly.insert(view);
+          }
+          tb.setLocation(m.getLoc());
+          Epilogue e;
+          e.ops.assign(groups[epilogue->second].begin(),
+                       groups[epilogue->second].end());
+          e.product = m.getOutput();
+          e.outputs = groupOutputs(e.ops);
+          if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
+            return failure();
+          }
+          for (const LoopOutput &out : e.outputs) {
+            bindView(out.value, out.dst);
+          }
+          return success();
+        }
         Operation *cast = matmulResultCast.lookup(m);
         Value result = cast ? Value(cast->getResult(0)) : Value(m.getOutput());
         HbmView dst = freshBuffer(result);

@@ -212,6 +212,40 @@ std::vector<OpCase> opCases() {
                    true});
   // A bias and a runtime scalar that every row block reads alike: loaded
   // once and kept for all three blocks, the last one partial.
+  // Elementwise groups computed on a matmul's output tiles as they leave
+  // PSUM (epilogues): a linear layer's bias, GELU and dropout on a product
+  // whose sizes are not tile multiples (the random numbers follow the
+  // product's row-major index); SGD steps on weight gradients, written
+  // over the weight, with the gradient's matmul only when the weight's last
+  // read comes before it; a group that also needs a value computed after
+  // its matmul runs as its own loop nest.
+  cases.push_back({"matmul_epilogues", [](B &b) {
+                     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+                     Tensor x = in(b, "x", {200, 300});
+                     Tensor w = b.input("w", proto::F32, {700, 300}, proto::PARAMETER);
+                     auto d = b.dropout(b.gelu(b.linear(x, w, in(b, "bias", {700}))),
+                                        seed, 0.25);
+                     out(b, d.output, "y");
+                     // w's gradient comes before its last read (dx): its
+                     // update runs after dx, not with the gradient's
+                     // matmul, to stay in place; w2's comes after.
+                     Tensor dy = in(b, "dy", {200, 700});
+                     Tensor dw = b.matmul(dy, x, true, false);
+                     out(b, b.matmul(dy, w), "dx");
+                     b.output("w", b.sub(w, b.mul(dw, b.scalar(0.01))),
+                              proto::UPDATED_PARAMETER, w);
+                     Tensor w2 = b.input("w2", proto::F32, {130, 300}, proto::PARAMETER);
+                     Tensor dy2 = in(b, "dy2", {200, 130});
+                     out(b, b.matmul(dy2, w2), "dx2");
+                     Tensor dw2 = b.matmul(dy2, x, true, false);
+                     b.output("w2", b.sub(w2, b.mul(dw2, b.scalar(0.01))),
+                              proto::UPDATED_PARAMETER, w2);
+                     Tensor p = b.matmul(x, in(b, "v", {300, 130}));
+                     Tensor late = b.reduceSum(b.exp(p), {1}, true);
+                     out(b, b.div(b.exp(p), late), "late");
+                   },
+                   {},
+                   true});
   cases.push_back({"kept_inputs", [](B &b) {
                      Tensor x = in(b, "x", {300, 70}), bias = in(b, "bias", {70});
                      Tensor s = in(b, "s", {});

@@ -1,0 +1,64 @@
+// RUN: kiln-opt %s --kgraph-fuse-elementwise --convert-kgraph-to-ktile | FileCheck %s
+
+// A linear layer's bias and GELU run on each output tile as it leaves PSUM:
+// the product never goes to HBM. The bias is loaded once per column tile
+// (partition stride 0) and serves both row tiles; only the group's result
+// is stored, one store per [128 x 512] tile.
+// CHECK-LABEL: func.func @linear_gelu
+// CHECK: ktile.matmul
+// CHECK: ktile.tensor_copy %[[P:.*]], %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
+// CHECK-NEXT: %[[B:.*]] = ktile.alloc : memref<128x512xf32, "sbuf">
+// CHECK-NEXT: ktile.dma_copy %[[B]], %arg2 {{.*}}src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 512]>}
+// CHECK: ktile.tensor_tensor %{{.*}}, %[[P]], %[[B]] {{.*}}op = "add"
+// CHECK-NEXT: %[[G:.*]] = ktile.alloc : memref<128x512xf32, "sbuf">
+// CHECK-NEXT: ktile.activation %[[G]], {{.*}}func = "gelu"
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[G]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 512], pstride = 700>
+// CHECK-COUNT-3: ktile.activation {{.*}}func = "gelu"
+// CHECK-NOT: pstride = 700>} : memref<{{.*}}"sbuf">, memref<200x700xf32, "hbm">
+// CHECK: return
+func.func @linear_gelu(%x: tensor<200x300xf32>, %w: tensor<700x300xf32>, %b: tensor<700xf32>) -> tensor<200x700xf32> {
+  %t = kgraph.transpose %w, [1, 0] : tensor<700x300xf32> -> tensor<300x700xf32>
+  %p = kgraph.matmul %x, %t : tensor<200x300xf32>, tensor<300x700xf32> -> tensor<200x700xf32>
+  %a = kgraph.add %p, %b : tensor<200x700xf32>, tensor<700xf32>
+  %g = kgraph.gelu %a : tensor<200x700xf32>
+  return %g : tensor<200x700xf32>
+}
+
+// An SGD step on a weight gradient, after the weight's last read: computed
+// on the gradient's tiles and stored straight over the weight (%arg0).
+// CHECK-LABEL: func.func @update_in_place
+// CHECK: ktile.matmul
+// CHECK: ktile.tensor_copy {{.*}}src = #kisa.ap<psum
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {dst = #kisa.ap<sbuf
+// CHECK: ktile.tensor_tensor {{.*}}op = "sub"
+// CHECK-NEXT: ktile.dma_copy %arg0, %{{.*}} {dst = #kisa.ap<hbm
+// CHECK: return %{{.*}}, %arg0
+func.func @update_in_place(
+    %w: tensor<130x300xf32> {kgraph.name = "w", kgraph.role = "parameter"},
+    %x: tensor<200x300xf32> {kgraph.name = "x", kgraph.role = "batch_input"},
+    %dy: tensor<200x130xf32> {kgraph.name = "dy", kgraph.role = "batch_input"})
+    -> (tensor<200x300xf32> {kgraph.name = "dx", kgraph.role = "metric"},
+        tensor<130x300xf32> {kgraph.aliases = 0 : i64, kgraph.name = "w", kgraph.role = "updated_parameter"}) {
+  %dx = kgraph.matmul %dy, %w : tensor<200x130xf32>, tensor<130x300xf32> -> tensor<200x300xf32>
+  %dw = kgraph.matmul %dy, %x {transpose_lhs = true} : tensor<200x130xf32>, tensor<200x300xf32> -> tensor<130x300xf32>
+  %lr = kgraph.constant dense<0.01> : tensor<f32>
+  %s = kgraph.mul %dw, %lr : tensor<130x300xf32>, tensor<f32>
+  %wn = kgraph.sub %w, %s : tensor<130x300xf32>, tensor<130x300xf32>
+  return %dx, %wn : tensor<200x300xf32>, tensor<130x300xf32>
+}
+
+// The group also needs a reduction of the product, which comes after the
+// matmul: the product is stored, and the group's own loop nest reads it.
+// CHECK-LABEL: func.func @needs_later_value
+// CHECK: ktile.matmul
+// CHECK: ktile.tensor_copy {{.*}}src = #kisa.ap<psum
+// CHECK-NEXT: ktile.dma_copy %[[P:.*]], %{{.*}} {dst = #kisa.ap<hbm
+// CHECK: ktile.tensor_reduce
+// CHECK: ktile.dma_copy %{{.*}}, %[[P]] {dst = #kisa.ap<sbuf
+// CHECK: ktile.tensor_tensor {{.*}}op = "div"
+func.func @needs_later_value(%x: tensor<200x300xf32>, %v: tensor<300x130xf32>) -> tensor<200x130xf32> {
+  %p = kgraph.matmul %x, %v : tensor<200x300xf32>, tensor<300x130xf32> -> tensor<200x130xf32>
+  %s = kgraph.reduce_sum %p, [1] {keepdim = true} : tensor<200x130xf32> -> tensor<200x1xf32>
+  %d = kgraph.div %p, %s : tensor<200x130xf32>, tensor<200x1xf32>
+  return %d : tensor<200x130xf32>
+}
