@@ -50,7 +50,14 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       stays for every row block. One-tile products batched over heads go
       four consecutive batch elements per DMA, PSUM bank and store. bf16
       casts of f32 operands fold into the loads; a cast of the result back
-      to f32 folds into the PSUM evacuation.
+      to f32 folds into the PSUM evacuation. An elementwise group that is
+      the only user of a 2-D product, whose ops all have the product's
+      shape and whose other inputs exist before the matmul, is the
+      matmul's *epilogue*: it runs on each output tile as it leaves PSUM
+      (a bias once per column tile), so the product never goes to HBM and
+      back. A linear layer's bias and GELU and AdamW on a weight gradient
+      (written over the weight, when its last read comes before the
+      gradient) run this way.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
       HBM buffer; `concat` copies each input into its slice of the result,
       except inputs whose producer (a matmul or an elementwise group)
