@@ -28,7 +28,10 @@ using kiln::kgraph::ReshapeOp;
 /// Lower-rank operands (a bias, a scalar) stay when they broadcast alike in
 /// both shapes: their dimensions are trailing dimensions of both. Casts stay
 /// where they are: mixed precision's casts of matmul operands are done by
-/// the matmul's loads, which a reshape between them would prevent.
+/// the matmul's loads, which a reshape between them would prevent. Dropout
+/// moves too, mask and all: its random numbers follow the row-major index,
+/// which a reshape keeps, so a linear layer's bias, dropout and residual
+/// add become one group.
 struct SinkReshape : RewritePattern {
   SinkReshape(MLIRContext *context)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
@@ -39,8 +42,8 @@ struct SinkReshape : RewritePattern {
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (!kiln::graph_passes::isElementwise(op) || op->getNumResults() != 1 ||
-        llvm::isa<kiln::kgraph::DropoutOp, kiln::kgraph::CastOp>(op)) {
+    if (!kiln::graph_passes::isElementwise(op) ||
+        llvm::isa<kiln::kgraph::CastOp>(op)) {
       return failure();
     }
     auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
@@ -71,14 +74,40 @@ struct SinkReshape : RewritePattern {
         operands.push_back(v);
         continue;
       }
+      // Where the reshape adds dimensions (a linear layer's [1024, 768]
+      // product seen as [8, 128, 768]), another full-shape operand computed
+      // by an elementwise op or a constant (a fresh row-major buffer, so its
+      // reshape moves nothing) is seen in S instead: the residual add and
+      // the dropout after a linear layer then join its bias add. Reshapes
+      // that remove dimensions never sink, so the two cannot undo each
+      // other.
+      Operation *def = v.getDefiningOp();
+      if (operandShape == shape && source->size() < shape.size() && def &&
+          (kiln::graph_passes::isElementwise(def) ||
+           llvm::isa<kiln::kgraph::ConstantOp>(def))) {
+        operands.push_back(ReshapeOp::create(
+            rewriter, op->getLoc(),
+            RankedTensorType::get(
+                *source, llvm::cast<RankedTensorType>(v.getType())
+                             .getElementType()),
+            v));
+        continue;
+      }
       return failure();
     }
-    OperationState state(op->getLoc(), op->getName(), operands,
-                         {RankedTensorType::get(*source,
-                                                resultType.getElementType())},
+    llvm::SmallVector<Type, 2> movedTypes;
+    for (Type t : op->getResultTypes()) {
+      movedTypes.push_back(RankedTensorType::get(
+          *source, llvm::cast<RankedTensorType>(t).getElementType()));
+    }
+    OperationState state(op->getLoc(), op->getName(), operands, movedTypes,
                          op->getAttrs());
     Operation *moved = rewriter.create(state);
-    rewriter.replaceOpWithNewOp<ReshapeOp>(op, resultType, moved->getResult(0));
+    llvm::SmallVector<Value, 2> back;
+    for (auto [r, t] : llvm::zip(moved->getResults(), op->getResultTypes())) {
+      back.push_back(ReshapeOp::create(rewriter, op->getLoc(), t, r));
+    }
+    rewriter.replaceOp(op, back);
     return success();
   }
 };
@@ -108,6 +137,21 @@ struct KGraphFuseElementwise
       return signalPassFailure();
     }
     Block &block = func.getBody().front();
+    // Reshapes move down to their first user: a group runs where its last
+    // op stands, so a view of a group value standing between its ops (the
+    // mask of a dropout whose reshape sank) would stop the group there.
+    llvm::SmallVector<ReshapeOp> reshapes(block.getOps<ReshapeOp>());
+    for (ReshapeOp reshape : reshapes) {
+      Operation *first = nullptr;
+      for (Operation *user : reshape->getUsers()) {
+        if (!first || user->isBeforeInBlock(first)) {
+          first = user;
+        }
+      }
+      if (first && first->getBlock() == &block) {
+        reshape->moveBefore(first);
+      }
+    }
     llvm::DenseMap<Operation *, unsigned> position;
     unsigned index = 0;
     for (Operation &op : block) {

@@ -84,3 +84,26 @@ func.func @through_reshapes(%y: tensor<256x96xf32>, %b: tensor<96xf32>, %g: tens
   %9 = kgraph.matmul %8, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
   return %3, %6, %9 : tensor<256x96xf32>, tensor<256x96xf32>, tensor<256x8xbf16>
 }
+
+// A linear layer's product seen as [2, 3, 8] (batch, sequence, features):
+// the reshape sinks below the dropout (its random numbers follow the
+// row-major index, which a reshape keeps) and below the residual add, whose
+// other operand, computed by an elementwise op, is seen in [6, 8] instead.
+// Bias add, dropout and residual add are one group; the exp keeps its
+// shape, and the mask's reshape moves down to its user so that it does not
+// stand between the group's ops.
+// CHECK-LABEL: func.func @residual_after_linear
+// CHECK: %[[A:.*]] = kgraph.add %arg0, %arg1 {kgraph.fusion = [[G:[0-9]+]] : i64} : tensor<6x8xf32>, tensor<8xf32>
+// CHECK: kgraph.dropout %[[A]], %arg3 {kgraph.fusion = [[G]] : i64, p = 1.000000e-01 : f64} : tensor<6x8xf32>
+// CHECK: %[[E:.*]] = kgraph.exp %arg2 : tensor<2x3x8xf32>
+// CHECK: %[[F:.*]] = kgraph.reshape %[[E]] : tensor<2x3x8xf32> -> tensor<6x8xf32>
+// CHECK: kgraph.add %{{.*}}, %[[F]] {kgraph.fusion = [[G]] : i64} : tensor<6x8xf32>
+// CHECK: kgraph.reshape %{{.*}} : tensor<6x8xf32> -> tensor<2x3x8xf32>
+func.func @residual_after_linear(%p: tensor<6x8xf32>, %b: tensor<8xf32>, %r: tensor<2x3x8xf32>, %seed: tensor<i64>) -> (tensor<2x3x8xf32>, tensor<2x3x8xi1>) {
+  %a = kgraph.add %p, %b : tensor<6x8xf32>, tensor<8xf32>
+  %s = kgraph.reshape %a : tensor<6x8xf32> -> tensor<2x3x8xf32>
+  %d, %m = kgraph.dropout %s, %seed {p = 0.1 : f64} : tensor<2x3x8xf32>, tensor<i64> -> tensor<2x3x8xf32>, tensor<2x3x8xi1>
+  %e = kgraph.exp %r : tensor<2x3x8xf32>
+  %y = kgraph.add %d, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y, %m : tensor<2x3x8xf32>, tensor<2x3x8xi1>
+}
