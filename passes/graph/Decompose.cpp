@@ -33,12 +33,6 @@ int64_t product(llvm::ArrayRef<int64_t> shape) {
                          std::multiplies<>());
 }
 
-Shape withOne(llvm::ArrayRef<int64_t> shape, int64_t dim) {
-  Shape s(shape);
-  s[dim] = 1;
-  return s;
-}
-
 /// The trailing `rank` dims of a tensor of rank `total`.
 Shape trailingDims(int64_t total, int64_t rank) {
   Shape dims;
@@ -332,13 +326,18 @@ Values embeddingBackward(GraphEmitter &e, EmbeddingBackwardOp op) {
   Type t = GraphEmitter::elementOf(g);
   Value flat = e.reshape(op.getIndices(), {n});
   Value hot = e.oneHot(flat, op.getNumWeights(), t);
-  if (op.getPaddingIdx() >= 0) {
+  Value rows = e.reshape(g, {n, d});
+  // The attribute's getter is unsigned; -1 (no padding row) is negative.
+  int64_t padding = op.getPaddingIdxAttr().getInt();
+  if (padding >= 0) {
+    // Tokens of the padding row contribute nothing: their gradient rows
+    // are zeroed, [n, d], rather than their one-hot rows, [n, vocabulary].
     Type indexType = GraphEmitter::elementOf(flat);
-    Value keep = e.cast(
-        e.compare("ne", flat, e.scalar(op.getPaddingIdx(), indexType)), t);
-    hot = e.mul(hot, e.reshape(keep, {n, 1}));
+    Value keep =
+        e.cast(e.compare("ne", flat, e.scalar(padding, indexType)), t);
+    rows = e.mul(rows, e.reshape(keep, {n, 1}));
   }
-  return {e.matmul(hot, e.reshape(g, {n, d}), /*transposeA=*/true)};
+  return {e.matmul(hot, rows, /*transposeA=*/true)};
 }
 
 Values pow(GraphEmitter &e, PowOp op) {

@@ -35,6 +35,28 @@ func.func @embedding(%w: tensor<50x16xf32>, %ids: tensor<2x3xi64>) -> tensor<2x3
   return %0 : tensor<2x3x16xf32>
 }
 
+// Embedding's gradient: the one-hot matrix, transposed, times the output
+// gradient's rows. With a padding row, those tokens' gradient rows are
+// zeroed ([6, 16]) rather than their one-hot rows ([6, 50]); without one
+// (padding_idx -1, the default) there is no mask at all.
+// CHECK-LABEL: func.func @embedding_backward
+// CHECK: %[[H:.*]] = kgraph.cast %{{.*}} : tensor<6x50xi1> -> tensor<6x50xf32>
+// CHECK: kgraph.compare "ne"
+// CHECK: %[[G:.*]] = kgraph.mul %{{.*}}, %{{.*}} : tensor<6x16xf32>, tensor<6x1xf32>
+// CHECK: kgraph.matmul %[[H]], %[[G]] {transpose_lhs = true} : tensor<6x50xf32>, tensor<6x16xf32> -> tensor<50x16xf32>
+func.func @embedding_backward(%g: tensor<2x3x16xf32>, %ids: tensor<2x3xi64>) -> tensor<50x16xf32> {
+  %0 = kgraph.embedding_backward %g, %ids {num_weights = 50, padding_idx = 0} : tensor<2x3x16xf32>, tensor<2x3xi64> -> tensor<50x16xf32>
+  return %0 : tensor<50x16xf32>
+}
+// CHECK-LABEL: func.func @embedding_backward_without_padding
+// CHECK-NOT: kgraph.compare "ne"
+// CHECK-NOT: kgraph.mul
+// CHECK: kgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs = true}
+func.func @embedding_backward_without_padding(%g: tensor<2x3x16xf32>, %ids: tensor<2x3xi64>) -> tensor<50x16xf32> {
+  %0 = kgraph.embedding_backward %g, %ids {num_weights = 50} : tensor<2x3x16xf32>, tensor<2x3xi64> -> tensor<50x16xf32>
+  return %0 : tensor<50x16xf32>
+}
+
 // A 2-D iota is a 1-D one, reshaped and broadcast.
 // CHECK-LABEL: func.func @iota
 // CHECK: %[[I:.*]] = kgraph.iota {dim = 0 : i64} : tensor<7xf32>
