@@ -71,6 +71,9 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   func.addPass(createCSEPass());
   if (options.autoCast == "bf16") {
     func.addPass(graph_passes::createKGraphMixedPrecision());
+    // One bf16 cast per value: the embedding's forward and backward
+    // products then share one bf16 one-hot matrix, not an f32 one each.
+    func.addPass(createCSEPass());
   }
   if (options.optLevel >= 1) {
     graph_passes::KGraphFuseElementwiseOptions fuse;
