@@ -3,6 +3,7 @@
 #ifndef KILN_TEST_SUPPORT_TESTSUPPORT_H
 #define KILN_TEST_SUPPORT_TESTSUPPORT_H
 
+#include "compiler/target/Isa.h"
 #include "dialects/KilnDialects.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,23 @@ inline mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &context,
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
   EXPECT_TRUE(module) << "could not parse:\n" << text.str();
   return module;
+}
+
+/// `partitions` rows of `free` contiguous elements at byte `offset` of a
+/// memory's partitions (in HBM, rows one after another).
+inline isa::AccessPattern rowsOf(isa::Memory memory, int64_t partitions,
+                                 int64_t free, int64_t offset = 0,
+                                 isa::DType dtype = isa::DType::F32) {
+  isa::AccessPattern ap;
+  ap.memory = memory;
+  ap.dtype = dtype;
+  ap.partitions = static_cast<uint16_t>(partitions);
+  ap.offset = offset;
+  ap.rank = 1;
+  ap.strides[0] = 1;
+  ap.sizes[0] = free;
+  ap.partitionStride = free;
+  return ap;
 }
 
 /// The message of an Expected that must have failed.

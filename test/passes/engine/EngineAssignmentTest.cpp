@@ -9,6 +9,7 @@
 
 #include "passes/engine/Engine.h"
 #include "runtime/sim/Semantics.h"
+#include "test/support/TestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -24,26 +25,13 @@ namespace {
 
 constexpr int64_t kFree = 64;
 
-isa::AccessPattern row(int64_t offset, DType dtype) {
-  isa::AccessPattern ap;
-  ap.memory = isa::Memory::Sbuf;
-  ap.dtype = dtype;
-  ap.partitions = 1;
-  ap.offset = offset;
-  ap.rank = 1;
-  ap.strides[0] = 1;
-  ap.sizes[0] = kFree;
-  ap.partitionStride = kFree;
-  return ap;
-}
-
 isa::Instruction tensorScalar(AluOp op0, double s0, AluOp op1, double s1,
                               DType dtype = DType::F32) {
   isa::Instruction inst;
   inst.opcode = isa::Opcode::TensorScalar;
   inst.engine = isa::Engine::Vector;
-  inst.operands[0] = row(1024, dtype);
-  inst.operands[1] = row(0, dtype);
+  inst.operands[0] = test::rowsOf(isa::Memory::Sbuf, 1, kFree, 1024, dtype);
+  inst.operands[1] = test::rowsOf(isa::Memory::Sbuf, 1, kFree, 0, dtype);
   inst.numOperands = 2;
   inst.op0 = static_cast<uint8_t>(op0);
   inst.op1 = static_cast<uint8_t>(op1);

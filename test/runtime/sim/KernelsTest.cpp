@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/sim/Kernels.h"
+#include "test/support/TestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -54,20 +55,6 @@ struct Twin {
   }
 };
 
-isa::AccessPattern tile(Memory memory, int64_t partitions, int64_t free,
-                        int64_t offset, DType dtype = DType::F32) {
-  isa::AccessPattern ap;
-  ap.memory = memory;
-  ap.dtype = dtype;
-  ap.partitions = static_cast<uint16_t>(partitions);
-  ap.offset = offset;
-  ap.rank = 1;
-  ap.strides[0] = 1;
-  ap.sizes[0] = free;
-  ap.partitionStride = free;
-  return ap;
-}
-
 isa::Instruction make(Opcode opcode,
                       std::initializer_list<isa::AccessPattern> operands,
                       uint8_t op0 = 0, uint8_t op1 = 0, double imm0 = 0,
@@ -95,10 +82,10 @@ void expectAgreement(Twin &t, const isa::Instruction &inst) {
 TEST(Kernels, ElementwiseAgreeBitForBit) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     Twin t;
-    auto a = tile(Memory::Sbuf, 128, 300, 0, dtype),
-         b = tile(Memory::Sbuf, 128, 300, 2048, dtype),
-         out = tile(Memory::Sbuf, 128, 300, 4096, dtype),
-         sums = tile(Memory::Sbuf, 128, 1, 8192);
+    auto a = test::rowsOf(Memory::Sbuf, 128, 300, 0, dtype),
+         b = test::rowsOf(Memory::Sbuf, 128, 300, 2048, dtype),
+         out = test::rowsOf(Memory::Sbuf, 128, 300, 4096, dtype),
+         sums = test::rowsOf(Memory::Sbuf, 128, 1, 8192);
     t.fill(a, 1);
     t.fill(b, 2);
     for (AluOp op : {AluOp::Add, AluOp::Sub, AluOp::Mul, AluOp::Div, AluOp::Max,
@@ -117,7 +104,7 @@ TEST(Kernels, ElementwiseAgreeBitForBit) {
       expectAgreement(t, make(Opcode::Activation, {out, a, sums},
                               static_cast<uint8_t>(f), 0, 0.5, 0.25));
     }
-    auto rows = tile(Memory::Sbuf, 128, 1, 12288);
+    auto rows = test::rowsOf(Memory::Sbuf, 128, 1, 12288);
     for (AluOp op : {AluOp::Add, AluOp::Max}) {
       expectAgreement(
           t, make(Opcode::TensorReduce, {rows, a}, static_cast<uint8_t>(op)));
@@ -129,32 +116,32 @@ TEST(Kernels, ElementwiseAgreeBitForBit) {
 TEST(Kernels, StridedAndHbmPatternsAgree) {
   Twin t;
   // Every other column of a [128 x 8 x 64] box, into a dense tile.
-  isa::AccessPattern strided = tile(Memory::Sbuf, 128, 0, 0);
+  isa::AccessPattern strided = test::rowsOf(Memory::Sbuf, 128, 0, 0);
   strided.rank = 2;
   strided.sizes = {8, 32};
   strided.strides = {64, 2};
-  t.fill(tile(Memory::Sbuf, 128, 512, 0), 3);
-  auto dense = tile(Memory::Sbuf, 128, 256, 4096);
+  t.fill(test::rowsOf(Memory::Sbuf, 128, 512, 0), 3);
+  auto dense = test::rowsOf(Memory::Sbuf, 128, 256, 4096);
   expectAgreement(t, make(Opcode::TensorCopy, {dense, strided}));
 
   // A DMA from HBM rows 1000 elements apart.
-  isa::AccessPattern hbm = tile(Memory::Hbm, 64, 200, 4096);
+  isa::AccessPattern hbm = test::rowsOf(Memory::Hbm, 64, 200, 4096);
   hbm.partitionStride = 1000;
   t.fill(hbm, 4);
   expectAgreement(
-      t, make(Opcode::DmaCopy, {tile(Memory::Sbuf, 64, 200, 8192), hbm}));
+      t, make(Opcode::DmaCopy, {test::rowsOf(Memory::Sbuf, 64, 200, 8192), hbm}));
 }
 
 TEST(Kernels, MatmulMatchesReferenceWithinF32Reassociation) {
   // In place into f32 PSUM (the usual case), and through a copy into a bf16
   // SBUF tile.
   for (isa::AccessPattern acc :
-       {tile(Memory::Psum, 128, 512, 0),
-        tile(Memory::Sbuf, 128, 512, 4096, DType::BF16)}) {
+       {test::rowsOf(Memory::Psum, 128, 512, 0),
+        test::rowsOf(Memory::Sbuf, 128, 512, 4096, DType::BF16)}) {
     for (bool accumulate : {false, true}) {
       Twin t;
-      auto stat = tile(Memory::Sbuf, 128, 128, 0, DType::BF16),
-           mov = tile(Memory::Sbuf, 128, 512, 1024, DType::BF16);
+      auto stat = test::rowsOf(Memory::Sbuf, 128, 128, 0, DType::BF16),
+           mov = test::rowsOf(Memory::Sbuf, 128, 512, 1024, DType::BF16);
       t.fill(stat, 5);
       t.fill(mov, 6);
       t.fill(acc, 7);
@@ -176,8 +163,8 @@ TEST(Kernels, MatmulMatchesReferenceWithinF32Reassociation) {
 TEST(Kernels, MatmulAccumulatingIntoUnwrittenPsumGivesNaN) {
   Twin t;
   sim::MachineState m = t.state(0);
-  auto stat = tile(Memory::Sbuf, 2, 2, 0), mov = tile(Memory::Sbuf, 2, 2, 64),
-       acc = tile(Memory::Psum, 2, 2, 0);
+  auto stat = test::rowsOf(Memory::Sbuf, 2, 2, 0), mov = test::rowsOf(Memory::Sbuf, 2, 2, 64),
+       acc = test::rowsOf(Memory::Psum, 2, 2, 0);
   sim::scatter(m, stat, {1, 2, 3, 4});
   sim::scatter(m, mov, {1, 0, 0, 1});
   isa::Instruction inst = make(Opcode::Matmul, {acc, stat, mov});
@@ -194,9 +181,9 @@ TEST(Kernels, MatmulAccumulatingIntoUnwrittenPsumGivesNaN) {
 TEST(Kernels, UnwrittenInputsFallBackToNaN) {
   Twin t;
   sim::MachineState m = t.state(0);
-  auto a = tile(Memory::Sbuf, 4, 16, 0), out = tile(Memory::Sbuf, 4, 16, 256);
+  auto a = test::rowsOf(Memory::Sbuf, 4, 16, 0), out = test::rowsOf(Memory::Sbuf, 4, 16, 256);
   // Only the first of a's four partitions is written.
-  sim::scatter(m, tile(Memory::Sbuf, 1, 16, 0), std::vector<double>(16, 1.0));
+  sim::scatter(m, test::rowsOf(Memory::Sbuf, 1, 16, 0), std::vector<double>(16, 1.0));
   isa::Instruction inst =
       make(Opcode::TensorScalar, {out, a}, static_cast<uint8_t>(AluOp::Add),
            static_cast<uint8_t>(AluOp::Bypass), 1.0, 0);
@@ -210,10 +197,10 @@ TEST(Kernels, UnwrittenInputsFallBackToNaN) {
 TEST(Kernels, IntegerTilesUseTheReference) {
   Twin t;
   sim::MachineState m = t.state(0);
-  auto src = tile(Memory::Sbuf, 1, 4, 0, DType::I32);
+  auto src = test::rowsOf(Memory::Sbuf, 1, 4, 0, DType::I32);
   sim::scatter(m, src, {1, 2, 3, 4});
   EXPECT_FALSE(sim::executeFast(
-      m, make(Opcode::TensorCopy, {tile(Memory::Sbuf, 1, 4, 64), src})));
+      m, make(Opcode::TensorCopy, {test::rowsOf(Memory::Sbuf, 1, 4, 64), src})));
 }
 
 } // namespace
