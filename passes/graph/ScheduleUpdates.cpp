@@ -186,7 +186,7 @@ private:
           }
           pulls.insert(d);
         } else if (!units[d].small) {
-          blockers.insert(def);
+          blockers.insert(lastOf(def));
         }
       }
     }
@@ -208,7 +208,7 @@ private:
               !seen.insert(user).second) {
             continue;
           }
-          blockers.insert(user);
+          blockers.insert(lastOf(user));
           if (readsThrough(user)) {
             reads.append(user->result_begin(), user->result_end());
           }
@@ -216,6 +216,13 @@ private:
       }
     }
     return true;
+  }
+
+  /// The op after which `op` has run: the tile phase computes a fusion
+  /// group where its last op stands, so its values exist only from there.
+  Operation *lastOf(Operation *op) {
+    auto unit = unitOf.find(op);
+    return unit == unitOf.end() ? op : units[unit->second].ops.back();
   }
 
   template <typename Emit>

@@ -55,3 +55,27 @@ func.func @crossed(
   %bn = kgraph.sub %b, %a : tensor<4xf32>, tensor<4xf32>
   return %e, %an, %bn : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// SGD with momentum on a flattened gradient: the new momentum (a group
+// value, returned through a reshape) exists only once its group has run, at
+// the group's last op, so the reshape that returns it must not move between
+// the group's ops.
+// CHECK-LABEL: func.func @value_of_a_group
+// CHECK: %[[B:.*]] = kgraph.add %{{.*}}, %{{.*}} {kgraph.fusion = [[G:[0-9]+]] : i64}
+// CHECK-NEXT: %[[U:.*]] = kgraph.mul %{{.*}}, %[[B]] {kgraph.fusion = [[G]] : i64}
+// CHECK-NEXT: %[[S:.*]] = kgraph.sub %{{.*}}, %[[U]] {kgraph.fusion = [[G]] : i64}
+// CHECK: kgraph.reshape %[[B]]
+func.func @value_of_a_group(
+    %w: tensor<256xf32> {kgraph.name = "w", kgraph.role = "parameter"},
+    %m: tensor<16x16xf32> {kgraph.name = "m", kgraph.role = "optimizer_state"},
+    %g: tensor<256xf32> {kgraph.name = "g", kgraph.role = "batch_input"},
+    %lr: tensor<f32> {kgraph.name = "lr", kgraph.role = "runtime_scalar"})
+    -> (tensor<256xf32> {kgraph.aliases = 0 : i64, kgraph.name = "w", kgraph.role = "updated_parameter"},
+        tensor<16x16xf32> {kgraph.aliases = 1 : i64, kgraph.name = "m", kgraph.role = "updated_state"}) {
+  %mf = kgraph.reshape %m : tensor<16x16xf32> -> tensor<256xf32>
+  %b = kgraph.add %mf, %g : tensor<256xf32>, tensor<256xf32>
+  %u = kgraph.mul %lr, %b : tensor<f32>, tensor<256xf32>
+  %wn = kgraph.sub %w, %u : tensor<256xf32>, tensor<256xf32>
+  %mn = kgraph.reshape %b : tensor<256xf32> -> tensor<16x16xf32>
+  return %wn, %mn : tensor<256xf32>, tensor<16x16xf32>
+}
