@@ -26,7 +26,14 @@ using namespace kiln::tile_passes;
 
 TensorOperand &Lowering::operandOf(Value value) {
   auto it = values.find(value);
-  assert(it != values.end() && "value used before it was lowered");
+  if (it == values.end()) {
+    // An ordering bug in an earlier pass; say so instead of reading junk.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "tile phase: a value is used before it was lowered: ";
+    value.print(os, OpPrintingFlags().skipRegions());
+    llvm::report_fatal_error(llvm::StringRef(text), /*gen_crash_diag=*/false);
+  }
   return it->second;
 }
 
