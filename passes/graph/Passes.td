@@ -136,10 +136,12 @@ def KGraphScheduleUpdates : Pass<"kgraph-schedule-updates", "mlir::func::FuncOp"
 
     - An update is an op, or a fusion group taken whole, whose results are
       returned and used nowhere else (AdamW's new parameter and moments).
-    - It follows the ops that define its operands, and, for a result the
-      function writes over an argument (`kgraph.aliases`), every other read
-      of that argument, direct or through views and casts, so the tile
-      phase can still update it in place.
+    - It follows the ops that define its operands (for a value of a fusion
+      group, the group's last op: the tile phase computes a group where its
+      last op stands), and, for a result the function writes over an
+      argument (`kgraph.aliases`), every other read of that argument, direct
+      or through views and casts, so the tile phase can still update it in
+      place.
     - Units whose results are small (at most 128 elements: the optimizer's
       step scalars) and constants move up with the update that needs them.
 
