@@ -76,9 +76,7 @@ public:
       }
       llvm::SetVector<Operation *> blockers;
       llvm::SetVector<size_t> pulls;
-      if (!collectBlockers(u, blockers, pulls)) {
-        continue; // stays where it is
-      }
+      collectBlockers(u, blockers, pulls);
       pulled[u].assign(pulls.begin(), pulls.end());
       for (Operation *b : blockers) {
         waitersOf[b].push_back(u);
@@ -168,8 +166,8 @@ private:
 
   /// The ops unit `u` must follow, with the small units it brings along
   /// (the optimizer's step scalars, computed from inputs) expanded into
-  /// what they need. False when it depends on a unit too big to move.
-  bool collectBlockers(size_t u, llvm::SetVector<Operation *> &blockers,
+  /// what they need.
+  void collectBlockers(size_t u, llvm::SetVector<Operation *> &blockers,
                        llvm::SetVector<size_t> &pulls) {
     llvm::SmallPtrSet<Operation *, 16> members(units[u].ops.begin(),
                                                units[u].ops.end());
@@ -181,9 +179,7 @@ private:
         }
         size_t d = unitOf.lookup(def);
         if (units[d].small && !pulls.contains(d)) {
-          if (!collectBlockers(d, blockers, pulls)) {
-            return false;
-          }
+          collectBlockers(d, blockers, pulls);
           pulls.insert(d);
         } else if (!units[d].small) {
           blockers.insert(lastOf(def));
@@ -215,7 +211,6 @@ private:
         }
       }
     }
-    return true;
   }
 
   /// The op after which `op` has run: the tile phase computes a fusion

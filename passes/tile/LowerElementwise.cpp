@@ -431,6 +431,24 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
   return success();
 }
 
+/// Loads `rows` x `cols` of an input from `origin`. A broadcast along the
+/// free axis (every free stride 0) loads one column, read with stride 0.
+Tile loadInput(TileBuilder &tb, const HbmView &view, int64_t origin,
+               int64_t rowStride, llvm::ArrayRef<FreeDim> free, int64_t rows,
+               int64_t cols) {
+  bool oneColumn =
+      llvm::all_of(free, [](const FreeDim &d) { return d.stride == 0; });
+  Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, oneColumn ? 1 : cols);
+  if (oneColumn) {
+    tb.load(t, view, origin, rowStride, 1);
+    t.cols = cols;
+    t.freeStride = 0;
+  } else {
+    tb.load(t, view, origin, rowStride, free);
+  }
+  return t;
+}
+
 /// The tile a store of a group value reads: an immediate filled in, a tile
 /// read with stride 0 made whole (a store reads its source's own layout).
 Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
@@ -624,24 +642,12 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
             continue;
           }
           int64_t rowStride = space.strides[i][partitionDim];
-          auto free = freeDims(i, cols);
-          // A broadcast along the free axis loads one column and reads it
-          // with stride 0.
-          bool oneColumn = llvm::all_of(
-              free, [](const FreeDim &d) { return d.stride == 0; });
           // A kept tile serves every row block: all 128 partitions.
           int64_t loadRows = invariant[i] ? std::min<int64_t>(128, rowsTotal)
                                           : rows;
-          Tile t = tb.tile(isa::Memory::Sbuf, views[i].dtype, loadRows,
-                           oneColumn ? 1 : cols);
           int64_t origin = base[i] + p0 * rowStride + columnOffset(i, f0);
-          if (oneColumn) {
-            tb.load(t, views[i], origin, rowStride, 1);
-            t.cols = cols;
-            t.freeStride = 0;
-          } else {
-            tb.load(t, views[i], origin, rowStride, free);
-          }
+          Tile t = loadInput(tb, views[i], origin, rowStride,
+                             freeDims(i, cols), loadRows, cols);
           if (invariant[i]) {
             kept[key] = t;
           }
@@ -696,40 +702,24 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
       bool rowsAlike = rowStride == 0, scalar = rowsAlike && colStride == 0;
       std::pair<const void *, int64_t> key{v.getAsOpaquePointer(),
                                            scalar ? -1 : n0};
-      if (rowsAlike) {
-        auto it = e.kept.find(key);
-        if (it == e.kept.end()) {
-          int64_t keptRows = std::min<int64_t>(128, shape[0]);
-          Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, keptRows,
-                           scalar ? 1 : cols);
-          if (scalar) {
-            tb.load(t, view, view.offset + n0 * colStride, 0, 1);
-          } else {
-            tb.load(t, view, view.offset + n0 * colStride, 0,
-                    {FreeDim{colStride, cols}});
-          }
-          it = e.kept.emplace(key, t).first;
+      auto keptTile = rowsAlike ? e.kept.find(key) : e.kept.end();
+      Tile t;
+      if (keptTile != e.kept.end()) {
+        t = keptTile->second;
+      } else {
+        t = loadInput(tb, view,
+                      view.offset + m0 * rowStride + n0 * colStride, rowStride,
+                      {FreeDim{colStride, cols}},
+                      rowsAlike ? std::min<int64_t>(128, shape[0]) : rows,
+                      cols);
+        if (rowsAlike) {
+          e.kept.emplace(key, t);
         }
-        Tile t = it->second.withRows(0, rows);
-        if (scalar) {
-          t.cols = cols;
-          t.freeStride = 0;
-        }
-        tiles[v] = TileArg{std::nullopt, t};
-        continue;
       }
-      int64_t origin = view.offset + m0 * rowStride + n0 * colStride;
-      if (colStride == 0) {
-        // One value per row (a per-row statistic): one column, stride 0.
-        Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, 1);
-        tb.load(t, view, origin, rowStride, 1);
-        t.cols = cols;
-        t.freeStride = 0;
-        tiles[v] = TileArg{std::nullopt, t};
-        continue;
+      t = t.withRows(0, rows);
+      if (scalar) {
+        t.cols = cols; // one column, read with stride 0
       }
-      Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, cols);
-      tb.load(t, view, origin, rowStride, {FreeDim{colStride, cols}});
       tiles[v] = TileArg{std::nullopt, t};
     }
   }

@@ -171,6 +171,7 @@ llvm::Expected<SimResult> Simulator::run() {
   while (true) {
     int best = -1;
     double bestStart = std::numeric_limits<double>::infinity();
+    int64_t bestAfter = -1; // what the best start waits for
     bool unfinished = false;
     for (size_t s = 0; s < numStreams; ++s) {
       if (next[s] >= streams[s].instructions.size()) {
@@ -179,17 +180,22 @@ llvm::Expected<SimResult> Simulator::run() {
       unfinished = true;
       const isa::Instruction &inst = streams[s].instructions[next[s]];
       double start = streamTime[s];
+      int64_t after = lastEvent[s];
       bool ready = true;
       for (int w = 0; w < inst.numWaits && ready; ++w) {
         auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
         ready = at.has_value();
-        start = std::max(start, at ? at->first : 0.0);
+        if (ready && at->first > start) {
+          start = at->first;
+          after = at->second;
+        }
       }
       if (!ready) {
         continue;
       }
       if (start < bestStart) {
         bestStart = start;
+        bestAfter = after;
         best = static_cast<int>(s);
       }
     }
@@ -222,15 +228,7 @@ llvm::Expected<SimResult> Simulator::run() {
     const isa::Instruction &inst = streams[s].instructions[index];
     double start = bestStart;
     // What the start waited for: the stream, a wait's signal or a port.
-    int64_t after = lastEvent[s];
-    double bound = streamTime[s];
-    for (int w = 0; w < inst.numWaits; ++w) {
-      auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
-      if (at->first > bound) {
-        bound = at->first;
-        after = at->second;
-      }
-    }
+    int64_t after = bestAfter;
     unsigned ports = isa::sharedPorts(inst, target);
     bool sbufPort = ports & isa::kSbufPort, psumPort = ports & isa::kPsumPort;
     if (sbufPort && sbufPortFree > start) {
