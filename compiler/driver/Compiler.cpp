@@ -101,9 +101,39 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   return llvm::Error::success();
 }
 
+/// 2 x multiply-adds of the graph's matmuls and linear layers, as the front
+/// end wrote them (see emit::kModelFlopsAttr).
+double modelFlops(ModuleOp module) {
+  double flops = 0;
+  auto elements = [](Value v) {
+    return static_cast<double>(
+        llvm::cast<RankedTensorType>(v.getType()).getNumElements());
+  };
+  module.walk([&](Operation *op) {
+    if (auto matmul = llvm::dyn_cast<kgraph::MatmulOp>(op)) {
+      auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
+      int64_t k = lhs.getShape()[lhs.getRank() - (matmul.getTransposeLhs() ? 2 : 1)];
+      flops += 2 * elements(matmul.getOutput()) * static_cast<double>(k);
+    } else if (auto linear = llvm::dyn_cast<kgraph::LinearOp>(op)) {
+      auto input = llvm::cast<RankedTensorType>(linear.getInput().getType());
+      flops += 2 * elements(linear.getOutput()) *
+               static_cast<double>(input.getShape().back());
+    }
+  });
+  return flops;
+}
+
 llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
                         Phase last, const CompileHooks &hooks) {
   MLIRContext *context = module.getContext();
+  // Counted once, on the graph as imported: IR already lowered (a kisa
+  // program being assembled again) keeps what it carries.
+  if (!module->hasAttr(emit::kModelFlopsAttr)) {
+    if (double flops = modelFlops(module); flops > 0) {
+      module->setAttr(emit::kModelFlopsAttr,
+                      FloatAttr::get(Float64Type::get(context), flops));
+    }
+  }
   // Diagnostics become the error's one line, naming the op and its place.
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context, [&](Diagnostic &d) {

@@ -115,6 +115,11 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program) {
     s.queue = inst->queue;
     s.instructions.push_back(*inst);
   }
+  if (auto module = program->getParentOfType<ModuleOp>()) {
+    if (auto flops = module->getAttrOfType<FloatAttr>(kModelFlopsAttr)) {
+      m.mutable_cost()->set_model_flops(flops.getValueAsDouble());
+    }
+  }
   for (auto &[key, stream] : streams) {
     m.mutable_cost()->set_instructions(m.cost().instructions() +
                                        stream.instructions.size());

@@ -26,13 +26,27 @@ using kiln::kgraph::ReshapeOp;
 /// loop nests and a round trip through HBM. A reshape of a contiguous
 /// value moves nothing, so computing in S changes nothing but the grouping.
 /// Lower-rank operands (a bias, a scalar) stay when they broadcast alike in
-/// both shapes: their dimensions are trailing dimensions of both. Casts stay
-/// where they are: mixed precision's casts of matmul operands are done by
-/// the matmul's loads, which a reshape between them would prevent. Dropout
+/// both shapes: their dimensions are trailing dimensions of both. A cast
+/// stays below a reshape of a value no elementwise op computes: mixed
+/// precision's casts of weights are done by the matmul's loads, which a
+/// reshape between them would prevent. A cast of an elementwise op's value
+/// sinks the reshape and joins the op's group, which then stores the value
+/// narrowed. Dropout
 /// moves too, mask and all: its random numbers follow the row-major index,
 /// which a reshape keeps, so a linear layer's bias, dropout and residual
 /// add become one group.
 struct SinkReshape : RewritePattern {
+  /// A cast of a reshaped value no elementwise op computes (an argument, a
+  /// concat): the matmul's loads narrow it.
+  static bool castLeftToLoads(Operation *op) {
+    if (!llvm::isa<kiln::kgraph::CastOp>(op)) {
+      return false;
+    }
+    auto reshape = op->getOperand(0).getDefiningOp<ReshapeOp>();
+    Operation *def = reshape ? reshape.getInput().getDefiningOp() : nullptr;
+    return !def || !kiln::graph_passes::isElementwise(def);
+  }
+
   SinkReshape(MLIRContext *context)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
 
@@ -42,8 +56,7 @@ struct SinkReshape : RewritePattern {
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (!kiln::graph_passes::isElementwise(op) ||
-        llvm::isa<kiln::kgraph::CastOp>(op)) {
+    if (!kiln::graph_passes::isElementwise(op) || castLeftToLoads(op)) {
       return failure();
     }
     auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());

@@ -54,6 +54,15 @@ Value GraphEmitter::cast(Value x, Type elementType) {
   if (elementOf(x) == elementType) {
     return x;
   }
+  // A 16-bit float widened to f32 and narrowed back is itself: f32 holds
+  // every bf16 and f16 value exactly.
+  if (auto widened = x.getDefiningOp<CastOp>()) {
+    Value source = widened.getInput();
+    if (elementOf(source) == elementType && elementOf(x).isF32() &&
+        (elementType.isBF16() || elementType.isF16())) {
+      return source;
+    }
+  }
   return CastOp::create(b, loc,
                         RankedTensorType::get(shapeOf(x), elementType), x);
 }

@@ -299,7 +299,7 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // than once per block.
   int64_t nTiles = (n + nTile - 1) / nTile;
   bool keepMoving = m > mTile * mBlock &&
-                    kTiles * n * isa::dtypeBytes(rhsType) <= sbufBudget / 4;
+                    kTiles * n * isa::dtypeBytes(rhsType) <= sbufBudget * 3 / 4;
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t outBase = batchBase(dst, dstStrides, bIndex);
     // lhs^T as [K, M], rhs as [K, N].

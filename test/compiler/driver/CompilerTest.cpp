@@ -467,6 +467,26 @@ TEST(CompilerTest, AutoCastMatmulStaysNearF32) {
   EXPECT_TRUE(bf16Matmul) << "auto-cast did not reach TensorE";
 }
 
+TEST(CompilerTest, ModelFlopsCountTheGraphsOwnProducts) {
+  // MFU's numerator: a linear layer (2 x 6 x 8 x 5) and a batched matmul
+  // (2 x 3 x 4 x 5 x 6) count; the embedding's one-hot product and its
+  // gradient's (what the compiler makes of a row lookup) do not, though
+  // they run on TensorE too.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor table = in(b, "table", {100, 8});
+    Tensor idx = in(b, "idx", {2, 3}, proto::I64);
+    Tensor rows = b.embedding(table, idx);
+    out(b, b.linear(rows, in(b, "w", {5, 8})), "linear");
+    out(b, b.matmul(in(b, "a", {3, 4, 6}), in(b, "c", {3, 6, 5})), "batched");
+    out(b, b.embeddingBackward(rows, idx, 100, -1), "grad");
+  });
+  auto artifact = compile(graph, CompileOptions{});
+  ASSERT_TRUE(static_cast<bool>(artifact)) << llvm::toString(artifact.takeError());
+  EXPECT_EQ(artifact->manifest.cost().model_flops(),
+            2.0 * 6 * 8 * 5 + 2.0 * 3 * 4 * 5 * 6);
+}
+
 TEST(CompilerTest, SameGraphGivesByteIdenticalArtifacts) {
   mlir::MLIRContext context;
   auto graph = examples::buildMlpTrainStep(context, examples::MlpConfig{});

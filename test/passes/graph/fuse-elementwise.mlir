@@ -85,6 +85,29 @@ func.func @through_reshapes(%y: tensor<256x96xf32>, %b: tensor<96xf32>, %g: tens
   return %3, %6, %9 : tensor<256x96xf32>, tensor<256x96xf32>, tensor<256x8xbf16>
 }
 
+// The bf16 cast of a computed value (mixed precision narrows a GELU's
+// output right after it, on the 3-D activations) sinks the reshape like any
+// elementwise op and joins the GELU's group, which then stores bf16; the
+// cast of the reshaped argument stays for the matmul's load to perform.
+// CHECK-LABEL: func.func @narrowed_in_group
+// CHECK: %[[G:.*]] = kgraph.gelu %arg0 {kgraph.fusion = [[ID:[0-9]+]] : i64} : tensor<256x96xf32>
+// CHECK: %[[C:.*]] = kgraph.cast %[[G]] {kgraph.fusion = [[ID]] : i64} : tensor<256x96xf32> -> tensor<256x96xbf16>
+// CHECK: kgraph.matmul %[[C]], %arg2
+// CHECK: %[[R:.*]] = kgraph.reshape %arg1 : tensor<2x128x96xf32> -> tensor<256x96xf32>
+// CHECK: %[[A:.*]] = kgraph.cast %[[R]] : tensor<256x96xf32> -> tensor<256x96xbf16>
+// CHECK: kgraph.matmul %[[A]], %arg2
+func.func @narrowed_in_group(%y: tensor<256x96xf32>, %h: tensor<2x128x96xf32>, %w: tensor<96x8xbf16>) -> (tensor<256x8xbf16>, tensor<256x8xbf16>) {
+  %0 = kgraph.gelu %y : tensor<256x96xf32>
+  %1 = kgraph.reshape %0 : tensor<256x96xf32> -> tensor<2x128x96xf32>
+  %2 = kgraph.cast %1 : tensor<2x128x96xf32> -> tensor<2x128x96xbf16>
+  %3 = kgraph.reshape %2 : tensor<2x128x96xbf16> -> tensor<256x96xbf16>
+  %4 = kgraph.matmul %3, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
+  %5 = kgraph.reshape %h : tensor<2x128x96xf32> -> tensor<256x96xf32>
+  %6 = kgraph.cast %5 : tensor<256x96xf32> -> tensor<256x96xbf16>
+  %7 = kgraph.matmul %6, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
+  return %4, %7 : tensor<256x8xbf16>, tensor<256x8xbf16>
+}
+
 // A linear layer's product seen as [2, 3, 8] (batch, sequence, features):
 // the reshape sinks below the dropout (its random numbers follow the
 // row-major index, which a reshape keeps) and below the residual add, whose

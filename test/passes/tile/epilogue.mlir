@@ -62,3 +62,24 @@ func.func @needs_later_value(%x: tensor<200x300xf32>, %v: tensor<300x130xf32>) -
   %d = kgraph.div %p, %s : tensor<200x130xf32>, tensor<200x1xf32>
   return %d : tensor<200x130xf32>
 }
+
+// A group ending in the bf16 cast of a matmul operand stores bf16 when
+// nothing outside it reads the f32 value (the GELU: half the bytes out and
+// into the matmul's loads); when something does (the exp is returned), the
+// group stores the f32 value and the matmul's loads narrow it.
+// CHECK-LABEL: func.func @narrowed_output
+// CHECK: ktile.activation {{.*}}func = "gelu"
+// CHECK: ktile.dma_copy %[[C:.*]], %{{.*}} {dst = #kisa.ap<hbm, bf16, {{.*}} : memref<256x96xbf16, "hbm">, memref<128x192xbf16, "sbuf">
+// CHECK: ktile.dma_copy %{{.*}}, %[[C]] {dst = #kisa.ap<sbuf, bf16, {{.*}}src = #kisa.ap<hbm, bf16,
+// CHECK: ktile.activation {{.*}}func = "exp"
+// CHECK: ktile.dma_copy %[[E:.*]], %{{.*}} {dst = #kisa.ap<hbm, f32, {{.*}} : memref<256x96xf32, "hbm">
+// CHECK: ktile.dma_copy %{{.*}}, %[[E]] {dst = #kisa.ap<sbuf, bf16, {{.*}}src = #kisa.ap<hbm, f32,
+func.func @narrowed_output(%x: tensor<256x96xf32>, %v: tensor<256x96xf32>, %w: tensor<96x8xbf16>) -> (tensor<256x8xbf16>, tensor<256x8xbf16>, tensor<256x96xf32>) {
+  %g = kgraph.gelu %x : tensor<256x96xf32>
+  %c = kgraph.cast %g : tensor<256x96xf32> -> tensor<256x96xbf16>
+  %m = kgraph.matmul %c, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
+  %e = kgraph.exp %v : tensor<256x96xf32>
+  %d = kgraph.cast %e : tensor<256x96xf32> -> tensor<256x96xbf16>
+  %n = kgraph.matmul %d, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
+  return %m, %n, %e : tensor<256x8xbf16>, tensor<256x8xbf16>, tensor<256x96xf32>
+}
