@@ -467,9 +467,11 @@ Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
 
 } // namespace
 
-LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
-                                         llvm::ArrayRef<int64_t> shape,
-                                         llvm::ArrayRef<LoopOutput> outputs) {
+LogicalResult
+Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
+                           llvm::ArrayRef<int64_t> shape,
+                           llvm::MutableArrayRef<LoopOutput> outputs,
+                           llvm::MutableArrayRef<LoopReduction> reductions) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   // External inputs in first-use order; group values by their op.
   llvm::SmallVector<Value> inputs;
@@ -524,8 +526,43 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     strides.push_back(rowMajorStrides(shape));
     offsets.push_back(0);
   }
+  // A reduction's result seen over the group's shape: its strides, 0 along
+  // the reduced dimensions. After the collapse it is fused when exactly the
+  // innermost dimension has stride 0, so that each row's reduction is a
+  // fold along the free axis.
+  size_t reductionView = strides.size();
+  for (const LoopReduction &r : reductions) {
+    Shape seen = rowMajorStrides(shape.take_front(r.from));
+    seen.resize(shape.size(), 0);
+    strides.push_back(seen);
+    offsets.push_back(r.dst.offset);
+  }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
+  llvm::SmallPtrSet<Operation *, 4> fused;
+  for (auto [k, r] : llvm::enumerate(reductions)) {
+    const Shape &s = space.strides[reductionView + k];
+    r.fused = s.back() == 0 && llvm::all_of(llvm::seq<size_t>(0, rank - 1),
+                                            [&](size_t d) { return s[d] != 0; });
+    if (r.fused) {
+      fused.insert(r.op);
+    }
+  }
+  // A reshape only fused reductions read is theirs too.
+  for (const LoopReduction &r : reductions) {
+    if (r.fused && r.via &&
+        llvm::all_of(r.via->getUsers(),
+                     [&](Operation *u) { return fused.contains(u); })) {
+      fused.insert(r.via);
+    }
+  }
+  for (LoopOutput &out : outputs) {
+    Operation *def = out.value.getDefiningOp();
+    out.stored = !def || !members.contains(def) ||
+                 llvm::any_of(out.value.getUsers(), [&](Operation *u) {
+                   return !members.contains(u) && !fused.contains(u);
+                 });
+  }
 
   // Free-axis chunk: the tiles one iteration holds at once within the
   // budget. A DMA costs a fixed ~2 us on top of its bytes, so the chunk is
@@ -610,6 +647,7 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     invariant[i] = everywhere[i] || (rowsAlike && chunks <= 4);
   }
   std::map<std::pair<size_t, int64_t>, Tile> kept;
+  std::vector<Tile> reductionSoFar(reductions.size());
   for (int64_t o = 0; o < outerCount; ++o) {
     // Element offset of this outer index in every view.
     std::vector<int64_t> base(strides.size());
@@ -620,6 +658,17 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
         rest /= outer[d];
       }
       base[v] = offset;
+    }
+    // One result per row: the row blocks' results gather in one tile, a
+    // column per block, and leave together (a store per block would move
+    // 512 bytes for a DMA's fixed ~2 us).
+    int64_t rowBlocks = (rowsTotal + 127) / 128;
+    std::vector<Tile> gathered(reductions.size());
+    for (auto [k, r] : llvm::enumerate(reductions)) {
+      if (r.fused && !wide) {
+        gathered[k] = tb.tile(isa::Memory::Sbuf, isa::DType::F32,
+                              std::min<int64_t>(128, rowsTotal), rowBlocks);
+      }
     }
     for (int64_t p0 = 0; p0 < rowsTotal; p0 += 128) {
       int64_t rows = std::min<int64_t>(128, rowsTotal - p0);
@@ -664,6 +713,9 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           return failure();
         }
         for (auto [k, out] : llvm::enumerate(outputs)) {
+          if (!out.stored) {
+            continue;
+          }
           size_t v = inputs.size() + k;
           Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype,
                                 rows, cols);
@@ -671,6 +723,55 @@ LogicalResult Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           tb.store(out.dst, base[v] + p0 * rowStride + columnOffset(v, f0),
                    rowStride, freeDims(v, cols), src);
         }
+        // Each row's fold of this chunk, combined with the chunks before.
+        // The last lands in the row block's column of `gathered`, or, wide
+        // (a result per row and outer free index), is stored at once.
+        for (auto [k, r] : llvm::enumerate(reductions)) {
+          if (!r.fused) {
+            continue;
+          }
+          const char *alu = reductionAlu(r.op);
+          int64_t perRow = wide ? space.sizes[freeOuterDim] : 1;
+          bool last = f0 + cols >= colsTotal;
+          Tile into = wide ? Tile{}
+                           : gathered[k].columns(p0 / 128, 1).withRows(0, rows);
+          auto fresh = [&] {
+            return tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, perRow);
+          };
+          Tile in = storedTile(tb, tiles.lookup(r.via ? r.via->getOperand(0)
+                                                      : r.op->getOperand(0)),
+                               isa::DType::F32, rows, cols);
+          Tile fold = last && f0 == 0 && !wide ? into : fresh();
+          tb.reduce(fold, in, alu, wide ? space.sizes[rank - 1] : cols);
+          if (f0 > 0) {
+            Tile combined = last && !wide ? into : fresh();
+            tb.tensorTensor(combined, reductionSoFar[k], fold, alu);
+            fold = combined;
+          }
+          reductionSoFar[k] = fold;
+          if (last && wide) {
+            size_t v = reductionView + k;
+            int64_t rowStride = space.strides[v][partitionDim];
+            tb.store(r.dst, base[v] + p0 * rowStride, rowStride,
+                     {FreeDim{space.strides[v][freeOuterDim], perRow}}, fold);
+          }
+        }
+      }
+    }
+    for (auto [k, r] : llvm::enumerate(reductions)) {
+      if (!r.fused || wide) {
+        continue;
+      }
+      size_t v = reductionView + k;
+      int64_t rowStride = space.strides[v][partitionDim];
+      int64_t full = rowsTotal / 128, rest = rowsTotal % 128;
+      if (full > 0) {
+        tb.store(r.dst, base[v], rowStride, {FreeDim{128 * rowStride, full}},
+                 gathered[k].columns(0, full));
+      }
+      if (rest > 0) {
+        tb.store(r.dst, base[v] + full * 128 * rowStride, rowStride,
+                 {FreeDim{1, 1}}, gathered[k].columns(full, 1).withRows(0, rest));
       }
     }
   }
@@ -748,7 +849,8 @@ void Lowering::copyInto(const TensorOperand &src, const HbmView &dst) {
           DenseElementsAttr::get(type, b.getZeroAttr(element)))
           .getOutput();
   bind(placeholder, src);
-  (void)lowerElementwise({}, dst.shape, {LoopOutput{placeholder, dst}});
+  LoopOutput copy{placeholder, dst};
+  (void)lowerElementwise({}, dst.shape, copy);
   values.erase(placeholder);
   placeholder.getDefiningOp()->erase();
 }

@@ -44,6 +44,12 @@ collapseRange(const HbmView &v, size_t from, size_t to) {
 
 } // namespace
 
+const char *reductionAlu(Operation *op) {
+  return llvm::isa<ReduceSumOp>(op)   ? "add"
+         : llvm::isa<ReduceMaxOp>(op) ? "max"
+                                      : "min";
+}
+
 LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   Value input = op->getOperand(0);
   auto inType = llvm::cast<RankedTensorType>(input.getType());
@@ -70,9 +76,7 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
     rows = collapseRange(view, 0, kept);
     cols = collapseRange(view, kept, rank);
   }
-  const char *alu = llvm::isa<ReduceSumOp>(op)   ? "add"
-                    : llvm::isa<ReduceMaxOp>(op) ? "max"
-                                                 : "min";
+  const char *alu = reductionAlu(op);
   // A contiguous view always collapses.
   auto [rowCount, rowStride] = rows.value_or(std::make_pair(int64_t(1), int64_t(1)));
   auto [colCount, colStride] = cols.value_or(std::make_pair(int64_t(1), int64_t(1)));

@@ -23,6 +23,24 @@ struct TileArg {
 struct LoopOutput {
   mlir::Value value; // the group value (or, for a copy, the source value)
   HbmView dst;
+  /// Cleared by a loop nest whose fused reductions are the value's only
+  /// readers outside it: nothing is stored.
+  bool stored = true;
+};
+
+/// A reduction over the trailing dimensions of a group value (a layer
+/// norm's row sums, a softmax's row max and sum), computed by the group's
+/// loop nest as each row's columns pass instead of by reading the value
+/// back from HBM. The loop nest fuses it when the reduced dimensions are
+/// exactly its free axis's innermost ones.
+struct LoopReduction {
+  mlir::Operation *op; // reduce_sum, reduce_max or reduce_min
+  /// The reshape of the group value it reads, if any: the reduced trailing
+  /// elements are then those of the group's dimensions [from, rank).
+  mlir::Operation *via;
+  int64_t from;
+  HbmView dst; // a fresh row-major buffer
+  bool fused = false; // set by the loop nest
 };
 
 /// An elementwise group computed on a 2-D matmul's output tiles as they
@@ -53,10 +71,14 @@ public:
   void copyInto(const TensorOperand &src, const HbmView &dst);
 
   /// One loop nest over `shape` computing `ops` (elementwise, in order) and
-  /// storing `outputs`. Operands defined outside `ops` are loaded.
-  mlir::LogicalResult lowerElementwise(llvm::ArrayRef<mlir::Operation *> ops,
-                                       llvm::ArrayRef<int64_t> shape,
-                                       llvm::ArrayRef<LoopOutput> outputs);
+  /// storing `outputs`, and those of `reductions` (of group values of
+  /// `shape`) it can: it marks them fused, and the outputs only they read
+  /// not stored. Operands defined outside `ops` are loaded.
+  mlir::LogicalResult
+  lowerElementwise(llvm::ArrayRef<mlir::Operation *> ops,
+                   llvm::ArrayRef<int64_t> shape,
+                   llvm::MutableArrayRef<LoopOutput> outputs,
+                   llvm::MutableArrayRef<LoopReduction> reductions = {});
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// Writes the product into `dst` (for a folded f32 cast of a bf16 product,
   /// the cast's result: PSUM is f32 already), or, with an epilogue, computes
@@ -82,6 +104,9 @@ public:
 struct TileIndex {
   int64_t first = 0, rowStep = 0, colStep = 0;
 };
+
+/// The ALU op that folds a reduce_sum, reduce_max or reduce_min.
+const char *reductionAlu(mlir::Operation *op);
 
 /// Emits the instructions of one elementwise op on a tile iteration, one
 /// destination per result.

@@ -103,6 +103,9 @@ private:
   LogicalResult lowerGroup(llvm::ArrayRef<Operation *> members);
   llvm::SmallVector<LoopOutput>
   groupOutputs(llvm::ArrayRef<Operation *> members);
+  llvm::SmallVector<LoopReduction>
+  groupReductions(llvm::ArrayRef<Operation *> members,
+                  llvm::ArrayRef<int64_t> shape);
   void planEpilogues();
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
@@ -137,6 +140,8 @@ private:
   /// Views an epilogue reads that stand after its matmul: lowered before it.
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> earlyViews;
   llvm::SmallPtrSet<Operation *, 8> loweredEarly;
+  /// Reductions a group's loop nest computed.
+  llvm::SmallPtrSet<Operation *, 16> fusedReductions;
 };
 
 std::optional<int64_t> fusionId(Operation *op) {
@@ -520,20 +525,108 @@ FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
   return outputs;
 }
 
+/// Reductions over the trailing dimensions of a group value of the group's
+/// shape whose results nothing reads before the group runs (at its last
+/// op), each with a fresh buffer for the loop nest to fill.
+llvm::SmallVector<LoopReduction>
+FunctionLowering::groupReductions(llvm::ArrayRef<Operation *> members,
+                                  llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<LoopReduction> reductions;
+  unsigned at = position.lookup(members.back());
+  auto consider = [&](Operation *user, Operation *via) {
+    if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(user) ||
+        inPlace.count(user->getResult(0)) ||
+        destinations.count(user->getResult(0))) {
+      return;
+    }
+    // The reduced dimensions must be trailing ones, and their elements
+    // those of the group's dimensions [from, rank) for some `from`.
+    auto dims = user->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+    auto in = tensorType(user->getOperand(0)).getShape();
+    auto rank = static_cast<int64_t>(in.size());
+    auto n = static_cast<int64_t>(dims.size());
+    if (n == 0 || !llvm::all_of(dims, [&](int64_t d) { return d >= rank - n; })) {
+      return;
+    }
+    int64_t reduced = 1, tail = 1;
+    for (int64_t d : in.take_back(n)) {
+      reduced *= d;
+    }
+    int64_t from = static_cast<int64_t>(shape.size());
+    while (from > 0 && tail < reduced) {
+      tail *= shape[--from];
+    }
+    bool readAfter = llvm::all_of(user->getResult(0).getUsers(), [&](Operation *u) {
+      return position.lookup(u) > at;
+    });
+    if (tail == reduced && readAfter) {
+      reductions.push_back(LoopReduction{
+          user, via, from, freshBuffer(user->getResult(0))});
+    }
+  };
+  for (Operation *op : members) {
+    for (Value result : op->getResults()) {
+      if (tensorType(result).getShape() != shape) {
+        continue;
+      }
+      for (Operation *user : result.getUsers()) {
+        if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
+          for (Operation *reader : reshape->getUsers()) {
+            consider(reader, reshape);
+          }
+        } else {
+          consider(user, nullptr);
+        }
+      }
+    }
+  }
+  return reductions;
+}
+
 LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
   llvm::SmallVector<LoopOutput> outputs = groupOutputs(members);
   auto shape = tensorType(members.back()->getResult(0)).getShape();
-  if (failed(lowering.lowerElementwise(members, shape, outputs))) {
+  llvm::SmallVector<LoopReduction> reductions = groupReductions(members, shape);
+  if (failed(lowering.lowerElementwise(members, shape, outputs, reductions))) {
     return failure();
   }
+  // Buffers nothing wrote: an output only fused reductions read, a
+  // reduction the loop nest could not fuse (it runs where it stands).
+  auto dropIfUnused = [](const HbmView &view) {
+    Operation *alloc = view.buffer.getDefiningOp();
+    if (alloc && llvm::isa<ktile::AllocOp>(alloc) && alloc->use_empty()) {
+      alloc->erase();
+    }
+  };
   for (const LoopOutput &out : outputs) {
-    lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
+    if (out.stored) {
+      lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
+    } else {
+      dropIfUnused(out.dst);
+    }
+  }
+  for (const LoopReduction &r : reductions) {
+    if (r.fused) {
+      lowering.bind(r.op->getResult(0), TensorOperand{std::nullopt, r.dst});
+      fusedReductions.insert(r.op);
+    } else {
+      dropIfUnused(r.dst);
+    }
+  }
+  // A reshape only fused reductions read is done with them.
+  for (const LoopReduction &r : reductions) {
+    if (r.via && llvm::all_of(r.via->getUsers(), [&](Operation *u) {
+          return fusedReductions.contains(u);
+        })) {
+      fusedReductions.insert(r.via);
+    }
   }
   return success();
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
-  if (absorbed.contains(op) || loweredEarly.contains(op)) {
+  if (absorbed.contains(op) || loweredEarly.contains(op) ||
+      fusedReductions.contains(op)) {
     return success();
   }
   tb.setLocation(op->getLoc());

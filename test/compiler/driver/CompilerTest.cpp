@@ -159,6 +159,25 @@ std::vector<OpCase> opCases() {
                      out(b, b.reduceMin(x, {0, 2}, true), "min");
                      out(b, b.argmax(x, 1), "argmax");
                    }});
+  // Reductions of group values computed by the group's loop nest: over
+  // two row blocks (128 + 72 rows) and two column chunks (5000 columns),
+  // through a reshape that keeps the reduced elements trailing, on a
+  // layout with two dimensions on the free axis (heads merged: each
+  // partition folds four runs of 40); a reshape that splits the rows
+  // differently leaves its reduction to run on its own.
+  cases.push_back({"fused_reductions", [](B &b) {
+                     Tensor x = in(b, "x", {200, 5000});
+                     Tensor y = b.add(b.mul(x, x), x);
+                     out(b, b.reduceSum(y, {1}), "sum");
+                     Tensor e = b.exp(x);
+                     out(b, b.reduceMax(b.reshape(e, {200, 50, 100}), {1, 2}),
+                         "max_via_reshape");
+                     out(b, b.reduceMin(b.reshape(e, {400, 2500}), {1}),
+                         "min_not_fused");
+                     Tensor h = b.transpose(in(b, "h", {2, 4, 130, 40}),
+                                            {0, 2, 1, 3});
+                     out(b, b.reduceSum(b.exp(h), {3}), "heads_merged");
+                   }});
   cases.push_back({"matmul", [](B &b) {
                      Tensor x = in(b, "x", {130, 200}), w = in(b, "w", {200, 600});
                      out(b, b.matmul(x, w));
