@@ -34,6 +34,7 @@
 #include "runtime/sim/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <algorithm>
 #include <chrono>
@@ -245,6 +246,12 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
                 100 * result->mfu);
     if (!bench.profileDir.empty()) {
       std::string path = bench.profileDir + "/" + name + ".json";
+      if (std::error_code ec =
+              llvm::sys::fs::create_directories(bench.profileDir)) {
+        std::fprintf(stderr, "\n%s: cannot create '%s': %s\n", name.c_str(),
+                     bench.profileDir.c_str(), ec.message().c_str());
+        return 1;
+      }
       if (llvm::Error err = sim::writeTrace(path, *result)) {
         std::fprintf(stderr, "\n%s: %s\n", name.c_str(),
                      llvm::toString(std::move(err)).c_str());

@@ -162,8 +162,9 @@ std::vector<OpCase> opCases() {
   // Reductions of group values computed by the group's loop nest: over
   // two row blocks (128 + 72 rows) and two column chunks (5000 columns),
   // through a reshape that keeps the reduced elements trailing, on a
-  // layout with two dimensions on the free axis (heads merged: each
-  // partition folds four runs of 40); a reshape that splits the rows
+  // layout with two dimensions on the free axis (heads split: each
+  // partition folds four runs of 40, one per head, whose results lie 130
+  // apart); a reshape that splits the rows
   // differently leaves its reduction to run on its own.
   cases.push_back({"fused_reductions", [](B &b) {
                      Tensor x = in(b, "x", {200, 5000});
@@ -174,9 +175,9 @@ std::vector<OpCase> opCases() {
                          "max_via_reshape");
                      out(b, b.reduceMin(b.reshape(e, {400, 2500}), {1}),
                          "min_not_fused");
-                     Tensor h = b.transpose(in(b, "h", {2, 4, 130, 40}),
+                     Tensor h = b.transpose(in(b, "h", {2, 130, 4, 40}),
                                             {0, 2, 1, 3});
-                     out(b, b.reduceSum(b.exp(h), {3}), "heads_merged");
+                     out(b, b.reduceSum(b.exp(h), {3}), "heads_split");
                    }});
   cases.push_back({"matmul", [](B &b) {
                      Tensor x = in(b, "x", {130, 200}), w = in(b, "w", {200, 600});

@@ -42,3 +42,50 @@ func.func @long_rows(%x: tensor<128x5000xf32> {kgraph.name = "x", kgraph.role = 
   %0 = kgraph.reduce_sum %x, [1] : tensor<128x5000xf32> -> tensor<128xf32>
   return %0 : tensor<128xf32>
 }
+
+// A layer norm's variance: the reduction of the group's square runs in the
+// group's loop nest, folding each row block's tile as it is computed; the
+// square is never stored, nor read back. The two row blocks' sums gather
+// in one [128 x 2] tile and leave in one store.
+// CHECK-LABEL: func.func @fused_into_group
+// CHECK: %[[OUT:.*]] = ktile.alloc : memref<2x128x1xf32, "hbm">
+// CHECK-NEXT: %[[SUMS:.*]] = ktile.alloc : memref<128x2xf32, "sbuf">
+// CHECK: ktile.tensor_tensor %[[SQ:.*]], %[[D:.*]], %[[D]] {{.*}}op = "mul"
+// CHECK-NEXT: ktile.tensor_reduce %[[SUMS]], %[[SQ]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, op = "add"
+// CHECK: ktile.tensor_reduce %[[SUMS]], %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 4, dims = [1 x 1]>, op = "add"
+// CHECK-NEXT: ktile.dma_copy %[[OUT]], %[[SUMS]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [128 x 2], pstride = 1>
+// CHECK-NOT: ktile.dma_copy
+// CHECK: return %[[OUT]]
+func.func @fused_into_group(%x: tensor<2x128x96xf32>, %m: tensor<2x128x1xf32>) -> tensor<2x128x1xf32> {
+  %d = kgraph.sub %x, %m {kgraph.fusion = 0 : i64} : tensor<2x128x96xf32>, tensor<2x128x1xf32>
+  %s = kgraph.mul %d, %d {kgraph.fusion = 0 : i64} : tensor<2x128x96xf32>, tensor<2x128x96xf32>
+  %v = kgraph.reduce_sum %s, [2] {keepdim = true} : tensor<2x128x96xf32> -> tensor<2x128x1xf32>
+  return %v : tensor<2x128x1xf32>
+}
+
+// Columns in three chunks: each chunk's fold combines with those before,
+// the last straight into the gathered results. The reduction reads the
+// group value through a reshape whose reduced elements are the group's
+// trailing ones ([8, 10000] -> [8, 100, 100], reducing the last two); a
+// reshape that regroups them ([8, 10000] -> [16, 5000]) leaves its
+// reduction to load the stored value.
+// CHECK-LABEL: func.func @chunks_and_reshapes
+// CHECK: %[[MAXES:.*]] = ktile.alloc : memref<8x1xf32, "sbuf">
+// CHECK: ktile.activation {{.*}}func = "exp"
+// CHECK: ktile.dma_copy %[[E:.*]], %{{.*}} {dst = #kisa.ap<hbm
+// CHECK: ktile.tensor_reduce %[[FIRST:.*]], %{{.*}}op = "max"
+// CHECK: ktile.tensor_reduce %[[SECOND:.*]], %{{.*}}op = "max"
+// CHECK: ktile.tensor_tensor %[[TWO:.*]], %[[FIRST]], %[[SECOND]] {{.*}}op = "max"
+// CHECK: ktile.tensor_reduce %[[THIRD:.*]], %{{.*}}op = "max"
+// CHECK-NEXT: ktile.tensor_tensor %[[MAXES]], %[[TWO]], %[[THIRD]] {{.*}}op = "max"
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[MAXES]] {dst = #kisa.ap<hbm
+// CHECK: ktile.dma_copy %{{.*}}, %[[E]] {dst = #kisa.ap<sbuf
+// CHECK: ktile.tensor_reduce {{.*}}op = "min"
+func.func @chunks_and_reshapes(%x: tensor<8x10000xf32>) -> (tensor<8x1x1xf32>, tensor<16x1xf32>) {
+  %e = kgraph.exp %x : tensor<8x10000xf32>
+  %a = kgraph.reshape %e : tensor<8x10000xf32> -> tensor<8x100x100xf32>
+  %m = kgraph.reduce_max %a, [1, 2] {keepdim = true} : tensor<8x100x100xf32> -> tensor<8x1x1xf32>
+  %b = kgraph.reshape %e : tensor<8x10000xf32> -> tensor<16x5000xf32>
+  %n = kgraph.reduce_min %b, [1] {keepdim = true} : tensor<16x5000xf32> -> tensor<16x1xf32>
+  return %m, %n : tensor<8x1x1xf32>, tensor<16x1xf32>
+}
