@@ -172,7 +172,9 @@ struct KGraphFuseElementwise
     }
     std::vector<Group> groups;
     llvm::DenseMap<Operation *, size_t> groupOf;
-    for (Operation &op : block) {
+    // Ops moved below `op` to make room for a group were visited already:
+    // the walk goes on from op's old successor.
+    for (Operation &op : llvm::make_early_inc_range(block)) {
       if (!kiln::graph_passes::isElementwise(&op)) {
         continue;
       }
@@ -203,7 +205,8 @@ struct KGraphFuseElementwise
           continue;
         }
         joined.push_back(g);
-        if (canRunAt(groups, joined, &op, position)) {
+        if (canRunAt(groups, joined, &op, position) ||
+            makeRoom(groups, joined, groupOf, &op, position)) {
           size = grown;
         } else {
           joined.pop_back();
@@ -243,6 +246,66 @@ struct KGraphFuseElementwise
       }
       ++next;
     }
+  }
+
+  /// Moves the ops that stop the groups `joined` from running at `op` —
+  /// those before it reading their values from outside (a layer norm's
+  /// row sum of one group value, standing before the op that multiplies
+  /// it by another) — right below `op`, with everything before `op` that
+  /// reads theirs, when nothing the groups or `op` compute needs them and
+  /// none belongs to a group of several ops (whose other members stay).
+  /// Their order among themselves is kept, and every value they read is
+  /// still defined before them.
+  static bool makeRoom(llvm::ArrayRef<Group> groups,
+                       llvm::ArrayRef<size_t> joined,
+                       const llvm::DenseMap<Operation *, size_t> &groupOf,
+                       Operation *op,
+                       llvm::DenseMap<Operation *, unsigned> &position) {
+    auto inside = [&](Operation *o) {
+      return llvm::any_of(
+          joined, [&](size_t g) { return groups[g].members.contains(o); });
+    };
+    llvm::SetVector<Operation *> moved;
+    for (size_t g : joined) {
+      for (Operation *member : groups[g].members) {
+        for (Operation *user : member->getUsers()) {
+          if (user != op && position[user] < position[op] && !inside(user)) {
+            moved.insert(user);
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < moved.size(); ++i) {
+      Operation *blocker = moved[i];
+      auto group = groupOf.find(blocker);
+      if (blocker->getBlock() != op->getBlock() ||
+          (group != groupOf.end() &&
+           groups[group->second].members.size() > 1)) {
+        return false;
+      }
+      for (Operation *user : blocker->getUsers()) {
+        if (user == op || inside(user)) {
+          return false;
+        }
+        if (position[user] < position[op]) {
+          moved.insert(user);
+        }
+      }
+    }
+    llvm::SmallVector<Operation *> order(moved.begin(), moved.end());
+    llvm::sort(order, [&](Operation *a, Operation *b) {
+      return position[a] < position[b];
+    });
+    Operation *after = op;
+    for (Operation *blocker : order) {
+      blocker->moveAfter(after);
+      after = blocker;
+    }
+    unsigned index = 0;
+    for (Operation &o : *op->getBlock()) {
+      position[&o] = index++;
+    }
+    return true;
   }
 
   /// Whether the groups `joined`, with `op`, can run as one at the position

@@ -465,7 +465,71 @@ Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
   return src;
 }
 
+/// Folds the rows of a reduction's input tile (`perRow` runs each) and
+/// combines them with `before` (the fold of the columns before, if any),
+/// into `into` when given (the last columns), else a fresh tile.
+Tile foldRows(TileBuilder &tb, const LoopReduction &r,
+              const llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
+              int64_t cols, int64_t perRow, const Tile *before, Tile into) {
+  const char *alu = reductionAlu(r.op);
+  auto fresh = [&] {
+    return tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, perRow);
+  };
+  Value value = r.via ? r.via->getOperand(0) : r.op->getOperand(0);
+  Tile in = storedTile(tb, tiles.lookup(value), isa::DType::F32, rows, cols);
+  Tile fold = into.buffer && !before ? into : fresh();
+  tb.reduce(fold, in, alu, cols / perRow);
+  if (before) {
+    Tile combined = into.buffer ? into : fresh();
+    tb.tensorTensor(combined, *before, fold, alu);
+    fold = combined;
+  }
+  return fold;
+}
+
 } // namespace
+
+/// Stores the results `gathered` holds for `total` rows (row 128 t + p in
+/// column t of partition p), `rowStride` apart from `offset` in `dst`: the
+/// whole row tiles in one DMA, a partial last one in another.
+void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,
+                   int64_t rowStride, int64_t total, const Tile &gathered) {
+  int64_t full = total / 128, rest = total % 128;
+  if (full > 0) {
+    tb.store(dst, offset, rowStride, {FreeDim{128 * rowStride, full}},
+             gathered.columns(0, full));
+  }
+  if (rest > 0) {
+    tb.store(dst, offset + full * 128 * rowStride, rowStride, {FreeDim{1, 1}},
+             gathered.columns(full, 1).withRows(0, rest));
+  }
+}
+
+void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
+                                llvm::ArrayRef<Operation *> members,
+                                llvm::ArrayRef<LoopReduction> reductions) {
+  llvm::SmallPtrSet<Operation *, 16> inside(members.begin(), members.end());
+  llvm::SmallPtrSet<Operation *, 4> fused;
+  for (const LoopReduction &r : reductions) {
+    if (r.fused) {
+      fused.insert(r.op);
+    }
+  }
+  for (const LoopReduction &r : reductions) {
+    if (r.fused && r.via && llvm::all_of(r.via->getUsers(), [&](Operation *u) {
+          return fused.contains(u);
+        })) {
+      fused.insert(r.via);
+    }
+  }
+  for (LoopOutput &out : outputs) {
+    Operation *def = out.value.getDefiningOp();
+    out.stored = !def || !inside.contains(def) ||
+                 llvm::any_of(out.value.getUsers(), [&](Operation *u) {
+                   return !inside.contains(u) && !fused.contains(u);
+                 });
+  }
+}
 
 LogicalResult
 Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
@@ -539,30 +603,12 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
-  llvm::SmallPtrSet<Operation *, 4> fused;
   for (auto [k, r] : llvm::enumerate(reductions)) {
     const Shape &s = space.strides[reductionView + k];
     r.fused = s.back() == 0 && llvm::all_of(llvm::seq<size_t>(0, rank - 1),
                                             [&](size_t d) { return s[d] != 0; });
-    if (r.fused) {
-      fused.insert(r.op);
-    }
   }
-  // A reshape only fused reductions read is theirs too.
-  for (const LoopReduction &r : reductions) {
-    if (r.fused && r.via &&
-        llvm::all_of(r.via->getUsers(),
-                     [&](Operation *u) { return fused.contains(u); })) {
-      fused.insert(r.via);
-    }
-  }
-  for (LoopOutput &out : outputs) {
-    Operation *def = out.value.getDefiningOp();
-    out.stored = !def || !members.contains(def) ||
-                 llvm::any_of(out.value.getUsers(), [&](Operation *u) {
-                   return !members.contains(u) && !fused.contains(u);
-                 });
-  }
+  skipOutputsOnlyReducedOnes(outputs, ops, reductions);
 
   // Free-axis chunk: the tiles one iteration holds at once within the
   // budget. A DMA costs a fixed ~2 us on top of its bytes, so the chunk is
@@ -730,24 +776,13 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           if (!r.fused) {
             continue;
           }
-          const char *alu = reductionAlu(r.op);
           int64_t perRow = wide ? space.sizes[freeOuterDim] : 1;
           bool last = f0 + cols >= colsTotal;
-          Tile into = wide ? Tile{}
-                           : gathered[k].columns(p0 / 128, 1).withRows(0, rows);
-          auto fresh = [&] {
-            return tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, perRow);
-          };
-          Tile in = storedTile(tb, tiles.lookup(r.via ? r.via->getOperand(0)
-                                                      : r.op->getOperand(0)),
-                               isa::DType::F32, rows, cols);
-          Tile fold = last && f0 == 0 && !wide ? into : fresh();
-          tb.reduce(fold, in, alu, wide ? space.sizes[rank - 1] : cols);
-          if (f0 > 0) {
-            Tile combined = last && !wide ? into : fresh();
-            tb.tensorTensor(combined, reductionSoFar[k], fold, alu);
-            fold = combined;
-          }
+          Tile into = last && !wide
+                          ? gathered[k].columns(p0 / 128, 1).withRows(0, rows)
+                          : Tile{};
+          Tile fold = foldRows(tb, r, tiles, rows, cols, perRow,
+                               f0 > 0 ? &reductionSoFar[k] : nullptr, into);
           reductionSoFar[k] = fold;
           if (last && wide) {
             size_t v = reductionView + k;
@@ -759,19 +794,10 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
       }
     }
     for (auto [k, r] : llvm::enumerate(reductions)) {
-      if (!r.fused || wide) {
-        continue;
-      }
-      size_t v = reductionView + k;
-      int64_t rowStride = space.strides[v][partitionDim];
-      int64_t full = rowsTotal / 128, rest = rowsTotal % 128;
-      if (full > 0) {
-        tb.store(r.dst, base[v], rowStride, {FreeDim{128 * rowStride, full}},
-                 gathered[k].columns(0, full));
-      }
-      if (rest > 0) {
-        tb.store(r.dst, base[v] + full * 128 * rowStride, rowStride,
-                 {FreeDim{1, 1}}, gathered[k].columns(full, 1).withRows(0, rest));
+      if (r.fused && !wide) {
+        size_t v = reductionView + k;
+        storeGathered(tb, r.dst, base[v], space.strides[v][partitionDim],
+                      rowsTotal, gathered[k]);
       }
     }
   }
@@ -828,7 +854,20 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index))) {
     return failure();
   }
+  for (auto [k, r] : llvm::enumerate(e.reductions)) {
+    auto key = std::make_pair(k, m0);
+    auto before = e.soFar.find(key);
+    Tile into = n0 + cols >= n
+                    ? e.gathered[k].columns(m0 / 128, 1).withRows(0, rows)
+                    : Tile{};
+    e.soFar[key] = foldRows(tb, r, tiles, rows, cols, 1,
+                            before == e.soFar.end() ? nullptr : &before->second,
+                            into);
+  }
   for (const LoopOutput &out : e.outputs) {
+    if (!out.stored) {
+      continue;
+    }
     Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows,
                           cols);
     tb.store(out.dst,

@@ -265,6 +265,17 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
     return success();
   }
 
+  // An epilogue's reductions gather a result per row, a column per row
+  // tile, stored once the last column tile has passed.
+  if (epilogue) {
+    skipOutputsOnlyReducedOnes(epilogue->outputs, epilogue->ops,
+                               epilogue->reductions);
+    for (size_t r = 0; r < epilogue->reductions.size(); ++r) {
+      epilogue->gathered.push_back(
+          tb.tile(isa::Memory::Sbuf, isa::DType::F32,
+                  std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile));
+    }
+  }
   int64_t kTiles = (k + kTile - 1) / kTile;
   int64_t elementBytes = isa::dtypeBytes(lhsType);
   // Let each moving tile serve a block of up to four row tiles, so that the
@@ -389,6 +400,12 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
           tb.store(dst, outBase + rt.first * sMo + n0 * sNo, sMo, sNo, out);
         }
       }
+    }
+  }
+  if (epilogue) {
+    for (auto [r, reduction] : llvm::enumerate(epilogue->reductions)) {
+      storeGathered(tb, reduction.dst, reduction.dst.offset, 1, m,
+                    epilogue->gathered[r]);
     }
   }
   return success();

@@ -51,10 +51,28 @@ struct Epilogue {
   llvm::SmallVector<mlir::Operation *> ops; // program order
   mlir::Value product;                       // the matmul's result
   llvm::SmallVector<LoopOutput> outputs;     // group values used outside
+  /// Reductions of group values over the product's columns (from = 1),
+  /// each row's folded as its column tiles pass.
+  llvm::SmallVector<LoopReduction> reductions;
   /// Inputs every row reads alike (a bias), loaded once per column offset
   /// (-1: a scalar, once), keyed by the value's opaque pointer.
   std::map<std::pair<const void *, int64_t>, Tile> kept;
+  /// Per reduction, the rows' results (a column per row tile), and the
+  /// fold of the column tiles so far, keyed by (reduction, first row).
+  std::vector<Tile> gathered;
+  std::map<std::pair<size_t, int64_t>, Tile> soFar;
 };
+
+/// Stores the results `gathered` holds for `total` rows (row 128 t + p in
+/// column t of partition p), `rowStride` apart from `offset` in `dst`.
+void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,
+                   int64_t rowStride, int64_t total, const Tile &gathered);
+
+/// Marks the outputs only fused reductions read (directly or through their
+/// reshapes) not stored.
+void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
+                                llvm::ArrayRef<mlir::Operation *> members,
+                                llvm::ArrayRef<LoopReduction> reductions);
 
 class Lowering {
 public:

@@ -105,7 +105,9 @@ private:
   groupOutputs(llvm::ArrayRef<Operation *> members);
   llvm::SmallVector<LoopReduction>
   groupReductions(llvm::ArrayRef<Operation *> members,
-                  llvm::ArrayRef<int64_t> shape);
+                  llvm::ArrayRef<int64_t> shape, unsigned at);
+  void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
+                       llvm::ArrayRef<LoopReduction> reductions);
   void planEpilogues();
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
@@ -526,13 +528,12 @@ FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
 }
 
 /// Reductions over the trailing dimensions of a group value of the group's
-/// shape whose results nothing reads before the group runs (at its last
-/// op), each with a fresh buffer for the loop nest to fill.
+/// shape whose results nothing reads before the group runs (at position
+/// `at`), each with a fresh buffer for the loop nest to fill.
 llvm::SmallVector<LoopReduction>
 FunctionLowering::groupReductions(llvm::ArrayRef<Operation *> members,
-                                  llvm::ArrayRef<int64_t> shape) {
+                                  llvm::ArrayRef<int64_t> shape, unsigned at) {
   llvm::SmallVector<LoopReduction> reductions;
-  unsigned at = position.lookup(members.back());
   auto consider = [&](Operation *user, Operation *via) {
     if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(user) ||
         inPlace.count(user->getResult(0)) ||
@@ -586,10 +587,20 @@ FunctionLowering::groupReductions(llvm::ArrayRef<Operation *> members,
 LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
   llvm::SmallVector<LoopOutput> outputs = groupOutputs(members);
   auto shape = tensorType(members.back()->getResult(0)).getShape();
-  llvm::SmallVector<LoopReduction> reductions = groupReductions(members, shape);
+  llvm::SmallVector<LoopReduction> reductions =
+      groupReductions(members, shape, position.lookup(members.back()));
   if (failed(lowering.lowerElementwise(members, shape, outputs, reductions))) {
     return failure();
   }
+  bindLoopResults(outputs, reductions);
+  return success();
+}
+
+/// Binds what a group's loop nest (or epilogue) stored and the reductions
+/// it computed; drops the buffers nothing wrote.
+void FunctionLowering::bindLoopResults(
+    llvm::ArrayRef<LoopOutput> outputs,
+    llvm::ArrayRef<LoopReduction> reductions) {
   // Buffers nothing wrote: an output only fused reductions read, a
   // reduction the loop nest could not fuse (it runs where it stands).
   auto dropIfUnused = [](const HbmView &view) {
@@ -621,7 +632,6 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
       fusedReductions.insert(r.via);
     }
   }
-  return success();
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
@@ -755,12 +765,20 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
                        groups[epilogue->second].end());
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
+          // Only reductions over the product's columns fold on its tiles.
+          auto shape = tensorType(m.getOutput()).getShape();
+          for (LoopReduction &r : groupReductions(e.ops, shape, position[m])) {
+            r.fused = r.from == 1;
+            if (r.fused) {
+              e.reductions.push_back(r);
+            } else if (Operation *alloc = r.dst.buffer.getDefiningOp()) {
+              alloc->erase();
+            }
+          }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
           }
-          for (const LoopOutput &out : e.outputs) {
-            bindView(out.value, out.dst);
-          }
+          bindLoopResults(e.outputs, e.reductions);
           return success();
         }
         Operation *cast = matmulResultCast.lookup(m);

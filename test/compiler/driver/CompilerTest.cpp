@@ -238,7 +238,8 @@ std::vector<OpCase> opCases() {
   // product's row-major index); SGD steps on weight gradients, written
   // over the weight, with the gradient's matmul only when the weight's last
   // read comes before it; a group that also needs a value computed after
-  // its matmul runs as its own loop nest.
+  // its matmul runs as its own loop nest; row reductions of epilogue
+  // values fold on the output tiles.
   cases.push_back({"matmul_epilogues", [](B &b) {
                      Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
                      Tensor x = in(b, "x", {200, 300});
@@ -263,6 +264,16 @@ std::vector<OpCase> opCases() {
                      Tensor p = b.matmul(x, in(b, "v", {300, 130}));
                      Tensor late = b.reduceSum(b.exp(p), {1}, true);
                      out(b, b.div(b.exp(p), late), "late");
+                     // Row sums and maxima of epilogue values, over two
+                     // column tiles (700 = 512 + 188) and two row tiles
+                     // (200 = 128 + 72), one through a reshape.
+                     Tensor r = b.add(b.matmul(x, in(b, "u", {300, 700})),
+                                      in(b, "res", {200, 700}));
+                     Tensor sq = b.mul(r, r);
+                     out(b, b.reduceSum(sq, {1}, true), "row_sums");
+                     out(b, b.reduceMax(b.reshape(sq, {2, 100, 700}), {2}),
+                         "row_max");
+                     out(b, r, "residual");
                    },
                    {},
                    true});

@@ -15,19 +15,36 @@ func.func @chain(%x: tensor<8x300xf32>, %b: tensor<300xf32>) -> tensor<8xf32> {
   return %3 : tensor<8xf32>
 }
 
-// The exp cannot join the first group: the reduction between them reads a
-// group value, and the group is computed where its last op stands.
-// CHECK-LABEL: func.func @blocked
+// The exp joins the first group although a reduction of a group value
+// stands between them (the group is computed where its last op stands):
+// nothing the group needs reads the reduction, so it moves below the exp,
+// where the tile phase folds it into the group's loop nest.
+// CHECK-LABEL: func.func @made_room
 // CHECK: %[[A:.*]] = kgraph.neg %arg0 {kgraph.fusion = 0 : i64}
 // CHECK: kgraph.abs %[[A]] {kgraph.fusion = 0 : i64}
+// CHECK: kgraph.exp %[[A]] {kgraph.fusion = 0 : i64}
 // CHECK: kgraph.reduce_max %[[A]]
-// CHECK: kgraph.exp %[[A]] :
-func.func @blocked(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>) {
+func.func @made_room(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>) {
   %0 = kgraph.neg %x : tensor<4x4xf32>
   %1 = kgraph.abs %0 : tensor<4x4xf32>
   %2 = kgraph.reduce_max %0, [1] : tensor<4x4xf32> -> tensor<4xf32>
   %3 = kgraph.exp %0 : tensor<4x4xf32>
   return %1, %2, %3 : tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>
+}
+
+// Here the sub needs the reduction (a softmax's max): it cannot join the
+// group that the reduction reads, and nothing moves.
+// CHECK-LABEL: func.func @blocked
+// CHECK: %[[A:.*]] = kgraph.neg %arg0 {kgraph.fusion = 0 : i64}
+// CHECK: kgraph.abs %[[A]] {kgraph.fusion = 0 : i64}
+// CHECK: %[[M:.*]] = kgraph.reduce_max %[[A]]
+// CHECK: kgraph.sub %[[A]], %{{.*}} :
+func.func @blocked(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %0 = kgraph.neg %x : tensor<4x4xf32>
+  %1 = kgraph.abs %0 : tensor<4x4xf32>
+  %2 = kgraph.reduce_max %0, [1] {keepdim = true} : tensor<4x4xf32> -> tensor<4x1xf32>
+  %3 = kgraph.sub %0, %2 : tensor<4x4xf32>, tensor<4x1xf32>
+  return %1, %3 : tensor<4x4xf32>, tensor<4x4xf32>
 }
 
 // AdamW's update: chains that start at different arguments (weight decay,

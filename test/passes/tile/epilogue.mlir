@@ -83,3 +83,27 @@ func.func @narrowed_output(%x: tensor<256x96xf32>, %v: tensor<256x96xf32>, %w: t
   %n = kgraph.matmul %d, %w : tensor<256x96xbf16>, tensor<96x8xbf16> -> tensor<256x8xbf16>
   return %m, %n, %e : tensor<256x8xbf16>, tensor<256x8xbf16>, tensor<256x96xf32>
 }
+
+// A row reduction of an epilogue value (a layer norm's sum of the residual
+// stream) folds each [rows x 512] output tile as it leaves PSUM and
+// combines it with the row's tiles before; the exp only the reduction
+// reads is never stored. The two row tiles' sums leave in two stores (the
+// 72-row tile alone) after the last column tile.
+// CHECK-LABEL: func.func @residual_row_sums
+// CHECK: %[[SUMS:.*]] = ktile.alloc : memref<128x2xf32, "sbuf">
+// CHECK: ktile.activation %[[E:.*]], %{{.*}}func = "exp"
+// CHECK: ktile.tensor_reduce %[[FIRST:.*]], %[[E]] {{.*}}op = "add"
+// CHECK: ktile.activation %[[E2:.*]], %{{.*}}func = "exp"{{.*}}dims = [1 x 188]
+// CHECK: ktile.tensor_reduce %[[SECOND:.*]], %[[E2]] {{.*}}op = "add"
+// CHECK-NEXT: ktile.tensor_tensor %[[SUMS]], %[[FIRST]], %[[SECOND]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>{{.*}}op = "add"
+// CHECK: ktile.dma_copy %[[OUT:.*]], %[[SUMS]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1], pstride = 1>
+// CHECK-NEXT: ktile.dma_copy %[[OUT]], %[[SUMS]] {dst = #kisa.ap<hbm, f32, p = 0:72, offset = 512
+// CHECK-NOT: ktile.dma_copy
+// CHECK: return
+func.func @residual_row_sums(%x: tensor<200x300xf32>, %w: tensor<300x700xf32>, %r: tensor<200x700xf32>) -> (tensor<200x700xf32>, tensor<200x1xf32>) {
+  %p = kgraph.matmul %x, %w : tensor<200x300xf32>, tensor<300x700xf32> -> tensor<200x700xf32>
+  %a = kgraph.add %p, %r : tensor<200x700xf32>, tensor<200x700xf32>
+  %e = kgraph.exp %a : tensor<200x700xf32>
+  %s = kgraph.reduce_sum %e, [1] {keepdim = true} : tensor<200x700xf32> -> tensor<200x1xf32>
+  return %a, %s : tensor<200x700xf32>, tensor<200x1xf32>
+}
