@@ -432,17 +432,25 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
 }
 
 /// Loads `rows` x `cols` of an input from `origin`. A broadcast along the
-/// free axis (every free stride 0) loads one column, read with stride 0.
+/// free axis (every free stride 0) loads one column, read with stride 0;
+/// one along the inner of two free dimensions (a statistic per short row)
+/// loads one element per run, each read `run` times.
 Tile loadInput(TileBuilder &tb, const HbmView &view, int64_t origin,
                int64_t rowStride, llvm::ArrayRef<FreeDim> free, int64_t rows,
                int64_t cols) {
   bool oneColumn =
       llvm::all_of(free, [](const FreeDim &d) { return d.stride == 0; });
-  Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows, oneColumn ? 1 : cols);
+  bool runs = !oneColumn && free.size() == 2 && free[1].stride == 0;
+  Tile t = tb.tile(isa::Memory::Sbuf, view.dtype, rows,
+                   oneColumn ? 1 : runs ? free[0].size : cols);
   if (oneColumn) {
     tb.load(t, view, origin, rowStride, 1);
     t.cols = cols;
     t.freeStride = 0;
+  } else if (runs) {
+    tb.load(t, view, origin, rowStride, {free[0]});
+    t.cols = cols;
+    t.run = free[1].size;
   } else {
     tb.load(t, view, origin, rowStride, free);
   }
@@ -457,7 +465,7 @@ Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
   if (arg.immediate) {
     src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
     tb.memset(src, *arg.immediate);
-  } else if (src.freeStride == 0) {
+  } else if (src.freeStride == 0 || src.run > 0) {
     Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
     tb.copy(full, src);
     src = full;
@@ -631,16 +639,43 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   // merging heads ([B, S, heads, d]) puts S on the partitions and
   // [heads x d] on the free axis, and so does splitting them
   // ([B, heads, S, d]). One DMA then moves up to 128 rows of both. Random
-  // numbers follow a one-dimensional free index, so a dropout keeps the
-  // plain layout.
+  // numbers follow a one-dimensional free index, so a dropout takes this
+  // layout only where the two free dimensions are consecutive in it.
   const int64_t shortRun = 256;
+  // Short rows of a two-dimensional space (a softmax's 128 keys, kept
+  // apart from the rows above by a per-row statistic) go several to a
+  // partition: [R, C] is seen as [R / g, g, C], and the layout below puts
+  // g consecutive rows on each partition's free axis, so one iteration
+  // moves 128 g rows, not 128.
+  if (rank == 2 && space.sizes[1] < shortRun && space.sizes[0] > 128) {
+    int64_t r = space.sizes[0], c = space.sizes[1], g = 1;
+    for (int64_t d = std::min(r / 128, chunkLimit / c); d > 1; --d) {
+      if (r % d == 0) {
+        g = d;
+        break;
+      }
+    }
+    if (g > 1) {
+      space.sizes = {r / g, g, c};
+      for (Shape &st : space.strides) {
+        st = {st[0] * g, st[0], st[1]};
+      }
+      rank = 3;
+    }
+  }
   bool wide = false;
   size_t partitionDim = rank - 2, freeOuterDim = rank - 1;
-  if (!needsIndex && rank >= 3 && space.sizes[rank - 1] < shortRun) {
+  if (rank >= 3 && space.sizes[rank - 1] < shortRun) {
     size_t p = space.sizes[rank - 3] > space.sizes[rank - 2] ? rank - 3
                                                               : rank - 2;
     size_t f = p == rank - 3 ? rank - 2 : rank - 3;
-    if (space.sizes[p] > space.sizes[f] &&
+    // Random numbers follow the row-major index along the free axis: its
+    // two dimensions must be consecutive in that index.
+    bool indexFollows =
+        !needsIndex || (f == rank - 2 && space.strides[indexView][f] ==
+                                             space.sizes[rank - 1] *
+                                                 space.strides[indexView][rank - 1]);
+    if (indexFollows && space.sizes[p] > space.sizes[f] &&
         space.sizes[f] * space.sizes[rank - 1] <= chunkLimit) {
       wide = true;
       partitionDim = p;
@@ -750,9 +785,10 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
         }
         TileIndex index;
         if (needsIndex) {
-          index = {base[indexView] + p0 * space.strides[indexView][rank - 2] +
+          index = {base[indexView] +
+                       p0 * space.strides[indexView][partitionDim] +
                        f0 * space.strides[indexView][rank - 1],
-                   space.strides[indexView][rank - 2],
+                   space.strides[indexView][partitionDim],
                    space.strides[indexView][rank - 1]};
         }
         if (failed(emitGroupOps(tb, ops, tiles, rows, cols, index))) {

@@ -137,7 +137,12 @@ HbmView HbmView::whole(Value buffer) {
 
 Tile Tile::columns(int64_t col, int64_t n) const {
   Tile t = *this;
-  t.offset += col * freeStride * isa::dtypeBytes(dtype);
+  if (run > 0) {
+    assert(col % run == 0 && n % run == 0 && "columns must keep whole runs");
+    t.offset += col / run * isa::dtypeBytes(dtype);
+  } else {
+    t.offset += col * freeStride * isa::dtypeBytes(dtype);
+  }
   t.cols = n;
   return t;
 }
@@ -187,7 +192,14 @@ kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t, int64_t segment) {
   ap.rank = 1;
   ap.strides[0] = t.freeStride;
   ap.sizes[0] = t.cols;
-  if (segment > 0 && segment < t.cols) {
+  if (t.run > 0) {
+    assert(segment == 0 && t.cols % t.run == 0 && "runs must tile the columns");
+    ap.rank = 2;
+    ap.strides[0] = 1;
+    ap.sizes[0] = t.cols / t.run;
+    ap.strides[1] = 0;
+    ap.sizes[1] = t.run;
+  } else if (segment > 0 && segment < t.cols) {
     assert(t.cols % segment == 0 && "segments must tile the columns");
     ap.rank = 2;
     ap.strides[0] = t.freeStride * segment;

@@ -73,6 +73,10 @@ struct Tile {
   int64_t offset = 0;              // bytes into each partition
   int64_t cols = 0;
   int64_t freeStride = 1; // 0 reads one element per partition, broadcast
+  /// > 0: each stored element is read `run` times in a row, so the tile
+  /// holds cols / run elements per partition (a row's statistic against
+  /// several short rows on one partition).
+  int64_t run = 0;
 
   /// The columns [col, col + n) of this tile.
   Tile columns(int64_t col, int64_t n) const;

@@ -353,6 +353,18 @@ std::vector<OpCase> opCases() {
                      out(b, b.embeddingBackward(in(b, "g", {6, 3, 8}), idx, 10, 2),
                          "embedding_backward");
                    }});
+  // Rows of 100 go six to a partition ([768, 100] seen as [128, 6, 100]):
+  // the row statistics are read once per row against its 100 elements,
+  // the dropout's random numbers follow the rows across the free axis, and
+  // the sums fold each run of 100.
+  cases.push_back({"short_rows", [](B &b) {
+                     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+                     Tensor x = in(b, "x", {3, 256, 100});
+                     Tensor s = b.softmax(x, 2);
+                     auto d = b.dropout(s, seed, 0.25);
+                     out(b, d.output, "dropped");
+                     out(b, b.softmaxBackward(d.output, s, 2), "backward");
+                   }});
   cases.push_back({"nll_loss", [](B &b) {
                      Tensor x = b.logSoftmax(in(b, "x", {5, 10}), 1);
                      Tensor y = in(b, "idx", {5}, proto::I64);

@@ -56,10 +56,10 @@ func.func @long_rows(%x: tensor<128x5000xf32> {kgraph.name = "x", kgraph.role = 
 // CHECK-NEXT: ktile.dma_copy %[[OUT]], %[[SUMS]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [128 x 2], pstride = 1>
 // CHECK-NOT: ktile.dma_copy
 // CHECK: return %[[OUT]]
-func.func @fused_into_group(%x: tensor<2x128x96xf32>, %m: tensor<2x128x1xf32>) -> tensor<2x128x1xf32> {
-  %d = kgraph.sub %x, %m {kgraph.fusion = 0 : i64} : tensor<2x128x96xf32>, tensor<2x128x1xf32>
-  %s = kgraph.mul %d, %d {kgraph.fusion = 0 : i64} : tensor<2x128x96xf32>, tensor<2x128x96xf32>
-  %v = kgraph.reduce_sum %s, [2] {keepdim = true} : tensor<2x128x96xf32> -> tensor<2x128x1xf32>
+func.func @fused_into_group(%x: tensor<2x128x768xf32>, %m: tensor<2x128x1xf32>) -> tensor<2x128x1xf32> {
+  %d = kgraph.sub %x, %m {kgraph.fusion = 0 : i64} : tensor<2x128x768xf32>, tensor<2x128x1xf32>
+  %s = kgraph.mul %d, %d {kgraph.fusion = 0 : i64} : tensor<2x128x768xf32>, tensor<2x128x768xf32>
+  %v = kgraph.reduce_sum %s, [2] {keepdim = true} : tensor<2x128x768xf32> -> tensor<2x128x1xf32>
   return %v : tensor<2x128x1xf32>
 }
 
@@ -88,4 +88,23 @@ func.func @chunks_and_reshapes(%x: tensor<8x10000xf32>) -> (tensor<8x1x1xf32>, t
   %b = kgraph.reshape %e : tensor<8x10000xf32> -> tensor<16x5000xf32>
   %n = kgraph.reduce_min %b, [1] {keepdim = true} : tensor<16x5000xf32> -> tensor<16x1xf32>
   return %m, %n : tensor<8x1x1xf32>, tensor<16x1xf32>
+}
+
+// A softmax's exp and row sums over rows of 128 keys: eight rows go to
+// each partition ([1024, 128] seen as [128, 8, 128]), so one iteration
+// covers all 1024 rows. The row maxima are loaded once per row, eight per
+// partition, and each is read against its row's 128 keys (stride 0); the
+// sums fold each run of 128 and leave in one store, eight per partition.
+// CHECK-LABEL: func.func @short_rows
+// CHECK: ktile.dma_copy %[[X:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1024]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1024], pstride = 1024>}
+// CHECK: ktile.dma_copy %[[M:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 8], pstride = 8>}
+// CHECK: ktile.tensor_tensor %{{.*}}, %[[X]], %[[M]] {{.*}}op = "sub", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8, 0 x 128]>}
+// CHECK: ktile.activation %[[E:.*]], %{{.*}}func = "exp"
+// CHECK: ktile.tensor_reduce %[[S:.*]], %[[E]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 8, 1 x 128]>}
+// CHECK: ktile.dma_copy %{{.*}}, %[[S]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 8], pstride = 8>
+func.func @short_rows(%x: tensor<8x128x128xf32>, %m: tensor<8x128x1xf32>) -> (tensor<8x128x128xf32>, tensor<8x128x1xf32>) {
+  %d = kgraph.sub %x, %m {kgraph.fusion = 0 : i64} : tensor<8x128x128xf32>, tensor<8x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 0 : i64} : tensor<8x128x128xf32>
+  %s = kgraph.reduce_sum %e, [2] {keepdim = true} : tensor<8x128x128xf32> -> tensor<8x128x1xf32>
+  return %e, %s : tensor<8x128x128xf32>, tensor<8x128x1xf32>
 }

@@ -59,16 +59,16 @@ func.func @per_head(%x: tensor<2x3x40x16xbf16> {kgraph.name = "x", kgraph.role =
 // per block.
 // CHECK-LABEL: func.func @kept_inputs
 // CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}p = 0:128, offset = 0,
-// CHECK: ktile.dma_copy %[[BIAS:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 64]>
+// CHECK: ktile.dma_copy %[[BIAS:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 300]>
 // CHECK: ktile.dma_copy %[[SCALE:.*]], %arg2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>
-// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}offset = 32768
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}offset = 153600
 // CHECK-NOT: ktile.dma_copy {{.*}}, %arg1
 // CHECK-NOT: ktile.dma_copy {{.*}}, %arg2
 // CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[BIAS]] {dst = #kisa.ap<sbuf, f32, p = 0:44
 // CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[SCALE]] {dst = #kisa.ap<sbuf, f32, p = 0:44
 // CHECK: return
-func.func @kept_inputs(%x: tensor<300x64xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %b: tensor<64xf32> {kgraph.name = "b", kgraph.role = "parameter"}, %s: tensor<f32> {kgraph.name = "s", kgraph.role = "batch_input"}) -> (tensor<300x64xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
-  %0 = kgraph.add %x, %b {kgraph.fusion = 0 : i64} : tensor<300x64xf32>, tensor<64xf32>
-  %1 = kgraph.mul %0, %s {kgraph.fusion = 0 : i64} : tensor<300x64xf32>, tensor<f32>
-  return %1 : tensor<300x64xf32>
+func.func @kept_inputs(%x: tensor<300x300xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %b: tensor<300xf32> {kgraph.name = "b", kgraph.role = "parameter"}, %s: tensor<f32> {kgraph.name = "s", kgraph.role = "batch_input"}) -> (tensor<300x300xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.add %x, %b {kgraph.fusion = 0 : i64} : tensor<300x300xf32>, tensor<300xf32>
+  %1 = kgraph.mul %0, %s {kgraph.fusion = 0 : i64} : tensor<300x300xf32>, tensor<f32>
+  return %1 : tensor<300x300xf32>
 }
