@@ -98,10 +98,15 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
     run at the position of its last op: no op outside the group that comes
     before that position uses a group value. Chains that start apart and
     meet (AdamW's weight decay, first and second moments meeting in the
-    parameter update) so become one loop nest. Reshapes first move below
-    elementwise ops whose full-shape operands they all reshape (operands of
-    lower rank stay when they broadcast alike in both shapes; casts stay,
-    since a matmul's load performs its operand's cast), so a front end's
+    parameter update) so become one loop nest. Ops standing in the way (a
+    reduction of a group value before an op that wants to join) move below
+    that op when nothing the group computes needs them and none belongs to
+    a group of several ops; the tile phase then folds such a reduction in
+    the group's loop nest. Reshapes first move below elementwise ops whose
+    full-shape operands they all reshape (operands of lower rank stay when
+    they broadcast alike in both shapes; a cast of a reshaped argument or
+    concat stays, since a matmul's load performs it, while a cast of a
+    computed value sinks and joins its producer's group), so a front end's
     reshapes between 2-D products and 3-D activations do not cut chains.
   }];
   let options = [
@@ -117,7 +122,12 @@ def KGraphMixedPrecision : Pass<"kgraph-mixed-precision", "mlir::func::FuncOp"> 
     f32. The tile phase folds the casts into the DMA loads (which convert on
     the fly) and writes the f32 PSUM accumulator straight out, so the
     product is accumulated in f32 from bf16 inputs, as TensorE does at its
-    full bf16 rate. Enabled by `--auto-cast=bf16`.
+    full bf16 rate. An operand that is a reshape or transpose of a value an
+    elementwise op computes is narrowed right after that op, the views
+    following: matmuls reading the value through different views share
+    one cast (after CSE), which fusion puts in the producer's group so that
+    it stores bf16. A bf16 product widened to f32 and used as an operand
+    is not narrowed again. Enabled by `--auto-cast=bf16`.
   }];
   let dependentDialects = [];
 }

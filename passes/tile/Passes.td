@@ -26,10 +26,18 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       free axis spans both (a two-dimensional DMA pattern) and the
       partitions take the larger of the two dimensions above: merging or
       splitting attention heads is one DMA per 128 tokens, not one per
-      token. Each input tile is loaded once (an input every row block
+      token; short rows of a two-dimensional space go several to a
+      partition ([R, C] as [R / g, g, C]), and an input broadcast along the
+      rows (a per-row statistic) is loaded once per row and read with
+      stride 0. Each input tile is loaded once (an input every row block
       reads alike, a bias or a scalar, once for all of them),
       every op of the group computes in SBUF, and only values used outside
-      the group are stored. `dropout` is one of them: GpSimd's `random`
+      the group are stored; a group's last bf16 cast of a matmul operand is
+      stored narrowed when nothing else reads its f32 input. Reductions
+      of group values over their trailing dimensions (directly or through
+      a reshape that keeps the reduced elements trailing) fold in the loop
+      nest as tiles are computed, the row blocks' results stored together;
+      a value only they read is not stored. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
       interpreter's whatever the tiling.
@@ -46,8 +54,8 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       element-sized DMA strides. Each moving slice serves a block of up to
       four row tiles, whose stationary slices stay in SBUF for every N tile
       when they fit (one DMA per K slice for the whole block when M is
-      innermost); a moving operand of at most a quarter of the budget
-      stays for every row block. One-tile products batched over heads go
+      innermost); a moving operand of at most three quarters of the
+      budget stays for every row block. One-tile products batched over heads go
       four consecutive batch elements per DMA, PSUM bank and store. bf16
       casts of f32 operands fold into the loads; a cast of the result back
       to f32 folds into the PSUM evacuation. An elementwise group that is
@@ -57,7 +65,8 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       (a bias once per column tile), so the product never goes to HBM and
       back. A linear layer's bias and GELU and AdamW on a weight gradient
       (written over the weight, when its last read comes before the
-      gradient) run this way.
+      gradient) run this way, and row reductions of the group's values
+      over the product's columns fold tile by tile.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
       HBM buffer; `concat` copies each input into its slice of the result,
       except inputs whose producer (a matmul or an elementwise group)
