@@ -26,8 +26,8 @@ const OpcodeSchema kSchemas[kOpcodes] = {
      {L("dst"), L("lhs"), L("rhs")}, 3,
      L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
     {Opcode::TensorScalar, L("tensor_scalar"), bit(Engine::Vector) | bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L("op0"), L("op1"), FieldKind::Alu, FieldKind::Alu, L("scalar0"), L("scalar1"), L(""), L(""), L(""), L("")},
+     {L("dst"), L("src"), L("scalars")}, 2,
+     L("op0"), L("op1"), FieldKind::Alu, FieldKind::Alu, L("scalar0"), L("scalar1"), L("scalar_operands"), L(""), L(""), L("")},
     {Opcode::TensorReduce, L("tensor_reduce"), bit(Engine::Vector), {L("dst"), L("src"), L("")}, 2,
      L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
     {Opcode::TensorCopy, L("tensor_copy"), bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
@@ -345,7 +345,34 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
       return mismatch(1);
     }
     return same(2) ? std::nullopt : mismatch(2);
-  case Opcode::TensorScalar:
+  case Opcode::TensorScalar: {
+    if (!same(1)) {
+      return mismatch(1);
+    }
+    // Per-partition scalars: bit 0 of scalar_operands takes scalar0, bit 1
+    // scalar1, from the columns of operand 'scalars', in that order.
+    int64_t which = inst.int0;
+    int64_t count = (which & 1) + ((which >> 1) & 1);
+    if (which < 0 || which > 3 || (count > 0) != (inst.numOperands == 3)) {
+      return std::string("scalar_operands must be 1, 2 or 3 exactly when "
+                         "operand 'scalars' is given");
+    }
+    if (inst.numOperands == 3) {
+      const AccessPattern &scalars = inst.operands[2];
+      if (scalars.memory != Memory::Sbuf ||
+          scalars.partitions != dst.partitions ||
+          scalars.freeElements() != count) {
+        return ("operand 'scalars' must be an SBUF [" +
+                llvm::Twine(dst.partitions) + " x " + llvm::Twine(count) +
+                "]")
+            .str();
+      }
+      if (scalars.dtype == DType::I32 || inst.operands[1].dtype == DType::I32) {
+        return std::string("per-partition scalars work on floating point");
+      }
+    }
+    return std::nullopt;
+  }
   case Opcode::TensorCopy:
   case Opcode::AffineSelect:
     return same(1) ? std::nullopt : mismatch(1);

@@ -65,10 +65,12 @@ def KTile_TensorTensorOp : KTile_TileOp<"tensor_tensor",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$lhs,
          Kisa_AccessPatternAttr:$rhs, StrAttr:$op)>;
 def KTile_TensorScalarOp : KTile_TileOp<"tensor_scalar",
-    "dst = (src op0 scalar0) op1 scalar1",
+    "dst = (src op0 scalar0) op1 scalar1; a scalar per partition from 'scalars' where scalar_operands says (bit 0: scalar0, bit 1: scalar1)",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src,
          StrAttr:$op0, F64Attr:$scalar0, OptionalAttr<StrAttr>:$op1,
-         OptionalAttr<F64Attr>:$scalar1)>;
+         OptionalAttr<F64Attr>:$scalar1,
+         OptionalAttr<Kisa_AccessPatternAttr>:$scalars,
+         OptionalAttr<I64Attr>:$scalar_operands)>;
 def KTile_TensorReduceOp : KTile_TileOp<"tensor_reduce",
     "reduce the innermost free dimension with add, max, min or mul",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, StrAttr:$op)>;

@@ -114,7 +114,8 @@ struct ByPriority {
 /// so the affine steps of an optimizer's update need not queue for the port
 /// Vector and GpSimd share.
 std::optional<isa::Instruction> asActivation(const isa::Instruction &inst) {
-  if (inst.opcode != isa::Opcode::TensorScalar) {
+  // Per-partition scalars come from SBUF; an activation's are immediates.
+  if (inst.opcode != isa::Opcode::TensorScalar || inst.numOperands != 2) {
     return std::nullopt;
   }
   for (int i = 0; i < inst.numOperands; ++i) {

@@ -147,6 +147,8 @@ double fold(llvm::StringRef alu, double a, double b) {
       .Default(NAN);
 }
 
+bool isInteger(const Tile &t) { return t.dtype == isa::DType::I32; }
+
 class OpEmitter {
 public:
   OpEmitter(TileBuilder &tb, const Tile &dst) : tb(tb), dst(dst) {}
@@ -175,6 +177,33 @@ public:
       return;
     }
     if (!a.immediate) {
+      // One scalar per partition (a row statistic, a runtime scalar):
+      // tensor_scalar reads one tile, where tensor_tensor's second input
+      // doubles its time on the SBUF port.
+      auto perPartition = [](const Tile &t) {
+        return t.freeStride == 0 && t.run == 0 && t.dtype != isa::DType::I32;
+      };
+      bool floats = !isInteger(a.tile) && !isInteger(b.tile) && !isInteger(out);
+      if (floats && perPartition(b.tile) && !perPartition(a.tile)) {
+        tb.tensorScalar(out, a.tile, alu, "", b.tile, /*first=*/true);
+        return;
+      }
+      bool swappable = llvm::StringSwitch<bool>(alu)
+                           .Cases({"add", "mul", "max", "min", "eq", "ne"}, true)
+                           .Cases({"lt", "gt", "le", "ge"}, true)
+                           .Default(false);
+      if (floats && perPartition(a.tile) && !perPartition(b.tile)) {
+        if (swappable) {
+          tb.tensorScalar(out, b.tile, swapped(alu), "", a.tile,
+                          /*first=*/true);
+          return;
+        }
+        if (alu == "sub") { // s - x = (x * -1) + s, exactly
+          tb.tensorScalar(out, b.tile, "mul", "add", a.tile, /*first=*/false,
+                          -1.0);
+          return;
+        }
+      }
       tb.tensorTensor(out, a.tile, b.tile, alu);
       return;
     }
@@ -198,7 +227,6 @@ public:
   Tile dst;
 };
 
-bool isInteger(const Tile &t) { return t.dtype == isa::DType::I32; }
 
 /// Dropout on the engines: GpSimd draws the uniform numbers of the tile's
 /// counters, one tensor_scalar turns them into the keep-mask and another

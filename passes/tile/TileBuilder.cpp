@@ -330,6 +330,28 @@ void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
        fields);
 }
 
+void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
+                               llvm::StringRef op0, llvm::StringRef op1,
+                               const Tile &scalars, bool first, double other) {
+  Tile column = scalars;
+  column.cols = 1;
+  column.freeStride = 1;
+  llvm::SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("op0", b.getStringAttr(op0)),
+      b.getNamedAttr("scalar0", b.getF64FloatAttr(first ? 0.0 : other)),
+      b.getNamedAttr("scalar_operands", b.getI64IntegerAttr(first ? 1 : 2))};
+  if (!op1.empty()) {
+    fields.push_back(b.getNamedAttr("op1", b.getStringAttr(op1)));
+    fields.push_back(
+        b.getNamedAttr("scalar1", b.getF64FloatAttr(first ? other : 0.0)));
+  }
+  emit("tensor_scalar",
+       {{dst.buffer, pattern(dst)},
+        {src.buffer, pattern(src)},
+        {column.buffer, pattern(column)}},
+       fields);
+}
+
 void TileBuilder::reduce(const Tile &dst, const Tile &src, llvm::StringRef op,
                          int64_t segment) {
   emit("tensor_reduce",

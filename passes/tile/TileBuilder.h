@@ -134,6 +134,13 @@ public:
   void tensorScalar(const Tile &dst, const Tile &src, llvm::StringRef op0,
                     double scalar0, llvm::StringRef op1 = "",
                     double scalar1 = 0.0);
+  /// The same with one scalar per partition, `scalars` one element per
+  /// partition (a row statistic, a runtime scalar loaded once): the first
+  /// scalar when `first`, (src op0 s[p]) op1 other; else the second,
+  /// (src op0 other) op1 s[p].
+  void tensorScalar(const Tile &dst, const Tile &src, llvm::StringRef op0,
+                    llvm::StringRef op1, const Tile &scalars, bool first,
+                    double other = 0.0);
   /// Folds each run of `segment` columns of `src` (all of them when 0) into
   /// one column of `dst`.
   void reduce(const Tile &dst, const Tile &src, llvm::StringRef op,

@@ -313,6 +313,9 @@ bool tensorTensor(MachineState &m, const isa::Instruction &inst) {
 }
 
 bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
+  if (inst.numOperands == 3) {
+    return false; // per-partition scalars: the reference semantics
+  }
   int64_t n = elementsOf(inst.operands[0]);
   std::vector<float> &v = scratch(0, n);
   if (!gatherFloats(m, inst.operands[1], v.data())) {

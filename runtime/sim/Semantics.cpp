@@ -108,9 +108,24 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   }
   case isa::Opcode::TensorScalar: {
     out = gather(m, inst.operands[1]);
-    for (double &v : out) {
-      v = alu(static_cast<isa::AluOp>(inst.op1), alu(op0, v, inst.imm0),
-              inst.imm1);
+    // Per-partition scalars: row p's from column(s) of 'scalars' row p.
+    std::vector<double> perRow;
+    if (inst.numOperands == 3) {
+      perRow = gather(m, inst.operands[2]);
+    }
+    int64_t width = inst.numOperands == 3 ? inst.operands[2].freeElements() : 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      double s0 = inst.imm0, s1 = inst.imm1;
+      if (width > 0) {
+        const double *row = perRow.data() + (i / free) * width;
+        if (inst.int0 & 1) {
+          s0 = *row++;
+        }
+        if (inst.int0 & 2) {
+          s1 = *row;
+        }
+      }
+      out[i] = alu(static_cast<isa::AluOp>(inst.op1), alu(op0, out[i], s0), s1);
     }
     break;
   }

@@ -365,6 +365,25 @@ std::vector<OpCase> opCases() {
                      out(b, d.output, "dropped");
                      out(b, b.softmaxBackward(d.output, s, 2), "backward");
                    }});
+  // A row statistic (one value per partition) on either side of an op:
+  // tensor_scalar with a per-partition scalar, swapped for add, mul,
+  // max, min and comparisons, s - x as (x * -1) + s; s / x stays a
+  // tensor_tensor.
+  cases.push_back({"per_partition_scalars", [](B &b) {
+                     Tensor x = in(b, "x", {200, 300});
+                     Tensor s = b.reduceMax(x, {1}, true);
+                     out(b, b.sub(s, x), "s_minus_x");
+                     out(b, b.sub(x, s), "x_minus_s");
+                     out(b, b.div(x, s), "x_over_s");
+                     out(b, b.div(s, x), "s_over_x");
+                     out(b, b.mul(s, x), "s_times_x");
+                     out(b, b.max(s, b.neg(x)), "s_max_x");
+                     out(b, b.cast(b.compare("lt", b.broadcast(s, {200, 300}),
+                                             b.mul(x, b.scalar(2.0))),
+                                   proto::F32),
+                         "s_lt_x");
+                   },
+                   {-2.0, 2.0}});
   cases.push_back({"nll_loss", [](B &b) {
                      Tensor x = b.logSoftmax(in(b, "x", {5, 10}), 1);
                      Tensor y = in(b, "idx", {5}, proto::I64);

@@ -573,3 +573,19 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
   // expected-error @+1 {{'random' cannot run on engine vector}}
   kisa.random {engine = "vector", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
 }
+
+// -----
+
+// Per-partition scalars: one column per scalar taken, one row per partition.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{operand 'scalars' must be an SBUF [8 x 1]}}
+  kisa.tensor_scalar {op0 = "sub", scalar0 = 0.0, scalar_operands = 1, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 64, dims = [1 x 8]>, scalars = #kisa.ap<sbuf, f32, p = 0:8, offset = 128, dims = [1 x 2]>}
+}
+
+// -----
+
+// scalar_operands names the scalars that come from 'scalars', and only then.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{scalar_operands must be 1, 2 or 3 exactly when operand 'scalars' is given}}
+  kisa.tensor_scalar {op0 = "sub", scalar0 = 0.0, scalar_operands = 1, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 64, dims = [1 x 8]>}
+}

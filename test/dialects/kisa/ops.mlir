@@ -20,6 +20,8 @@ kisa.program @all_ops attributes {target = "trn1", hbm_bytes = 65536, semaphores
   kisa.tensor_tensor {engine = "gpsimd", op = "max", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [1 x 8]>, lhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 64, dims = [1 x 8]>, rhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 128, dims = [0 x 8]>}
   // CHECK: kisa.tensor_scalar {dst = {{.*}}, op0 = "mul", op1 = "add", scalar0 = 3.000000e+00 : f64, scalar1 = 1.000000e+00 : f64
   kisa.tensor_scalar {op0 = "mul", scalar0 = 3.0, op1 = "add", scalar1 = 1.0, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [1 x 8]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [1 x 8]>}
+  // CHECK: kisa.tensor_scalar {dst = {{.*}}, op0 = "sub", op1 = "mul", scalar0 = 0.000000e+00 : f64, scalar1 = 2.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:8, offset = 128, dims = [1 x 1]>
+  kisa.tensor_scalar {op0 = "sub", scalar0 = 0.0, op1 = "mul", scalar1 = 2.0, scalar_operands = 1, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [1 x 8]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [1 x 8]>, scalars = #kisa.ap<sbuf, f32, p = 0:8, offset = 128, dims = [1 x 1]>}
   // CHECK: kisa.tensor_reduce {dst = {{.*}}, op = "add"
   kisa.tensor_reduce {op = "add", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 512, dims = [1 x 2]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 256, dims = [4 x 2, 1 x 4]>}
   // CHECK: kisa.tensor_copy {dst = {{.*}}, engine = "scalar"

@@ -55,7 +55,7 @@ func.func @update_in_place(
 // CHECK-NEXT: ktile.dma_copy %[[P:.*]], %{{.*}} {dst = #kisa.ap<hbm
 // CHECK: ktile.tensor_reduce
 // CHECK: ktile.dma_copy %{{.*}}, %[[P]] {dst = #kisa.ap<sbuf
-// CHECK: ktile.tensor_tensor {{.*}}op = "div"
+// CHECK: ktile.tensor_scalar {{.*}}op0 = "div", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>
 func.func @needs_later_value(%x: tensor<200x300xf32>, %v: tensor<300x130xf32>) -> tensor<200x130xf32> {
   %p = kgraph.matmul %x, %v : tensor<200x300xf32>, tensor<300x130xf32> -> tensor<200x130xf32>
   %s = kgraph.reduce_sum %p, [1] {keepdim = true} : tensor<200x130xf32> -> tensor<200x1xf32>

@@ -65,7 +65,7 @@ func.func @per_head(%x: tensor<2x3x40x16xbf16> {kgraph.name = "x", kgraph.role =
 // CHECK-NOT: ktile.dma_copy {{.*}}, %arg1
 // CHECK-NOT: ktile.dma_copy {{.*}}, %arg2
 // CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[BIAS]] {dst = #kisa.ap<sbuf, f32, p = 0:44
-// CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[SCALE]] {dst = #kisa.ap<sbuf, f32, p = 0:44
+// CHECK: ktile.tensor_scalar %{{.*}}, %{{.*}}, %[[SCALE]] {dst = #kisa.ap<sbuf, f32, p = 0:44
 // CHECK: return
 func.func @kept_inputs(%x: tensor<300x300xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %b: tensor<300xf32> {kgraph.name = "b", kgraph.role = "parameter"}, %s: tensor<f32> {kgraph.name = "s", kgraph.role = "batch_input"}) -> (tensor<300x300xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
   %0 = kgraph.add %x, %b {kgraph.fusion = 0 : i64} : tensor<300x300xf32>, tensor<300xf32>

@@ -2,12 +2,13 @@
 
 // Reshape, transpose and broadcast move no data: the add reads x transposed
 // (partition stride 1, free stride 5) and the bias with stride 0 along the
-// partitions, loading one column per partition.
+// partitions, loading one column per partition, which the add reads as
+// one scalar per partition.
 // CHECK-LABEL: func.func @views
 // CHECK-NOT: ktile.view
 // CHECK: ktile.dma_copy {{.*}}src = #kisa.ap<hbm, f32, p = 0:5, offset = 0, dims = [5 x 3], pstride = 1>
 // CHECK: ktile.dma_copy {{.*}}dst = #kisa.ap<sbuf, f32, p = 0:5, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:5, offset = 0, dims = [1 x 1], pstride = 1>
-// CHECK: ktile.tensor_tensor {{.*}}op = "add", rhs = #kisa.ap<sbuf, f32, p = 0:5, offset = 0, dims = [0 x 3]>
+// CHECK: ktile.tensor_scalar {{.*}}op0 = "add", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:5, offset = 0, dims = [1 x 1]>
 func.func @views(%x: tensor<3x5xf32> {kgraph.name = "x"}, %b: tensor<5xf32> {kgraph.name = "b"}) -> (tensor<5x3xf32> {kgraph.name = "y"}) {
   %0 = kgraph.transpose %x, [1, 0] : tensor<3x5xf32> -> tensor<5x3xf32>
   %1 = kgraph.reshape %b : tensor<5xf32> -> tensor<5x1xf32>
