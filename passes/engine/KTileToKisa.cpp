@@ -18,7 +18,7 @@ namespace {
 
 /// Transfers over twice this are spread over up to four queues: a 128 KiB
 /// piece takes ~4.5 us at a queue's rate, beside a ~2 us fixed cost.
-constexpr int64_t kDmaPieceBytes = 128 << 10;
+constexpr int64_t kDmaPieceBytes = 64 << 10;
 constexpr int kDmaMaxPieces = 4;
 
 /// The address of a buffer: its alloc's `address`, through views; an

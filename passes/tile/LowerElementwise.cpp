@@ -804,8 +804,24 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           int64_t loadRows = invariant[i] ? std::min<int64_t>(128, rowsTotal)
                                           : rows;
           int64_t origin = base[i] + p0 * rowStride + columnOffset(i, f0);
-          Tile t = loadInput(tb, views[i], origin, rowStride,
-                             freeDims(i, cols), loadRows, cols);
+          Tile t;
+          if (!wide && iotaBuffers.contains(views[i].buffer)) {
+            // An iota's element is its index, so any view of it is an
+            // affine function of the tile position: computed, not loaded
+            // (the one-hot embedding's [tokens x vocabulary] compare read
+            // the 30522-entry iota once per row block, 125 MB).
+            int64_t freeStride = space.strides[i][rank - 1];
+            t = tb.tile(isa::Memory::Sbuf, views[i].dtype, loadRows,
+                        freeStride == 0 ? 1 : cols);
+            tb.iota(t, origin, rowStride, freeStride);
+            if (freeStride == 0) {
+              t.cols = cols;
+              t.freeStride = 0;
+            }
+          } else {
+            t = loadInput(tb, views[i], origin, rowStride, freeDims(i, cols),
+                          loadRows, cols);
+          }
           if (invariant[i]) {
             kept[key] = t;
           }

@@ -115,6 +115,9 @@ public:
   TileBuilder &tb;
   int64_t sbufBudget;
   llvm::DenseMap<mlir::Value, TensorOperand> values;
+  /// HBM buffers holding an iota (element k is k): a loop nest computes
+  /// the part it needs with GpSimd's iota instead of loading it.
+  llvm::SmallPtrSet<mlir::Value, 4> iotaBuffers;
 };
 
 /// Where a tile iteration lies in the row-major order of its group's shape:

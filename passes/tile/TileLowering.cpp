@@ -811,6 +811,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           tb.store(dst, c0, cols, 1, t);
         }
         bindView(iota.getOutput(), dst);
+        lowering.iotaBuffers.insert(dst.buffer);
         return success();
       })
       .Case([&](AllReduceOp ar) {
