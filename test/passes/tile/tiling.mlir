@@ -72,3 +72,22 @@ func.func @kept_inputs(%x: tensor<300x300xf32> {kgraph.name = "x", kgraph.role =
   %1 = kgraph.mul %0, %s {kgraph.fusion = 0 : i64} : tensor<300x300xf32>, tensor<f32>
   return %1 : tensor<300x300xf32>
 }
+
+// A one-hot compare against a broadcast iota: the iota's element is its
+// index, so the loop nest computes the [128 x 1000] tile it needs with
+// GpSimd's iota (every row alike: partition step 0, kept for both row
+// blocks) instead of loading the iota buffer once per row block.
+// CHECK-LABEL: func.func @one_hot
+// CHECK: ktile.iota %[[IOTA:.*]] {base = 0 : i64, dst = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1000]>, free_step = 1 : i64, partition_step = 0 : i64}
+// CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[IOTA]] {{.*}}op = "eq"
+// CHECK: ktile.tensor_tensor %{{.*}}, %{{.*}}, %[[IOTA]] {{.*}}op = "eq"
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<sbuf, i32, p = 0:{{[0-9]+}}, offset = 0, dims = [1 x 1000]>
+func.func @one_hot(%ids: tensor<200x1xi64>) -> tensor<200x1000xf32> {
+  %i = kgraph.iota {dim = 0 : i64} : tensor<1000xi64>
+  %r = kgraph.reshape %i : tensor<1000xi64> -> tensor<1x1000xi64>
+  %b = kgraph.broadcast %r : tensor<1x1000xi64> -> tensor<200x1000xi64>
+  %c = kgraph.broadcast %ids : tensor<200x1xi64> -> tensor<200x1000xi64>
+  %h = kgraph.compare "eq", %c, %b {kgraph.fusion = 0 : i64} : tensor<200x1000xi64>, tensor<200x1000xi64>
+  %f = kgraph.cast %h {kgraph.fusion = 0 : i64} : tensor<200x1000xi1> -> tensor<200x1000xf32>
+  return %f : tensor<200x1000xf32>
+}
