@@ -17,12 +17,13 @@ using namespace kiln::engine_passes;
 namespace {
 
 /// Transfers of twice this or more are spread over up to four queues: a
-/// 256 KiB piece takes ~9 us at a queue's rate, beside a ~2 us fixed cost
+/// 128 KiB piece takes ~4.5 us at a queue's rate, beside a ~2 us fixed cost
 /// per DMA. Smaller pieces shorten a transfer on the critical path but
-/// spend more fixed costs, which a step bound by DMA throughput (BERT-base's
-/// backward pass) pays for: 64 KiB pieces gave 32.9 ms, 128 KiB 28.1 ms,
-/// 256 KiB 28.0 ms and 512 KiB 30.6 ms (2.2 ms behind 128 KiB then).
-constexpr int64_t kDmaPieceBytes = 256 << 10;
+/// spend more fixed costs, which a step bound by DMA throughput pays for.
+/// Measured on the BERT-base step: 64 KiB pieces 32.9 ms, 128 KiB 28.1,
+/// 256 KiB 28.0, 512 KiB 1.4 ms behind 128 KiB; on the main job's MLP step
+/// (latency-bound) 256 KiB took 83.6 us against 74.6 with 128 KiB.
+constexpr int64_t kDmaPieceBytes = 128 << 10;
 constexpr int kDmaMaxPieces = 4;
 
 /// The address of a buffer: its alloc's `address`, through views; an

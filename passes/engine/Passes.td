@@ -12,8 +12,8 @@ def ConvertKTileToKisa : Pass<"convert-ktile-to-kisa", "mlir::ModuleOp"> {
     `kisa.program`, in five steps:
 
     1. **Binding**: every access pattern gets its buffer's address. A
-       transfer of 512 KiB or more is cut along its partitions (whole
-       groups of 32) into up to four pieces of at least 256 KiB, which step 3 may put on different
+       transfer of 256 KiB or more is cut along its partitions (whole
+       groups of 32) into up to four pieces of at least 128 KiB, which step 3 may put on different
        queues: one queue would take ~75 us for a 2 MiB tile that a matmul
        on the critical path waits for.
     2. **Dependencies**: every pair of instructions that touch overlapping
