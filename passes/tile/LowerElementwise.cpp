@@ -181,8 +181,9 @@ public:
       // tensor_scalar reads one tile, where tensor_tensor's second input
       // doubles its time on the SBUF port.
       auto perPartition = [](const Tile &t) {
-        return t.freeStride == 0 && t.run == 0 && t.dtype != isa::DType::I32;
+        return t.freeStride == 0 && t.run == 0;
       };
+      // The engines take per-partition scalars in floating point only.
       bool floats = !isInteger(a.tile) && !isInteger(b.tile) && !isInteger(out);
       if (floats && perPartition(b.tile) && !perPartition(a.tile)) {
         tb.tensorScalar(out, a.tile, alu, "", b.tile, /*first=*/true);
