@@ -107,8 +107,11 @@ double instructionSeconds(const isa::Instruction &inst,
     cycles = 150 + n;
     break;
   case isa::Opcode::DmaCopy: {
-    double bytes = static_cast<double>(dst.partitions * dst.freeElements() *
-                                       dst.elementBytes());
+    // A converting transfer moves the wider side's bytes: a load that
+    // narrows f32 to bf16 still reads four bytes an element from HBM.
+    double bytes = static_cast<double>(
+        dst.partitions * dst.freeElements() *
+        std::max(dst.elementBytes(), src(1).elementBytes()));
     int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
     double bandwidth = t.dmaBytesPerSecondPerQueue;
     if (bytes < t.dmaSmallTransferBytes || run < t.dmaMinEfficientRunBytes) {

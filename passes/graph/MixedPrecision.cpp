@@ -4,6 +4,8 @@
 #include "passes/graph/OpClasses.h"
 #include "passes/graph/Passes.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
 namespace kiln::graph_passes {
 #define GEN_PASS_DEF_KGRAPHMIXEDPRECISION
 #include "passes/graph/Passes.h.inc"
@@ -15,14 +17,29 @@ using kiln::graph_passes::GraphEmitter;
 
 namespace {
 
-/// `x` in bf16, for a matmul `e` stands before. Where `x` is a reshape or
-/// transpose of a value an elementwise op computes, the value itself is
-/// narrowed right after that op and the views follow: every matmul that
-/// reads the value, through whichever views, then shares one cast (CSE),
-/// which fusion puts in the producer's group, so the group stores bf16
-/// instead of f32 that each matmul narrows as it loads it. Casts of
-/// arguments stay at the matmul: its loads narrow them for free.
-Value narrowToBf16(GraphEmitter &e, Value x) {
+/// `x` in bf16, the views and casts that make it placed by `b` (before
+/// the op that needs it). Where `x` is a reshape or transpose of a value an
+/// elementwise op computes, the value itself is narrowed right after that
+/// op and the views follow: every matmul that reads the value, through
+/// whichever views, then shares one cast (CSE), which fusion puts in the
+/// producer's group, so the group stores bf16 instead of f32 that each
+/// matmul narrows as it loads it. A concat (attention's Q, K and V
+/// gradients) is rebuilt from its narrowed inputs, so its parts are
+/// written in bf16 where they are computed. Casts of arguments stay at the
+/// matmul: its loads narrow them for free.
+/// Whether every reader of `v`, through reshapes and transposes, is an f32
+/// matmul (which this pass gives bf16 operands).
+bool onlyFeedsMatmuls(Value v) {
+  return llvm::all_of(v.getUsers(), [](Operation *user) {
+    if (llvm::isa<ReshapeOp, TransposeOp>(user)) {
+      return onlyFeedsMatmuls(user->getResult(0));
+    }
+    auto matmul = llvm::dyn_cast<MatmulOp>(user);
+    return matmul && GraphEmitter::elementOf(matmul.getOutput()).isF32();
+  });
+}
+
+Value narrowToBf16(OpBuilder &b, Location loc, Value x) {
   Type bf16 = BFloat16Type::get(x.getContext());
   llvm::SmallVector<Operation *> views;
   Value root = x;
@@ -34,14 +51,28 @@ Value narrowToBf16(GraphEmitter &e, Value x) {
     root = def->getOperand(0);
   }
   Operation *producer = root.getDefiningOp();
-  if (views.empty() || !producer ||
-      !kiln::graph_passes::isElementwise(producer) ||
-      !GraphEmitter::elementOf(root).isF32()) {
-    return e.cast(x, bf16);
+  if (!producer || !GraphEmitter::elementOf(root).isF32()) {
+    return GraphEmitter(b, loc).cast(x, bf16);
   }
   OpBuilder after(producer->getContext());
   after.setInsertionPointAfter(producer);
-  Value narrowed = GraphEmitter(after, producer->getLoc()).cast(root, bf16);
+  Value narrowed;
+  auto concat = llvm::dyn_cast<ConcatOp>(producer);
+  if (concat && onlyFeedsMatmuls(root)) {
+    llvm::SmallVector<Value> parts;
+    for (Value input : concat.getInputs()) {
+      parts.push_back(narrowToBf16(after, concat.getLoc(), input));
+    }
+    narrowed = ConcatOp::create(
+        after, concat.getLoc(),
+        RankedTensorType::get(GraphEmitter::shapeOf(root), bf16), parts,
+        concat.getDim());
+  } else if (!views.empty() && kiln::graph_passes::isElementwise(producer)) {
+    narrowed = GraphEmitter(after, producer->getLoc()).cast(root, bf16);
+  } else {
+    return GraphEmitter(b, loc).cast(x, bf16);
+  }
+  GraphEmitter e(b, loc);
   for (Operation *view : llvm::reverse(views)) {
     if (auto transpose = llvm::dyn_cast<TransposeOp>(view)) {
       narrowed = e.transpose(narrowed, transpose.getPermutation());
@@ -64,12 +95,19 @@ struct KGraphMixedPrecision
     for (MatmulOp op : matmuls) {
       OpBuilder builder(op);
       GraphEmitter e(builder, op.getLoc());
-      Value lhs = narrowToBf16(e, op.getLhs());
-      Value rhs = narrowToBf16(e, op.getRhs());
+      Value lhs = narrowToBf16(builder, op.getLoc(), op.getLhs());
+      Value rhs = narrowToBf16(builder, op.getLoc(), op.getRhs());
       Value product =
           e.matmul(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs());
       op.getOutput().replaceAllUsesWith(e.cast(product, builder.getF32Type()));
       op.erase();
+    }
+    // What the matmuls read before (an f32 concat now read in bf16) goes.
+    Block &body = getOperation().getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (isOpTriviallyDead(&op)) {
+        op.erase();
+      }
     }
   }
 };

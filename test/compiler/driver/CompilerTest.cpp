@@ -549,6 +549,26 @@ TEST(CompilerTest, ModelFlopsCountTheGraphsOwnProducts) {
             2.0 * 6 * 8 * 5 + 2.0 * 3 * 4 * 5 * 6);
 }
 
+TEST(CompilerTest, AutoCastConcatOfPartsStaysNearF32) {
+  // With --auto-cast=bf16 a concat that only matmuls read is built in
+  // bf16 from its parts (a product written as it leaves PSUM, an
+  // elementwise value narrowed in its group); the result stays within
+  // bf16 rounding of the f32 reference: K = 192 terms of products of
+  // values up to e in [-1, 1] inputs, 0.15 is several deviations.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor p = b.matmul(in(b, "a", {64, 32}), in(b, "b", {32, 96}));
+    Tensor e = b.exp(in(b, "x", {64, 96}));
+    Tensor c = b.concat({p, e}, 1);
+    out(b, b.matmul(c, in(b, "w", {192, 40})));
+  });
+  DiffOptions options;
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 0.15;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, SameGraphGivesByteIdenticalArtifacts) {
   mlir::MLIRContext context;
   auto graph = examples::buildMlpTrainStep(context, examples::MlpConfig{});

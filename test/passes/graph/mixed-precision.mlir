@@ -37,3 +37,21 @@ func.func @views_of_computed(%x: tensor<4x8xf32>, %w: tensor<3x8xf32>, %v: tenso
   return %0, %2 : tensor<4x3xf32>, tensor<8x2xf32>
 }
 
+
+// A concat that only matmuls read (attention's Q, K and V gradients) is
+// rebuilt from its narrowed parts: a bf16 product goes in as it is, an
+// elementwise value narrowed right after its op; the f32 concat is gone.
+// CHECK-LABEL: func.func @concat_of_parts
+// CHECK: %[[P:.*]] = kgraph.matmul %{{.*}} -> tensor<4x8xbf16>
+// CHECK: %[[E:.*]] = kgraph.exp
+// CHECK-NEXT: %[[EC:.*]] = kgraph.cast %[[E]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: %[[C:.*]] = kgraph.concat %[[P]], %[[EC]] {dim = 1 : i64} : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x16xbf16>
+// CHECK-NOT: tensor<4x16xf32>
+// CHECK: kgraph.matmul %[[C]]
+func.func @concat_of_parts(%a: tensor<4x3xf32>, %b: tensor<3x8xf32>, %x: tensor<4x8xf32>, %w: tensor<16x5xf32>) -> tensor<4x5xf32> {
+  %p = kgraph.matmul %a, %b : tensor<4x3xf32>, tensor<3x8xf32> -> tensor<4x8xf32>
+  %e = kgraph.exp %x : tensor<4x8xf32>
+  %c = kgraph.concat %p, %e {dim = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  %y = kgraph.matmul %c, %w : tensor<4x16xf32>, tensor<16x5xf32> -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}

@@ -125,6 +125,10 @@ TEST(CostModel, DmaAndCollectives) {
   auto small = make(Opcode::DmaCopy, Engine::Dma,
                     {tile(Memory::Sbuf, 16, 64), tile(Memory::Hbm, 16, 64)});
   EXPECT_DOUBLE_EQ(seconds(small), 2e-6 + 4096 / (bandwidth / 2));
+  // A load that narrows f32 to bf16 moves the f32 bytes.
+  auto narrowing = dma;
+  narrowing.operands[0].dtype = DType::BF16;
+  EXPECT_DOUBLE_EQ(seconds(narrowing), 2e-6 + 262144 / bandwidth);
   // Element runs under 512 B (a strided, transposing read): half bandwidth.
   dma.operands[1].strides[0] = 128;
   EXPECT_DOUBLE_EQ(seconds(dma), 2e-6 + 262144 / (bandwidth / 2));
