@@ -26,5 +26,17 @@ cd "$work"
 # See test/CMakeLists.txt: LLVM's allocator annotations are a false positive
 # when only Kiln's code is instrumented.
 export ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+# A crashing input outlives the scratch directory, next to the binaries, and
+# the report's stack trace stays in the test log.
+crashes="$bin/../fuzz-crashes"
+mkdir -p "$crashes"
+status=0
 "$fuzzer" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
-  -print_final_stats=1 "$work/corpus" 2>&1 | tail -n 15
+  -artifact_prefix="$crashes/$(basename "$fuzzer")-" -print_final_stats=1 \
+  "$work/corpus" > "$work/log" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then
+  grep -v '^\[libprotobuf' "$work/log" | grep -A 40 -m 1 'ERROR:' || true
+  echo "crashing input kept in $crashes"
+fi
+tail -n 8 "$work/log"
+exit "$status"
