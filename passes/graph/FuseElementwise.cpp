@@ -31,10 +31,9 @@ using kiln::kgraph::ReshapeOp;
 /// precision's casts of weights are done by the matmul's loads, which a
 /// reshape between them would prevent. A cast of an elementwise op's value
 /// sinks the reshape and joins the op's group, which then stores the value
-/// narrowed. Dropout
-/// moves too, mask and all: its random numbers follow the row-major index,
-/// which a reshape keeps, so a linear layer's bias, dropout and residual
-/// add become one group.
+/// narrowed. Dropout moves too, mask and all: its random numbers follow the
+/// row-major index, which a reshape keeps, so a linear layer's bias,
+/// dropout and residual add become one group.
 struct SinkReshape : RewritePattern {
   /// A cast of a reshaped value no elementwise op computes (an argument, a
   /// concat): the matmul's loads narrow it.

@@ -17,16 +17,6 @@ using kiln::graph_passes::GraphEmitter;
 
 namespace {
 
-/// `x` in bf16, the views and casts that make it placed by `b` (before
-/// the op that needs it). Where `x` is a reshape or transpose of a value an
-/// elementwise op computes, the value itself is narrowed right after that
-/// op and the views follow: every matmul that reads the value, through
-/// whichever views, then shares one cast (CSE), which fusion puts in the
-/// producer's group, so the group stores bf16 instead of f32 that each
-/// matmul narrows as it loads it. A concat (attention's Q, K and V
-/// gradients) is rebuilt from its narrowed inputs, so its parts are
-/// written in bf16 where they are computed. Casts of arguments stay at the
-/// matmul: its loads narrow them for free.
 /// Whether every reader of `v`, through reshapes and transposes, is an f32
 /// matmul (which this pass gives bf16 operands).
 bool onlyFeedsMatmuls(Value v) {
@@ -39,6 +29,16 @@ bool onlyFeedsMatmuls(Value v) {
   });
 }
 
+/// `x` in bf16, the views and casts that make it placed by `b` (before
+/// the op that needs it). Where `x` is a reshape or transpose of a value an
+/// elementwise op computes, the value itself is narrowed right after that
+/// op and the views follow: every matmul that reads the value, through
+/// whichever views, then shares one cast (CSE), which fusion puts in the
+/// producer's group, so the group stores bf16 instead of f32 that each
+/// matmul narrows as it loads it. A concat only matmuls read (attention's
+/// Q, K and V gradients) is rebuilt from its narrowed inputs, so its parts
+/// are written in bf16 where they are computed. Casts of arguments stay at the
+/// matmul: its loads narrow them for free.
 Value narrowToBf16(OpBuilder &b, Location loc, Value x) {
   Type bf16 = BFloat16Type::get(x.getContext());
   llvm::SmallVector<Operation *> views;

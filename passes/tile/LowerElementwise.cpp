@@ -228,7 +228,6 @@ public:
   Tile dst;
 };
 
-
 /// Dropout on the engines: GpSimd draws the uniform numbers of the tile's
 /// counters, one tensor_scalar turns them into the keep-mask and another
 /// into the mask scaled by 1 / (1 - p), which multiplies the input.

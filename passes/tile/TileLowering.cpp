@@ -765,20 +765,21 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
                        groups[epilogue->second].end());
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
-          // Only reductions over the product's columns fold on its tiles.
+          // Only reductions over the product's columns fold on its tiles;
+          // the others run where they stand.
           auto shape = tensorType(m.getOutput()).getShape();
-          for (LoopReduction &r : groupReductions(e.ops, shape, position[m])) {
+          llvm::SmallVector<LoopReduction> reductions =
+              groupReductions(e.ops, shape, position[m]);
+          for (LoopReduction &r : reductions) {
             r.fused = r.from == 1;
             if (r.fused) {
               e.reductions.push_back(r);
-            } else if (Operation *alloc = r.dst.buffer.getDefiningOp()) {
-              alloc->erase();
             }
           }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
           }
-          bindLoopResults(e.outputs, e.reductions);
+          bindLoopResults(e.outputs, reductions);
           return success();
         }
         Operation *cast = matmulResultCast.lookup(m);
