@@ -6,6 +6,7 @@ their graphs in a cache that `kiln precompile` filled."""
 import glob
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -24,9 +25,20 @@ from kiln.metrics import read_events  # noqa: E402
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # A port below the kernel's ephemeral range (32768 up by default): an
+    # ephemeral one, free when asked for, can be taken before rank 0 binds
+    # it by the outgoing connections of tests running alongside (a CI run
+    # failed so: "Address already in use").
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(20000, 32768)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32767")
 
 
 def load(path):
