@@ -79,6 +79,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
     graph_passes::KGraphFuseElementwiseOptions fuse;
     fuse.maxOps = options.optLevel >= 2 ? 64 : 16;
     func.addPass(graph_passes::createKGraphFuseElementwise(fuse));
+    func.addPass(graph_passes::createKGraphRematerialize());
     func.addPass(graph_passes::createKGraphScheduleUpdates());
   }
   if (last == Phase::Graph) {

@@ -115,6 +115,22 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
   ];
 }
 
+def KGraphRematerialize : Pass<"kgraph-rematerialize", "mlir::func::FuncOp"> {
+  let summary = "Recompute values made of constants and seeds where they are read";
+  let description = [{
+    A value computed by elementwise ops (and reshapes) from splat constants
+    and scalars alone is cheap to compute and costs an HBM round trip to
+    keep: a dropout's keep-mask, scaled to f32, which the forward pass
+    computes and the backward pass reads again. After fusion, every
+    elementwise op that reads such a value computed outside its fusion group
+    gets a copy of the value's computation in its own group (in the op's
+    shape: a reshape moves nothing, and dropout's numbers follow the
+    row-major index, so the values are the same); a reader in no group
+    starts one. Originals nothing reads any more are erased. The mask then
+    never goes to HBM: each group draws the random numbers it needs.
+  }];
+}
+
 def KGraphMixedPrecision : Pass<"kgraph-mixed-precision", "mlir::func::FuncOp"> {
   let summary = "bf16 matmul inputs with f32 accumulation";
   let description = [{

@@ -1,0 +1,69 @@
+// RUN: kiln-opt %s --kgraph-rematerialize | FileCheck %s
+
+// A dropout's scaled mask (group 0) is read by a forward group through a
+// reshape (group 1) and by a backward op in no group. Each reader gets its
+// own copy of the mask's computation in its shape and group (the backward
+// op starts group 2); the original, read by nothing, is gone.
+// CHECK-LABEL: func.func @mask_read_twice
+// CHECK-DAG: %[[ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<2x3x8xf32>
+// CHECK-DAG: %[[KEEP:.*]] = kgraph.constant dense<0.899999976> : tensor<f32>
+// CHECK: %[[FLAT_ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<6x8xf32>
+// CHECK: %{{.*}}, %[[M1:.*]] = kgraph.dropout %[[FLAT_ONES]], %arg3 {kgraph.fusion = 1 : i64, p = 1.000000e-01 : f64, stream = 3 : i64} : tensor<6x8xf32>
+// CHECK: %[[F1:.*]] = kgraph.cast %[[M1]] {kgraph.fusion = 1 : i64}
+// CHECK: %[[S1:.*]] = kgraph.div %[[F1]], %[[KEEP]] {kgraph.fusion = 1 : i64}
+// CHECK: kgraph.mul %arg0, %[[S1]] {kgraph.fusion = 1 : i64}
+// CHECK: kgraph.matmul
+// CHECK: %{{.*}}, %[[M2:.*]] = kgraph.dropout %[[ONES]], %arg3 {kgraph.fusion = 2 : i64, p = 1.000000e-01 : f64, stream = 3 : i64} : tensor<2x3x8xf32>
+// CHECK: %[[F2:.*]] = kgraph.cast %[[M2]] {kgraph.fusion = 2 : i64}
+// CHECK: %[[S2:.*]] = kgraph.div %[[F2]], %[[KEEP]] {kgraph.fusion = 2 : i64}
+// CHECK: kgraph.mul %arg2, %[[S2]] {kgraph.fusion = 2 : i64}
+// CHECK-NOT: kgraph.dropout
+// CHECK: return
+func.func @mask_read_twice(%x: tensor<6x8xf32>, %w: tensor<8x8xf32>, %g: tensor<2x3x8xf32>, %seed: tensor<i64>) -> (tensor<6x8xf32>, tensor<2x3x8xf32>) {
+  %ones = kgraph.constant dense<1.0> : tensor<2x3x8xf32>
+  %keep = kgraph.constant dense<0.9> : tensor<f32>
+  %d, %m = kgraph.dropout %ones, %seed {kgraph.fusion = 0 : i64, p = 0.1 : f64, stream = 3 : i64} : tensor<2x3x8xf32>, tensor<i64> -> tensor<2x3x8xf32>, tensor<2x3x8xi1>
+  %mf = kgraph.cast %m {kgraph.fusion = 0 : i64} : tensor<2x3x8xi1> -> tensor<2x3x8xf32>
+  %scaled = kgraph.div %mf, %keep {kgraph.fusion = 0 : i64} : tensor<2x3x8xf32>, tensor<f32>
+  %flat = kgraph.reshape %scaled : tensor<2x3x8xf32> -> tensor<6x8xf32>
+  %y = kgraph.mul %x, %flat {kgraph.fusion = 1 : i64} : tensor<6x8xf32>, tensor<6x8xf32>
+  %z = kgraph.tanh %y {kgraph.fusion = 1 : i64} : tensor<6x8xf32>
+  %p = kgraph.matmul %z, %w : tensor<6x8xf32>, tensor<8x8xf32> -> tensor<6x8xf32>
+  %dg = kgraph.mul %g, %scaled : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %p, %dg : tensor<6x8xf32>, tensor<2x3x8xf32>
+}
+
+// Two readers in one group share one copy, made before the first. A reader
+// that is no elementwise op (the reduction) keeps the original.
+// CHECK-LABEL: func.func @one_copy_per_group
+// CHECK: kgraph.dropout {{.*}} {kgraph.fusion = 0 : i64
+// CHECK: kgraph.reduce_sum
+// CHECK: kgraph.dropout {{.*}} {kgraph.fusion = 1 : i64
+// CHECK-NOT: kgraph.dropout
+// CHECK: return
+func.func @one_copy_per_group(%x: tensor<4x4xf32>, %seed: tensor<i64>) -> (tensor<4x4xf32>, tensor<4xf32>) {
+  %ones = kgraph.constant dense<1.0> : tensor<4x4xf32>
+  %d, %m = kgraph.dropout %ones, %seed {kgraph.fusion = 0 : i64, p = 0.5 : f64} : tensor<4x4xf32>, tensor<i64> -> tensor<4x4xf32>, tensor<4x4xi1>
+  %mf = kgraph.cast %m {kgraph.fusion = 0 : i64} : tensor<4x4xi1> -> tensor<4x4xf32>
+  %r = kgraph.reduce_sum %mf, [1] : tensor<4x4xf32> -> tensor<4xf32>
+  %a = kgraph.mul %x, %mf {kgraph.fusion = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+  %b = kgraph.add %a, %mf {kgraph.fusion = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+  return %b, %r : tensor<4x4xf32>, tensor<4xf32>
+}
+
+// A dropout of an argument is not made of constants and seeds alone: its
+// mask stays where it is computed, and so do values read in their own group.
+// CHECK-LABEL: func.func @kept
+// CHECK: %{{.*}}, %[[M:.*]] = kgraph.dropout %arg0, %arg1 {kgraph.fusion = 0 : i64
+// CHECK: %[[F:.*]] = kgraph.cast %[[M]] {kgraph.fusion = 0 : i64}
+// CHECK: kgraph.mul %[[F]], %{{.*}} {kgraph.fusion = 1 : i64}
+// CHECK-NOT: kgraph.dropout
+func.func @kept(%x: tensor<4x4xf32>, %seed: tensor<i64>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %d, %m = kgraph.dropout %x, %seed {kgraph.fusion = 0 : i64, p = 0.5 : f64} : tensor<4x4xf32>, tensor<i64> -> tensor<4x4xf32>, tensor<4x4xi1>
+  %mf = kgraph.cast %m {kgraph.fusion = 0 : i64} : tensor<4x4xi1> -> tensor<4x4xf32>
+  %a = kgraph.add %d, %mf {kgraph.fusion = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32>
+  %r = kgraph.reduce_sum %a, [1] {keepdim = true} : tensor<4x4xf32> -> tensor<4x1xf32>
+  %b = kgraph.mul %mf, %r {kgraph.fusion = 1 : i64} : tensor<4x4xf32>, tensor<4x1xf32>
+  %c = kgraph.exp %b {kgraph.fusion = 1 : i64} : tensor<4x4xf32>
+  return %a, %c : tensor<4x4xf32>, tensor<4x4xf32>
+}
