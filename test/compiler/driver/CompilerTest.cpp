@@ -408,6 +408,21 @@ std::vector<OpCase> opCases() {
                                   b.scalar(1.0 / 0.9)),
                          "dz");
                    }});
+  // A front end's dropout: the mask of a dropout of ones, scaled, read by
+  // the forward's product through a reshape and again after a matmul (the
+  // backward): each reader recomputes it in its own group and shape.
+  cases.push_back({"recomputed_mask", [](B &b) {
+                     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+                     auto d = b.dropout(b.full({4, 64, 96}, 1.0), seed, 0.1, 2);
+                     Tensor m = b.div(b.cast(d.mask, proto::F32), b.scalar(0.9));
+                     Tensor y = b.mul(in(b, "x", {256, 96}), b.reshape(m, {256, 96}));
+                     Tensor h = b.matmul(b.tanh(y), in(b, "w", {96, 96}));
+                     out(b, h, "h");
+                     Tensor g = b.reshape(b.tanh(h), {4, 64, 96});
+                     out(b, b.mul(g, m), "dy");
+                   },
+                   {-1.0, 1.0},
+                   /*matmul=*/true});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});
