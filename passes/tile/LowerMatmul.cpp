@@ -159,14 +159,15 @@ std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
 }
 
 LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
-                                    Epilogue *epilogue) {
+                                    Epilogue *epilogue,
+                                    llvm::ArrayRef<HbmView> columnSums) {
   auto [lhsOperand, lhsType] = matmulOperand(op.getLhs());
   auto [rhsOperand, rhsType] = matmulOperand(op.getRhs());
   auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
   size_t rank = outShape.size();
   Shape batch(outShape.begin(), outShape.end() - 2);
-  if (epilogue && !batch.empty()) {
-    return op.emitOpError("has an epilogue but is batched");
+  if ((epilogue || !columnSums.empty()) && !batch.empty()) {
+    return op.emitOpError("has an epilogue or column sums but is batched");
   }
   int64_t m = outShape[rank - 2], n = outShape[rank - 1];
   int64_t k = llvm::cast<RankedTensorType>(op.getLhs().getType())
@@ -278,6 +279,21 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   }
   int64_t kTiles = (k + kTile - 1) / kTile;
   int64_t elementBytes = isa::dtypeBytes(lhsType);
+  // Column sums: a column of ones moving against each stationary slice,
+  // accumulated over K per row tile in one PSUM tile (a column per row tile
+  // of the block), rounded to the sums' type and gathered for one store
+  // each at the end.
+  Tile ones;
+  llvm::SmallVector<Tile, 2> sumsGathered;
+  if (!columnSums.empty()) {
+    ones = tb.tile(isa::Memory::Sbuf, lhsType, kTile, 1);
+    tb.memset(ones, 1.0);
+    for (const HbmView &sums : columnSums) {
+      sumsGathered.push_back(tb.tile(isa::Memory::Sbuf, sums.dtype,
+                                     std::min<int64_t>(mTile, m),
+                                     (m + mTile - 1) / mTile));
+    }
+  }
   // Let each moving tile serve a block of up to four row tiles, so that the
   // moving operand is read from HBM once per block, not once per row tile
   // (a 4096^3 matmul moves 300 MB instead of 1.1 GB), and keep the block's
@@ -354,6 +370,12 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
           }
         }
       }
+      Tile sumsAcc;
+      if (!columnSums.empty()) {
+        sumsAcc = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                          std::min<int64_t>(mTile, m),
+                          static_cast<int64_t>(rowTiles.size()));
+      }
       for (int64_t n0 = 0; n0 < n; n0 += nTile) {
         int64_t nn = std::min(nTile, n - n0);
         llvm::SmallVector<Tile, 4> accs;
@@ -381,10 +403,27 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
               tb.matmul(accs[i], stationarySlices[j], v,
                         /*accumulate=*/kt + static_cast<int64_t>(j) > 0);
             }
+            for (auto [j, s] : llvm::enumerate(stationarySlices)) {
+              if (n0 > 0 || columnSums.empty()) {
+                break;
+              }
+              tb.matmul(sumsAcc.columns(static_cast<int64_t>(i), 1)
+                            .withRows(0, rt.second),
+                        s, ones.withRows(0, s.rows),
+                        /*accumulate=*/kt + static_cast<int64_t>(j) > 0);
+            }
           }
           kt += static_cast<int64_t>(movingSlices.size());
         }
         for (auto [i, rt] : llvm::enumerate(rowTiles)) {
+          for (const Tile &gathered : sumsGathered) {
+            if (n0 == 0) {
+              tb.copy(gathered.columns(rt.first / mTile, 1)
+                          .withRows(0, rt.second),
+                      sumsAcc.columns(static_cast<int64_t>(i), 1)
+                          .withRows(0, rt.second));
+            }
+          }
           if (epilogue) {
             // The product rounded to its type, as the graph has it, then
             // the group on it in SBUF.
@@ -401,6 +440,9 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
         }
       }
     }
+  }
+  for (auto [sums, gathered] : llvm::zip(columnSums, sumsGathered)) {
+    storeGathered(tb, sums, sums.offset, sums.strides.back(), m, gathered);
   }
   if (epilogue) {
     for (auto [r, reduction] : llvm::enumerate(epilogue->reductions)) {

@@ -101,8 +101,14 @@ public:
   /// Writes the product into `dst` (for a folded f32 cast of a bf16 product,
   /// the cast's result: PSUM is f32 already), or, with an epilogue, computes
   /// the epilogue on each output tile and stores its outputs instead.
+  /// Each of `columnSums` (a [1, M] view) receives the sums over K of the
+  /// stationary operand's columns: the bias gradient `ones[1, K] . dY`
+  /// beside the weight gradient `dY^T . X`, one more TensorE pass over the
+  /// dY tiles already in SBUF against a column of ones, instead of a second
+  /// read of dY from HBM. The product must not be batched.
   mlir::LogicalResult lowerMatmul(kgraph::MatmulOp op, const HbmView &dst,
-                                  Epilogue *epilogue = nullptr);
+                                  Epilogue *epilogue = nullptr,
+                                  llvm::ArrayRef<HbmView> columnSums = {});
   /// The epilogue on output rows [m0, m0 + product.rows) and columns
   /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,

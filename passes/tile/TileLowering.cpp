@@ -109,6 +109,7 @@ private:
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
   void planEpilogues();
+  void planColumnSums();
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
   LogicalResult lowerReturn(func::ReturnOp ret);
@@ -142,6 +143,10 @@ private:
   /// Views an epilogue reads that stand after its matmul: lowered before it.
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> earlyViews;
   llvm::SmallPtrSet<Operation *, 8> loweredEarly;
+  /// Bias gradients `ones[1, K] . dY` a weight gradient `dY^T . X`
+  /// computes beside its product (see Lowering::lowerMatmul).
+  llvm::DenseMap<Operation *, llvm::SmallVector<MatmulOp, 1>> columnSumsOf;
+  llvm::SmallPtrSet<Operation *, 8> summedBySibling;
   /// Reductions a group's loop nest computed.
   llvm::SmallPtrSet<Operation *, 16> fusedReductions;
 };
@@ -248,6 +253,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
+  planColumnSums();
   planEpilogues();
   planInPlace();
   planConcats();
@@ -327,6 +333,49 @@ bool FunctionLowering::availableBy(Operation *def, unsigned at,
   return true;
 }
 
+/// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
+/// writes a reduction over rows) with an earlier 2-D product whose
+/// stationary operand is G itself, `transpose(G) . X` (the weight
+/// gradient): that product computes the sums from the G tiles it holds.
+void FunctionLowering::planColumnSums() {
+  auto isOnes = [](Value v) {
+    auto constant = v.getDefiningOp<ConstantOp>();
+    auto dense = constant
+                     ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                     : nullptr;
+    return dense && dense.isSplat() &&
+           llvm::isa<FloatType>(dense.getElementType()) &&
+           dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
+  };
+  auto plain = [](MatmulOp m) {
+    return !m.getTransposeLhs() && !m.getTransposeRhs() &&
+           tensorType(m.getOutput()).getRank() == 2;
+  };
+  for (Operation &op : source.getBody().front()) {
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (!sum || !plain(sum) || !isOnes(sum.getLhs()) ||
+        tensorType(sum.getLhs()).getShape()[0] != 1) {
+      continue;
+    }
+    for (Operation *user : sum.getRhs().getUsers()) {
+      auto transpose = llvm::dyn_cast<TransposeOp>(user);
+      if (!transpose || transpose.getPermutation() != llvm::ArrayRef<int64_t>{1, 0}) {
+        continue;
+      }
+      auto product = llvm::find_if(transpose->getUsers(), [&](Operation *u) {
+        auto m = llvm::dyn_cast<MatmulOp>(u);
+        return m && plain(m) && m.getLhs() == transpose.getOutput() &&
+               position[m] < position[sum];
+      });
+      if (product != transpose->getUsers().end()) {
+        columnSumsOf[*product].push_back(sum);
+        summedBySibling.insert(sum);
+        break;
+      }
+    }
+  }
+}
+
 /// The elementwise groups 2-D matmuls compute on their output tiles (see
 /// Epilogue): every use of the product is in the group, every group op has
 /// the product's shape, the group's other inputs are computed before the
@@ -338,7 +387,8 @@ void FunctionLowering::planEpilogues() {
   auto ret = llvm::cast<func::ReturnOp>(body.back());
   for (Operation &op : body) {
     auto matmul = llvm::dyn_cast<MatmulOp>(&op);
-    if (!matmul || matmul->use_empty() || matmulResultCast.count(matmul)) {
+    if (!matmul || matmul->use_empty() || matmulResultCast.count(matmul) ||
+        summedBySibling.contains(matmul)) {
       continue;
     }
     auto shape = tensorType(matmul.getOutput()).getShape();
@@ -654,6 +704,20 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
   auto bindView = [&](Value v, HbmView view) {
     lowering.bind(v, TensorOperand{std::nullopt, std::move(view)});
   };
+  // The buffers of the row sums `m` computes, bound to their results
+  // (through an f32 cast folded into the sum) now; the sums' own ops are
+  // then done.
+  auto sumsBeside = [&](MatmulOp m) {
+    llvm::SmallVector<HbmView, 1> views;
+    for (MatmulOp sum : columnSumsOf.lookup(m)) {
+      Operation *cast = matmulResultCast.lookup(sum);
+      Value result = cast ? Value(cast->getResult(0)) : Value(sum.getOutput());
+      views.push_back(freshBuffer(result));
+      bindView(result, views.back());
+      loweredEarly.insert(sum);
+    }
+    return views;
+  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ConstantOp c) -> LogicalResult {
         auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
@@ -776,7 +840,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               e.reductions.push_back(r);
             }
           }
-          if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
+          auto sums = sumsBeside(m);
+          if (failed(lowering.lowerMatmul(m, HbmView{}, &e, sums))) {
             return failure();
           }
           bindLoopResults(e.outputs, reductions);
@@ -785,7 +850,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         Operation *cast = matmulResultCast.lookup(m);
         Value result = cast ? Value(cast->getResult(0)) : Value(m.getOutput());
         HbmView dst = freshBuffer(result);
-        if (failed(lowering.lowerMatmul(m, dst))) {
+        auto sums = sumsBeside(m);
+        if (failed(lowering.lowerMatmul(m, dst, nullptr, sums))) {
           return failure();
         }
         bindView(result, dst);
