@@ -423,6 +423,20 @@ std::vector<OpCase> opCases() {
                    },
                    {-1.0, 1.0},
                    /*matmul=*/true});
+  // A linear layer's weight and bias gradients: the bias's sum over rows
+  // is computed beside dY^T . x from the same dY tiles. 260 output
+  // features leave a partial row tile, 300 rows a partial K slice.
+  cases.push_back({"bias_gradient", [](B &b) {
+                     Tensor x = in(b, "x", {300, 200});
+                     Tensor g = in(b, "g", {300, 260});
+                     out(b, b.matmul(b.transpose(g, {1, 0}), x), "dw");
+                     out(b, b.reduceSum(g, {0}), "db");
+                     Tensor h = in(b, "h", {300, 130});
+                     out(b, b.matmul(b.transpose(h, {1, 0}), x), "dw2");
+                     out(b, b.reduceSum(b.exp(h), {0}), "not_h");
+                   },
+                   {-1.0, 1.0},
+                   /*matmul=*/true});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});

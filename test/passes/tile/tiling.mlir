@@ -91,3 +91,29 @@ func.func @one_hot(%ids: tensor<200x1xi64>) -> tensor<200x1000xf32> {
   %f = kgraph.cast %h {kgraph.fusion = 0 : i64} : tensor<200x1000xi1> -> tensor<200x1000xf32>
   return %f : tensor<200x1000xf32>
 }
+
+// A bias gradient (a sum over rows, as layout assignment writes it) beside
+// the weight gradient of the same dY: the product computes it from the dY
+// tiles it holds, a column of ones moving against each stationary slice and
+// accumulating over K, one PSUM column per row tile. dY is loaded once
+// (two K slices), and the sums leave in one store per 128 features.
+// CHECK-LABEL: func.func @bias_gradient
+// CHECK: %[[SUMS:.*]] = ktile.alloc : memref<1x200xbf16, "hbm">
+// CHECK: %[[ONES:.*]] = ktile.alloc : memref<128x1xbf16, "sbuf">
+// CHECK-NEXT: ktile.memset %[[ONES]] {{.*}}value = 1.000000e+00
+// CHECK-COUNT-2: ktile.dma_copy %{{.*}}, %arg0
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %arg0
+// CHECK: ktile.matmul %[[ACC:.*]], %{{.*}}, %[[ONES]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK-NEXT: ktile.matmul %[[ACC]], %{{.*}}, %[[ONES]] {accumulate = true, dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK: ktile.matmul %[[ACC]], %{{.*}}, %[[ONES]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:72, offset = 4, dims = [1 x 1]>
+// CHECK: ktile.dma_copy %[[SUMS]], {{.*}}p = 0:128, offset = 0, dims = [1 x 1], pstride = 1>
+// CHECK-NEXT: ktile.dma_copy %[[SUMS]], {{.*}}p = 0:72, offset = 256, dims = [1 x 1], pstride = 1>
+// CHECK-NOT: ktile.matmul
+// CHECK: return
+func.func @bias_gradient(%g: tensor<256x200xbf16>, %x: tensor<256x300xbf16>) -> (tensor<200x300xbf16>, tensor<1x200xbf16>) {
+  %ones = kgraph.constant dense<1.0> : tensor<1x256xbf16>
+  %t = kgraph.transpose %g, [1, 0] : tensor<256x200xbf16> -> tensor<200x256xbf16>
+  %dw = kgraph.matmul %t, %x : tensor<200x256xbf16>, tensor<256x300xbf16> -> tensor<200x300xbf16>
+  %db = kgraph.matmul %ones, %g : tensor<1x256xbf16>, tensor<256x200xbf16> -> tensor<1x200xbf16>
+  return %dw, %db : tensor<200x300xbf16>, tensor<1x200xbf16>
+}
