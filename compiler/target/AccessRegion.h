@@ -74,6 +74,18 @@ inline AccessRegion regionOf(const AccessPattern &ap) {
           ap.offset + row};
 }
 
+/// The bytes operand `k` of `inst` may touch: a gather's source, the rows
+/// any index in [0, index_bound) can pick, as one interval.
+inline AccessRegion regionOfOperand(const Instruction &inst, int k) {
+  AccessRegion region = regionOf(inst.operands[k]);
+  if (inst.opcode == Opcode::DmaGather && k == 1) {
+    int64_t reach =
+        (inst.int1 - 1) * inst.int0 * inst.operands[1].elementBytes();
+    region = {region.memory, 0, 1, region.firstByte(), region.endByte() + reach};
+  }
+  return region;
+}
+
 } // namespace kiln::isa
 
 #endif // KILN_COMPILER_TARGET_ACCESSREGION_H

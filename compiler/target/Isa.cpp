@@ -54,6 +54,9 @@ const OpcodeSchema kSchemas[kOpcodes] = {
     {Opcode::Random, L("random"), bit(Engine::GpSimd), {L("dst"), L("seed"), L("")}, 2,
      L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("counter"), L("partition_step"),
      L("free_step"), L("")},
+    {Opcode::DmaGather, L("dma_gather"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
+     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
+     L(""), L("")},
 };
 // clang-format on
 
@@ -430,6 +433,27 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     return std::nullopt;
   }
+  case Opcode::DmaGather: {
+    const AccessPattern &src = inst.operands[1], &indices = inst.operands[2];
+    if (dst.memory != Memory::Sbuf || src.memory != Memory::Hbm) {
+      return std::string("dma_gather reads rows of HBM into SBUF");
+    }
+    if (!same(1)) {
+      return mismatch(1);
+    }
+    if (indices.memory != Memory::Sbuf || indices.dtype != DType::I32 ||
+        indices.partitions != dst.partitions || indices.freeElements() != 1) {
+      return ("operand 'indices' must be an i32 SBUF tile of [" +
+              llvm::Twine(dst.partitions) + " x 1]")
+          .str();
+    }
+    if (inst.int0 < 0 || inst.int0 > (int64_t(1) << 32) || inst.int1 < 1 ||
+        inst.int1 > (int64_t(1) << 32)) {
+      return std::string("'index_stride' must be in [0, 2^32] and "
+                         "'index_bound' in [1, 2^32]");
+    }
+    return std::nullopt;
+  }
   case Opcode::Iota:
   case Opcode::Memset:
     return std::nullopt;
@@ -631,10 +655,23 @@ std::optional<std::string> validate(const Instruction &inst,
       return error;
     }
   }
+
   if (auto error = checkMemories(inst, s)) {
     return error;
   }
-  return checkShapes(inst, t);
+  if (auto error = checkShapes(inst, t)) {
+    return error;
+  }
+  if (inst.opcode == Opcode::DmaGather) {
+    // The furthest rows the indices may pick must lie in HBM too.
+    AccessPattern furthest = inst.operands[1];
+    furthest.offset +=
+        (inst.int1 - 1) * inst.int0 * furthest.elementBytes();
+    if (auto error = checkAccessPattern(furthest, "src", inst.engine, limits)) {
+      return *error + " (at index " + std::to_string(inst.int1 - 1) + ")";
+    }
+  }
+  return std::nullopt;
 }
 
 std::string encodingSchemaText() {

@@ -44,8 +44,9 @@ enum class Opcode : uint8_t {
   Collective,
   // Appended so that older encodings keep their meaning.
   Random,
+  DmaGather,
 };
-inline constexpr int kOpcodes = 15;
+inline constexpr int kOpcodes = 16;
 
 /// Arithmetic of tensor_tensor, tensor_scalar, reductions and affine_select.
 /// Comparisons give 1.0 or 0.0; Bypass passes its left operand through.

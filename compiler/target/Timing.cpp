@@ -106,7 +106,8 @@ double instructionSeconds(const isa::Instruction &inst,
   case isa::Opcode::PartitionBroadcast:
     cycles = 150 + n;
     break;
-  case isa::Opcode::DmaCopy: {
+  case isa::Opcode::DmaCopy:
+  case isa::Opcode::DmaGather: {
     // A converting transfer moves the wider side's bytes: a load that
     // narrows f32 to bf16 still reads four bytes an element from HBM.
     double bytes = static_cast<double>(

@@ -96,6 +96,10 @@ def KTile_AffineSelectOp : KTile_TileOp<"affine_select",
 def KTile_DmaCopyOp : KTile_TileOp<"dma_copy",
     "a load (HBM to SBUF), a store (SBUF to HBM) or an SBUF to SBUF move",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src)>;
+def KTile_DmaGatherOp : KTile_TileOp<"dma_gather",
+    "dst[p, :] = the src row of partition p, index_stride * indices[p] elements on (an embedding lookup)",
+    (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src,
+         Kisa_AccessPatternAttr:$indices, I64Attr:$index_stride, I64Attr:$index_bound)>;
 def KTile_CollectiveOp : KTile_TileOp<"collective",
     "all-reduce (sum, mean), all-gather or reduce-scatter of HBM buffers",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, StrAttr:$kind)>;

@@ -18,7 +18,6 @@ namespace kiln::engine_passes {
 namespace {
 
 using Region = isa::AccessRegion;
-using isa::regionOf;
 
 struct Access {
   uint32_t node;
@@ -98,7 +97,7 @@ void computeDependencies(std::vector<Node> &nodes) {
     llvm::SmallVector<std::pair<Region, bool>, 4> accesses;
     for (int k = 0; k < inst.numOperands; ++k) {
       bool write = k == 0 || (inst.opcode == isa::Opcode::Activation && k == 2);
-      accesses.push_back({regionOf(inst.operands[k]), write});
+      accesses.push_back({isa::regionOfOperand(inst, k), write});
     }
     llvm::SmallDenseSet<uint32_t, 8> preds;
     auto collect = [&](const std::vector<Access> &list, const Region &region) {

@@ -74,6 +74,7 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
   case isa::Opcode::Random:
     return {E::GpSimd};
   case isa::Opcode::DmaCopy:
+  case isa::Opcode::DmaGather:
   case isa::Opcode::Collective:
     return {E::Dma};
   }

@@ -13,6 +13,8 @@
 
 #include "compiler/reference/Random.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
 #include <limits>
 
@@ -204,6 +206,9 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::DmaCopy:
     out = gather(m, inst.operands[1]);
     break;
+  case isa::Opcode::DmaGather:
+    // Indices are data, which can be wrong: executeGather checks them.
+    llvm::report_fatal_error("dma_gather runs through executeGather");
   case isa::Opcode::Collective:
     // A group of one: sums, means, gathers and scatters are all the copy.
     // Larger groups go through executeCollective.
@@ -236,6 +241,31 @@ llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
   }
   values.assign(wire.begin(), wire.end());
   scatter(m, inst.operands[0], values);
+  return llvm::Error::success();
+}
+
+llvm::Error executeGather(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &src = inst.operands[1];
+  std::vector<double> indices = gather(m, inst.operands[2]);
+  std::vector<double> out;
+  out.reserve(inst.operands[0].partitions * src.freeElements());
+  for (int64_t p = 0; p < src.partitions; ++p) {
+    double index = indices[p];
+    if (!(index >= 0 && index < static_cast<double>(inst.int1))) {
+      return llvm::createStringError(
+          llvm::formatv("partition {0} reads index {1}, outside [0, {2})", p,
+                        index, inst.int1)
+              .str());
+    }
+    isa::AccessPattern row = src;
+    row.partitions = 1;
+    row.offset += (p * src.partitionStride +
+                   static_cast<int64_t>(index) * inst.int0) *
+                  src.elementBytes();
+    std::vector<double> values = gather(m, row);
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  scatter(m, inst.operands[0], out);
   return llvm::Error::success();
 }
 

@@ -46,6 +46,11 @@ void executeReference(MachineState &m, const isa::Instruction &inst);
 /// collective is the copy) and written to the destination. Every worker runs
 /// the same artifact with the same modelled schedule, so all reach their
 /// collectives in the same order.
+/// A dma_gather: partition p of the destination reads the source's row p
+/// shifted by indices[p] * index_stride elements; an index outside [0,
+/// index_bound) is an error naming the partition and the index.
+llvm::Error executeGather(MachineState &m, const isa::Instruction &inst);
+
 llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
                               comm::Communicator *communicator);
 

@@ -32,7 +32,6 @@ namespace kiln::sim {
 namespace {
 
 using Region = isa::AccessRegion;
-using isa::regionOf;
 
 struct Access {
   int stream;
@@ -283,7 +282,7 @@ llvm::Expected<SimResult> Simulator::run() {
       for (int i = 0; i < inst.numOperands; ++i) {
         bool write =
             i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
-        Region region = regionOf(inst.operands[i]);
+        Region region = isa::regionOfOperand(inst, i);
         for (const Access &prev : accesses) {
           if (prev.stream == best || !(prev.write || write) ||
               !prev.region.overlaps(region) ||
@@ -316,13 +315,21 @@ llvm::Expected<SimResult> Simulator::run() {
         bool write =
             i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
         accesses.push_back(
-            {best, epoch, index, regionOf(inst.operands[i]), write});
+            {best, epoch, index, isa::regionOfOperand(inst, i), write});
       }
     }
 
     if (inst.opcode == isa::Opcode::Collective) {
       if (auto e = executeCollective(machine, inst, options.communicator)) {
         return std::move(e);
+      }
+    } else if (inst.opcode == isa::Opcode::DmaGather) {
+      if (auto e = executeGather(machine, inst)) {
+        return llvm::createStringError(
+            llvm::formatv("{0} instruction {1} (dma_gather): {2}",
+                          result.streams[s].name, index,
+                          llvm::toString(std::move(e)))
+                .str());
       }
     } else {
       execute(machine, inst);
