@@ -308,17 +308,6 @@ Values indexSelect(GraphEmitter &e, IndexSelectOp op) {
   return {e.cast(out, t)};
 }
 
-Values embedding(GraphEmitter &e, EmbeddingOp op) {
-  Value w = op.getWeight();
-  llvm::ArrayRef<int64_t> ws = GraphEmitter::shapeOf(w);
-  llvm::ArrayRef<int64_t> ids = GraphEmitter::shapeOf(op.getIndices());
-  Value flat = e.reshape(op.getIndices(), {product(ids)});
-  Value rows = e.matmul(e.oneHot(flat, ws[0], GraphEmitter::elementOf(w)), w);
-  Shape outShape(ids);
-  outShape.push_back(ws[1]);
-  return {e.reshape(rows, outShape)};
-}
-
 Values embeddingBackward(GraphEmitter &e, EmbeddingBackwardOp op) {
   Value g = op.getGradOutput();
   llvm::ArrayRef<int64_t> gs = GraphEmitter::shapeOf(g);
@@ -428,7 +417,6 @@ std::optional<Values> decompose(GraphEmitter &e, Operation *op) {
       .Case([&](GatherOp o) { return R(gather(e, o)); })
       .Case([&](ScatterAddOp o) { return R(scatterAdd(e, o)); })
       .Case([&](IndexSelectOp o) { return R(indexSelect(e, o)); })
-      .Case([&](EmbeddingOp o) { return R(embedding(e, o)); })
       .Case([&](EmbeddingBackwardOp o) { return R(embeddingBackward(e, o)); })
       .Case([&](PowOp o) { return R(pow(e, o)); })
       .Case([&](ReduceMeanOp o) { return R(reduceMean(e, o)); })

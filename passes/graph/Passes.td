@@ -47,25 +47,28 @@ def KGraphDecompose : Pass<"kgraph-decompose", "mlir::func::FuncOp"> {
     directly: constants, elementwise arithmetic and activation functions,
     `compare`/`select`/`cast`, the data-movement ops (`reshape`, `transpose`,
     `broadcast`, `slice`, `concat`), `reduce_sum`/`reduce_max`/`reduce_min`,
-    `matmul`, 1-D `iota`, `gelu_backward`, `dropout` and `all_reduce`.
+    `matmul`, 1-D `iota`, `gelu_backward`, `dropout`, `embedding` (gather
+    DMAs) and `all_reduce`.
 
     - `linear` becomes a 2-D `matmul` with the weight read transposed, plus a
       broadcast bias add.
     - `softmax`, `log_softmax` and their backwards, `layer_norm` and its
       backward become the max-subtracted row reductions and elementwise ops
       that define them.
-    - Indexing (`gather`, `scatter_add`, `index_select`, `embedding`,
+    - Indexing (`gather`, `scatter_add`, `index_select`,
       `embedding_backward`, `nll_loss`, its backward, `argmax`) becomes
       one-hot arithmetic: a comparison of the indices with an `iota` gives a
-      0/1 matrix that a `matmul` or a masked reduction contracts. The engines
-      have no gather; TensorE does the contraction at full rate.
+      0/1 matrix that a `matmul` or a masked reduction contracts, at
+      TensorE's full rate. `embedding` stays: a lookup of whole rows is a
+      gather DMA (`dma_gather`), which reads only the rows it picks.
     - `reduce_mean` is a sum times 1/n; `pow` is `exp(y log x)` (squares and
       square roots are spotted); the activation backwards are their formulas.
 
     Each rewrite computes what the reference interpreter computes for the op,
     up to f32 re-association. Where the engines cannot check (a target index
     out of range), the compiled step yields a zero row where the interpreter
-    reports an error.
+    reports an error; an embedding's gather stops the program with an error
+    naming the index, as the interpreter does.
   }];
 }
 

@@ -380,6 +380,17 @@ void TileBuilder::random(const Tile &dst, const Tile &seed, int64_t counter,
         b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
 }
 
+void TileBuilder::gather(const Tile &dst, const HbmView &view, int64_t offset,
+                         llvm::ArrayRef<FreeDim> free, const Tile &indices,
+                         int64_t indexStride, int64_t bound) {
+  emit("dma_gather",
+       {{dst.buffer, pattern(dst)},
+        {view.buffer, pattern(view, offset, dst.rows, /*rowStride=*/0, free)},
+        {indices.buffer, pattern(indices)}},
+       {b.getNamedAttr("index_stride", b.getI64IntegerAttr(indexStride)),
+        b.getNamedAttr("index_bound", b.getI64IntegerAttr(bound))});
+}
+
 void TileBuilder::matmul(const Tile &dst, const Tile &stationary,
                          const Tile &moving, bool accumulate) {
   emit("matmul",

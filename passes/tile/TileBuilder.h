@@ -152,6 +152,12 @@ public:
   /// freeStep * i` under each partition's seed (an i32 [rows x 1] tile).
   void random(const Tile &dst, const Tile &seed, int64_t counter,
               int64_t partitionStep, int64_t freeStep);
+  /// Row p of `dst` from `view` at `offset + indices[p] * indexStride`
+  /// elements, `free` along it; indices (i32, one per partition) must lie
+  /// in [0, bound).
+  void gather(const Tile &dst, const HbmView &view, int64_t offset,
+              llvm::ArrayRef<FreeDim> free, const Tile &indices,
+              int64_t indexStride, int64_t bound);
   void matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
               bool accumulate);
   void transpose(const Tile &dst, const Tile &src);

@@ -857,6 +857,14 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         bindView(result, dst);
         return success();
       })
+      .Case([&](EmbeddingOp e) -> LogicalResult {
+        HbmView dst = freshBuffer(e.getOutput());
+        if (failed(lowering.lowerEmbedding(e, dst))) {
+          return failure();
+        }
+        bindView(e.getOutput(), dst);
+        return success();
+      })
       .Case([&](IotaOp iota) -> LogicalResult {
         auto type = iota.getType();
         if (type.getRank() != 1) {

@@ -252,9 +252,13 @@ llvm::Error executeGather(MachineState &m, const isa::Instruction &inst) {
   for (int64_t p = 0; p < src.partitions; ++p) {
     double index = indices[p];
     if (!(index >= 0 && index < static_cast<double>(inst.int1))) {
+      // An i32 index is exact in a double; NaN is an index never written.
+      std::string shown = std::isnan(index)
+                              ? std::string("NaN (never written)")
+                              : std::to_string(static_cast<int64_t>(index));
       return llvm::createStringError(
           llvm::formatv("partition {0} reads index {1}, outside [0, {2})", p,
-                        index, inst.int1)
+                        shown, inst.int1)
               .str());
     }
     isa::AccessPattern row = src;

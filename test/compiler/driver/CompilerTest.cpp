@@ -437,6 +437,15 @@ std::vector<OpCase> opCases() {
                    },
                    {-1.0, 1.0},
                    /*matmul=*/true});
+  // Embedding lookups by gather DMAs: 300 tokens (a partial block of 128),
+  // a table wider than one chunk, and one read through a transpose (row
+  // stride 1, column stride 700).
+  cases.push_back({"embedding_gather", [](B &b) {
+                     Tensor ids = in(b, "idx", {3, 100}, proto::I64);
+                     out(b, b.embedding(in(b, "w", {10, 10000}), ids), "wide");
+                     Tensor t = b.transpose(in(b, "wt", {40, 10}), {1, 0});
+                     out(b, b.exp(b.embedding(t, ids)), "transposed");
+                   }});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});

@@ -24,12 +24,10 @@ func.func @softmax(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
   return %0 : tensor<4x10xf32>
 }
 
-// Embedding: a one-hot matrix of the indices times the table, on TensorE.
+// Embedding stays: the tile phase looks rows up with gather DMAs.
 // CHECK-LABEL: func.func @embedding
-// CHECK: kgraph.iota {dim = 0 : i64} : tensor<50xi64>
-// CHECK: kgraph.compare "eq"
-// CHECK: %[[H:.*]] = kgraph.cast %{{.*}} : tensor<6x50xi1> -> tensor<6x50xf32>
-// CHECK: kgraph.matmul %[[H]], %arg0 : tensor<6x50xf32>, tensor<50x16xf32> -> tensor<6x16xf32>
+// CHECK-NEXT: kgraph.embedding %arg0, %arg1 : tensor<50x16xf32>, tensor<2x3xi64> -> tensor<2x3x16xf32>
+// CHECK-NEXT: return
 func.func @embedding(%w: tensor<50x16xf32>, %ids: tensor<2x3xi64>) -> tensor<2x3x16xf32> {
   %0 = kgraph.embedding %w, %ids : tensor<50x16xf32>, tensor<2x3xi64> -> tensor<2x3x16xf32>
   return %0 : tensor<2x3x16xf32>

@@ -117,3 +117,18 @@ func.func @bias_gradient(%g: tensor<256x200xbf16>, %x: tensor<256x300xbf16>) -> 
   %db = kgraph.matmul %ones, %g : tensor<1x256xbf16>, tensor<256x200xbf16> -> tensor<1x200xbf16>
   return %dw, %db : tensor<200x300xbf16>, tensor<1x200xbf16>
 }
+
+// An embedding lookup: per block of 128 tokens, their ids load one per
+// partition and a gather DMA fetches the rows they pick (index_stride: the
+// table's row stride; index_bound: its rows), which leave in one store.
+// CHECK-LABEL: func.func @embedding
+// CHECK: %[[IDS:.*]] = ktile.alloc : memref<128x1xi32, "sbuf">
+// CHECK-NEXT: ktile.dma_copy %[[IDS]], %arg1 {{.*}}src = #kisa.ap<hbm, i32, p = 0:128, offset = 0, dims = [1 x 1], pstride = 1>}
+// CHECK: ktile.dma_gather %[[ROWS:.*]], %arg0, %[[IDS]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 64]>, index_bound = 1000 : i64, index_stride = 64 : i64
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[ROWS]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 64], pstride = 64>
+// CHECK: ktile.dma_gather {{.*}}p = 0:72
+// CHECK-NOT: ktile.matmul
+func.func @embedding(%w: tensor<1000x64xf32>, %ids: tensor<2x100xi64>) -> tensor<2x100x64xf32> {
+  %0 = kgraph.embedding %w, %ids : tensor<1000x64xf32>, tensor<2x100xi64> -> tensor<2x100x64xf32>
+  return %0 : tensor<2x100x64xf32>
+}

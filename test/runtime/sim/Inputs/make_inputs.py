@@ -14,3 +14,9 @@ elif kernel == "double_buffered_elementwise":
     np.savez(out, x=f32(128, 2048))
 elif kernel == "dropout_uniform":
     np.savez(out, seed=np.array([-123456789], dtype=np.int32))
+elif kernel == "embedding_gather":
+    np.savez(out, ids=rng.integers(0, 1000, 128).astype(np.int32), w=f32(1000, 64))
+elif kernel == "embedding_gather_out_of_range":
+    ids = rng.integers(0, 1000, 128).astype(np.int32)
+    ids[37] = 1000
+    np.savez(out, ids=ids, w=f32(1000, 64))
