@@ -20,6 +20,14 @@ inline bool isElementwise(mlir::Operation *op) {
                    GeluBackwardOp, DropoutOp>(op);
 }
 
+/// The fusion group `kgraph-fuse-elementwise` put `op` in, if any.
+inline std::optional<int64_t> fusionId(mlir::Operation *op) {
+  if (auto id = op->getAttrOfType<mlir::IntegerAttr>("kgraph.fusion")) {
+    return id.getInt();
+  }
+  return std::nullopt;
+}
+
 } // namespace kiln::graph_passes
 
 #endif // KILN_PASSES_GRAPH_OPCLASSES_H

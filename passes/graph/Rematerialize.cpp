@@ -22,6 +22,7 @@ namespace kiln::graph_passes {
 
 using namespace mlir;
 using namespace kiln::kgraph;
+using kiln::graph_passes::fusionId;
 
 namespace {
 
@@ -29,13 +30,6 @@ using Shape = llvm::ArrayRef<int64_t>;
 
 RankedTensorType tensorType(Value v) {
   return llvm::cast<RankedTensorType>(v.getType());
-}
-
-std::optional<int64_t> fusionId(Operation *op) {
-  if (auto id = op->getAttrOfType<IntegerAttr>("kgraph.fusion")) {
-    return id.getInt();
-  }
-  return std::nullopt;
 }
 
 /// A value every loop nest holds without loading a tensor: a splat constant
@@ -94,11 +88,17 @@ public:
     Value result;
     if (auto constant = llvm::dyn_cast<ConstantOp>(def)) {
       auto dense = llvm::cast<DenseElementsAttr>(constant.getValue());
-      result = dense.getType() == type
-                   ? v
-                   : ConstantOp::create(builder, def->getLoc(), type,
-                                        dense.resizeSplat(type))
-                         .getOutput();
+      if (dense.getType() == type) {
+        result = v;
+      } else {
+        // Beside the original, at the top: a constant defined after a
+        // matmul would keep the group from being that matmul's epilogue.
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(def);
+        result = ConstantOp::create(builder, def->getLoc(), type,
+                                    dense.resizeSplat(type))
+                     .getOutput();
+      }
     } else if (auto reshape = llvm::dyn_cast<ReshapeOp>(def)) {
       result = build(reshape.getInput(), shape);
     } else {

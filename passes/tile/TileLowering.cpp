@@ -151,12 +151,7 @@ private:
   llvm::SmallPtrSet<Operation *, 16> fusedReductions;
 };
 
-std::optional<int64_t> fusionId(Operation *op) {
-  if (auto id = op->getAttrOfType<IntegerAttr>("kgraph.fusion")) {
-    return id.getInt();
-  }
-  return std::nullopt;
-}
+using graph_passes::fusionId;
 
 /// Elements [at, at + size) along `dim` of a concat's result view.
 HbmView concatPart(const HbmView &whole, int64_t dim, int64_t at,

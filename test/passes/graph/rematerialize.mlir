@@ -4,10 +4,13 @@
 // reshape (group 1) and by a backward op in no group. Each reader gets its
 // own copy of the mask's computation in its shape and group (the backward
 // op starts group 2); the original, read by nothing, is gone.
+// A constant in the reader's shape goes beside the original, at the top:
+// defined after a matmul, it would keep the reader's group from being the
+// matmul's epilogue.
 // CHECK-LABEL: func.func @mask_read_twice
-// CHECK-DAG: %[[ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<2x3x8xf32>
-// CHECK-DAG: %[[KEEP:.*]] = kgraph.constant dense<0.899999976> : tensor<f32>
-// CHECK: %[[FLAT_ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<6x8xf32>
+// CHECK-NEXT: %[[FLAT_ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<6x8xf32>
+// CHECK-NEXT: %[[ONES:.*]] = kgraph.constant dense<1.000000e+00> : tensor<2x3x8xf32>
+// CHECK-NEXT: %[[KEEP:.*]] = kgraph.constant dense<0.899999976> : tensor<f32>
 // CHECK: %{{.*}}, %[[M1:.*]] = kgraph.dropout %[[FLAT_ONES]], %arg3 {kgraph.fusion = 1 : i64, p = 1.000000e-01 : f64, stream = 3 : i64} : tensor<6x8xf32>
 // CHECK: %[[F1:.*]] = kgraph.cast %[[M1]] {kgraph.fusion = 1 : i64}
 // CHECK: %[[S1:.*]] = kgraph.div %[[F1]], %[[KEEP]] {kgraph.fusion = 1 : i64}
