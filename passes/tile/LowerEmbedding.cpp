@@ -34,7 +34,8 @@ LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
   }
   int64_t rowStride = table.strides[0], colStride = table.strides[1];
   int64_t elementBytes = isa::dtypeBytes(dst.dtype);
-  int64_t chunk = std::clamp<int64_t>(sbufBudget / 2 / elementBytes, 64, width);
+  int64_t chunk =
+      std::min(width, std::max<int64_t>(64, sbufBudget / 2 / elementBytes));
   for (int64_t n0 = 0; n0 < tokens; n0 += 128) {
     int64_t nn = std::min<int64_t>(128, tokens - n0);
     Tile ids = tb.tile(isa::Memory::Sbuf, isa::DType::I32, nn, 1);
