@@ -811,8 +811,9 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           if (!wide && iotaBuffers.contains(views[i].buffer)) {
             // An iota's element is its index, so any view of it is an
             // affine function of the tile position: computed, not loaded
-            // (the one-hot embedding's [tokens x vocabulary] compare read
-            // the 30522-entry iota once per row block, 125 MB).
+            // (the [tokens x vocabulary] compare of the embedding
+            // gradient's one-hot matrix read the 30522-entry iota once per
+            // row block, 125 MB).
             int64_t freeStride = space.strides[i][rank - 1];
             t = tb.tile(isa::Memory::Sbuf, views[i].dtype, loadRows,
                         freeStride == 0 ? 1 : cols);

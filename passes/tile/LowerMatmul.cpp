@@ -297,9 +297,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // Let each moving tile serve a block of up to four row tiles, so that the
   // moving operand is read from HBM once per block, not once per row tile
   // (a 4096^3 matmul moves 300 MB instead of 1.1 GB), and keep the block's
-  // stationary tiles for every N tile when they fit. When they do not (the
-  // one-hot embedding product's 30522-deep K), the block still shares each
-  // moving tile and reloads its stationary slices per N tile.
+  // stationary tiles for every N tile when they fit. When they do not (a
+  // one-hot index_select over a vocabulary, K in the tens of thousands),
+  // the block still shares each moving tile and reloads its stationary
+  // slices per N tile.
   int64_t perRowTile = kTiles * mTile * elementBytes;
   bool keepStationary = perRowTile <= sbufBudget / 2;
   int64_t mBlock =
