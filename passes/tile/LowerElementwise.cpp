@@ -570,11 +570,46 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
   }
 }
 
+/// Marks the outputs that only fused reductions and column sums read
+/// (directly or through their reshapes) not stored.
+static void skipOutputsOnlySummed(llvm::MutableArrayRef<LoopOutput> outputs,
+                                  llvm::ArrayRef<Operation *> members,
+                                  llvm::ArrayRef<LoopReduction> reductions,
+                                  llvm::ArrayRef<LoopColumnSum> columnSums) {
+  llvm::SmallPtrSet<Operation *, 16> inside(members.begin(), members.end());
+  llvm::SmallPtrSet<Operation *, 8> done;
+  for (const LoopReduction &r : reductions) {
+    if (r.fused) {
+      done.insert(r.op);
+    }
+  }
+  for (const LoopColumnSum &c : columnSums) {
+    if (c.fused) {
+      done.insert(c.op);
+    }
+  }
+  std::function<bool(Operation *)> settled = [&](Operation *user) {
+    if (inside.contains(user) || done.contains(user)) {
+      return true;
+    }
+    return llvm::isa<ReshapeOp>(user) && !user->use_empty() &&
+           llvm::all_of(user->getUsers(), settled);
+  };
+  for (LoopOutput &out : outputs) {
+    Operation *def = out.value.getDefiningOp();
+    if (out.stored && def && inside.contains(def) &&
+        llvm::all_of(out.value.getUsers(), settled)) {
+      out.stored = false;
+    }
+  }
+}
+
 LogicalResult
 Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                            llvm::ArrayRef<int64_t> shape,
                            llvm::MutableArrayRef<LoopOutput> outputs,
-                           llvm::MutableArrayRef<LoopReduction> reductions) {
+                           llvm::MutableArrayRef<LoopReduction> reductions,
+                           llvm::MutableArrayRef<LoopColumnSum> columnSums) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   // External inputs in first-use order; group values by their op.
   llvm::SmallVector<Value> inputs;
@@ -639,6 +674,16 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     seen.resize(shape.size(), 0);
     strides.push_back(seen);
     offsets.push_back(r.dst.offset);
+  }
+  // A column sum seen over the group's shape: stride 1 along the last
+  // dimension, 0 along the summed leading ones, so that the collapse keeps
+  // the columns apart from the rows.
+  size_t columnSumView = strides.size();
+  for (size_t k = 0; k < columnSums.size(); ++k) {
+    Shape seen(shape.size(), 0);
+    seen.back() = 1;
+    strides.push_back(seen);
+    offsets.push_back(0);
   }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
@@ -718,6 +763,22 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                            : space.sizes[rank - 1];
   int64_t chunks = (colsTotal + chunkLimit - 1) / chunkLimit;
   int64_t chunk = (colsTotal + chunks - 1) / chunks;
+  // Column sums fold each tile's rows on TensorE: the rows must be on the
+  // partitions (every dimension but the columns summed), the columns the
+  // free axis in chunks of whole 128-column blocks (a matmul's result
+  // partitions start at 0).
+  int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+  if (!columnSums.empty() && !wide && (chunks == 1 || chunk % 128 == 0) &&
+      (colsTotal + 127) / 128 <= bankColumns) {
+    for (auto [k, c] : llvm::enumerate(columnSums)) {
+      const Shape &st = space.strides[columnSumView + k];
+      c.fused = space.sizes.size() == rank && st[rank - 1] == 1 &&
+                space.sizes[rank - 1] == shape.back() &&
+                llvm::all_of(llvm::seq<size_t>(0, rank - 1),
+                             [&](size_t d) { return st[d] == 0; });
+    }
+    skipOutputsOnlySummed(outputs, ops, reductions, columnSums);
+  }
   // View v's free dimensions for `cols` columns from column f0, and the
   // element offset of f0.
   auto freeDims = [&](size_t v, int64_t cols) {
@@ -760,6 +821,15 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   }
   std::map<std::pair<size_t, int64_t>, Tile> kept;
   std::vector<Tile> reductionSoFar(reductions.size());
+  int64_t columnBlocks = (colsTotal + 127) / 128;
+  std::vector<Tile> sums(columnSums.size());
+  std::map<isa::DType, Tile> ones;
+  for (auto [k, c] : llvm::enumerate(columnSums)) {
+    if (c.fused) {
+      sums[k] = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                        std::min<int64_t>(128, colsTotal), columnBlocks);
+    }
+  }
   for (int64_t o = 0; o < outerCount; ++o) {
     // Element offset of this outer index in every view.
     std::vector<int64_t> base(strides.size());
@@ -853,6 +923,33 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           tb.store(out.dst, base[v] + p0 * rowStride + columnOffset(v, f0),
                    rowStride, freeDims(v, cols), src);
         }
+        for (auto [k, c] : llvm::enumerate(columnSums)) {
+          if (!c.fused) {
+            continue;
+          }
+          TileArg arg = tiles.lookup(c.value);
+          Tile v = arg.immediate ? storedTile(tb, arg, isa::DType::F32, rows, cols)
+                                 : arg.tile;
+          isa::DType type =
+              v.dtype == isa::DType::BF16 ? isa::DType::BF16 : isa::DType::F32;
+          if (v.dtype != type) {
+            Tile widened = tb.tile(isa::Memory::Sbuf, type, rows, cols);
+            tb.copy(widened, v);
+            v = widened;
+          }
+          Tile &column = ones[type];
+          if (!column.buffer) {
+            column = tb.tile(isa::Memory::Sbuf, type, 128, 1);
+            tb.memset(column, 1.0);
+          }
+          bool first = o == 0 && p0 == 0;
+          for (int64_t c0 = 0; c0 < cols; c0 += 128) {
+            int64_t cc = std::min<int64_t>(128, cols - c0);
+            tb.matmul(sums[k].columns((f0 + c0) / 128, 1).withRows(0, cc),
+                      v.columns(c0, cc), column.withRows(0, rows),
+                      /*accumulate=*/!first);
+          }
+        }
         // Each row's fold of this chunk, combined with the chunks before.
         // The last lands in the row block's column of `gathered`, or, wide
         // (a result per row and outer free index), is stored at once.
@@ -883,6 +980,15 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
         storeGathered(tb, r.dst, base[v], space.strides[v][partitionDim],
                       rowsTotal, gathered[k]);
       }
+    }
+  }
+  for (auto [k, c] : llvm::enumerate(columnSums)) {
+    if (c.fused) {
+      // Rounded to the sum's type as the product's evacuation would.
+      Tile out = tb.tile(isa::Memory::Sbuf, c.dst.dtype,
+                         std::min<int64_t>(128, colsTotal), columnBlocks);
+      tb.copy(out, sums[k]);
+      storeGathered(tb, c.dst, c.dst.offset, 1, colsTotal, out);
     }
   }
   return success();

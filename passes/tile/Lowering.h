@@ -43,6 +43,20 @@ struct LoopReduction {
   bool fused = false; // set by the loop nest
 };
 
+/// A sum over a group value's leading dimensions, `ones[1, R] . V` as
+/// layout assignment writes it (a layer norm's weight and bias gradients),
+/// computed by the group's loop nest on TensorE instead of by reading V
+/// back: each tile of V, stationary, against a column of ones, its 128-
+/// column blocks accumulating in PSUM across the row blocks. Fused when the
+/// loop nest keeps V's rows on the partitions and whole 128-column blocks
+/// in each chunk.
+struct LoopColumnSum {
+  mlir::Operation *op; // the matmul
+  mlir::Value value;   // the group value it sums
+  HbmView dst;         // [1, C], a fresh row-major buffer
+  bool fused = false;  // set by the loop nest
+};
+
 /// An elementwise group computed on a 2-D matmul's output tiles as they
 /// leave PSUM, instead of by its own loop nest reading the product back
 /// from HBM: a linear layer's bias and activation, AdamW on a weight
@@ -96,7 +110,8 @@ public:
   lowerElementwise(llvm::ArrayRef<mlir::Operation *> ops,
                    llvm::ArrayRef<int64_t> shape,
                    llvm::MutableArrayRef<LoopOutput> outputs,
-                   llvm::MutableArrayRef<LoopReduction> reductions = {});
+                   llvm::MutableArrayRef<LoopReduction> reductions = {},
+                   llvm::MutableArrayRef<LoopColumnSum> columnSums = {});
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,

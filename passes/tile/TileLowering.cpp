@@ -110,6 +110,7 @@ private:
                        llvm::ArrayRef<LoopReduction> reductions);
   void planEpilogues();
   void planColumnSums();
+  void planRowSums();
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
   LogicalResult lowerReturn(func::ReturnOp ret);
@@ -147,6 +148,11 @@ private:
   /// computes beside its product (see Lowering::lowerMatmul).
   llvm::DenseMap<Operation *, llvm::SmallVector<MatmulOp, 1>> columnSumsOf;
   llvm::SmallPtrSet<Operation *, 8> summedBySibling;
+  /// Sums over rows of a group value that its loop nest may compute (see
+  /// LoopColumnSum), keyed by the group's last op.
+  llvm::DenseMap<Operation *, llvm::SmallVector<std::pair<MatmulOp, Value>, 2>>
+      rowSumsOf;
+  llvm::SmallPtrSet<Operation *, 8> rowSumCandidates;
   /// Reductions a group's loop nest computed.
   llvm::SmallPtrSet<Operation *, 16> fusedReductions;
 };
@@ -249,6 +255,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
   planColumnSums();
+  planRowSums();
   planEpilogues();
   planInPlace();
   planConcats();
@@ -371,6 +378,49 @@ void FunctionLowering::planColumnSums() {
   }
 }
 
+/// The row sums `ones[1, R] . V` left after planColumnSums whose V, seen
+/// as [R, C], is a value of a group of V's shape computed before them:
+/// candidates for the group's loop nest (which may not take them; then
+/// they run where they stand, without an epilogue).
+void FunctionLowering::planRowSums() {
+  for (Operation &op : source.getBody().front()) {
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (!sum || summedBySibling.contains(sum) || sum.getTransposeLhs() ||
+        sum.getTransposeRhs() || tensorType(sum.getOutput()).getRank() != 2 ||
+        tensorType(sum.getLhs()).getShape()[0] != 1) {
+      continue;
+    }
+    auto constant = sum.getLhs().getDefiningOp<ConstantOp>();
+    auto dense = constant
+                     ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                     : nullptr;
+    if (!dense || !dense.isSplat() ||
+        !llvm::isa<FloatType>(dense.getElementType()) ||
+        dense.getSplatValue<APFloat>().convertToDouble() != 1.0) {
+      continue;
+    }
+    Value v = sum.getRhs();
+    if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+      v = reshape.getInput();
+    }
+    Operation *def = v.getDefiningOp();
+    auto id = def ? fusionId(def) : std::nullopt;
+    if (!id) {
+      continue;
+    }
+    auto shape = tensorType(v).getShape();
+    Operation *last = groups[*id].back();
+    if (shape.size() < 2 ||
+        tensorType(last->getResult(0)).getShape() != shape ||
+        shape.back() != tensorType(sum.getRhs()).getShape().back() ||
+        position[last] > position[sum]) {
+      continue;
+    }
+    rowSumsOf[last].push_back({sum, v});
+    rowSumCandidates.insert(sum);
+  }
+}
+
 /// The elementwise groups 2-D matmuls compute on their output tiles (see
 /// Epilogue): every use of the product is in the group, every group op has
 /// the product's shape, the group's other inputs are computed before the
@@ -383,7 +433,7 @@ void FunctionLowering::planEpilogues() {
   for (Operation &op : body) {
     auto matmul = llvm::dyn_cast<MatmulOp>(&op);
     if (!matmul || matmul->use_empty() || matmulResultCast.count(matmul) ||
-        summedBySibling.contains(matmul)) {
+        summedBySibling.contains(matmul) || rowSumCandidates.contains(matmul)) {
       continue;
     }
     auto shape = tensorType(matmul.getOutput()).getShape();
@@ -634,10 +684,37 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
   auto shape = tensorType(members.back()->getResult(0)).getShape();
   llvm::SmallVector<LoopReduction> reductions =
       groupReductions(members, shape, position.lookup(members.back()));
-  if (failed(lowering.lowerElementwise(members, shape, outputs, reductions))) {
+  llvm::SmallVector<LoopColumnSum> columnSums;
+  // A sum's result, or the f32 cast folded into it.
+  auto resultOf = [&](Operation *sum) {
+    Operation *cast = matmulResultCast.lookup(sum);
+    return cast ? cast->getResult(0) : sum->getResult(0);
+  };
+  for (auto [sum, value] : rowSumsOf.lookup(members.back())) {
+    columnSums.push_back(LoopColumnSum{sum, value, freshBuffer(resultOf(sum))});
+  }
+  if (failed(lowering.lowerElementwise(members, shape, outputs, reductions,
+                                       columnSums))) {
     return failure();
   }
   bindLoopResults(outputs, reductions);
+  for (const LoopColumnSum &c : columnSums) {
+    if (c.fused) {
+      lowering.bind(resultOf(c.op), TensorOperand{std::nullopt, c.dst});
+      fusedReductions.insert(c.op);
+      // A reshape only fused sums read is done with them.
+      Operation *via = c.op->getOperand(1).getDefiningOp();
+      if (llvm::isa_and_present<ReshapeOp>(via) &&
+          llvm::all_of(via->getUsers(), [&](Operation *u) {
+            return fusedReductions.contains(u);
+          })) {
+        fusedReductions.insert(via);
+      }
+    } else if (Operation *alloc = c.dst.buffer.getDefiningOp();
+               alloc && alloc->use_empty()) {
+      alloc->erase();
+    }
+  }
   return success();
 }
 
