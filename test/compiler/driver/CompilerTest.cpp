@@ -446,6 +446,20 @@ std::vector<OpCase> opCases() {
                      Tensor t = b.transpose(in(b, "wt", {40, 10}), {1, 0});
                      out(b, b.exp(b.embedding(t, ids)), "transposed");
                    }});
+  // Sums over leading dimensions of group values (a layer norm's weight
+  // and bias gradients) computed by the group's loop nest on TensorE: 300
+  // rows (a partial row block), 260 columns (a partial 128-column block),
+  // one value only the sum reads (not stored) and one also returned.
+  cases.push_back({"row_sums_in_loop_nest", [](B &b) {
+                     Tensor x = in(b, "x", {3, 100, 260});
+                     Tensor y = in(b, "y", {3, 100, 260});
+                     out(b, b.reduceSum(b.mul(b.exp(x), y), {0, 1}), "sum");
+                     Tensor w = b.tanh(b.add(x, y));
+                     out(b, w, "w");
+                     out(b, b.reduceSum(w, {0, 1}), "sum_of_returned");
+                   },
+                   {-1.0, 1.0},
+                   /*matmul=*/true});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});
