@@ -37,7 +37,10 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       of group values over their trailing dimensions (directly or through
       a reshape that keeps the reduced elements trailing) fold in the loop
       nest as tiles are computed, the row blocks' results stored together;
-      a value only they read is not stored. `dropout` is one of them: GpSimd's `random`
+      so do sums over its leading dimensions (`ones[1, R] . V`, a layer
+      norm's weight gradient): each tile of V against a column of ones on
+      TensorE, a PSUM column per 128 columns accumulating over the row
+      blocks. A value only they read is not stored. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
       interpreter's whatever the tiling.
@@ -66,7 +69,12 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       back. A linear layer's bias and GELU and AdamW on a weight gradient
       (written over the weight, when its last read comes before the
       gradient) run this way, and row reductions of the group's values
-      over the product's columns fold tile by tile.
+      over the product's columns fold tile by tile. A row sum
+      `ones[1, K] . dY` after a product `transpose(dY) . X` (a bias
+      gradient beside its weight gradient) is computed by that product
+      from the dY tiles it holds as stationary operand.
+    - **Embedding** lookups: 128 token ids per block, one per partition,
+      and a `dma_gather` per column chunk fetching the rows they pick.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
       HBM buffer; `concat` copies each input into its slice of the result,
       except inputs whose producer (a matmul or an elementwise group)

@@ -404,12 +404,13 @@ void FunctionLowering::planRowSums() {
       v = reshape.getInput();
     }
     Operation *def = v.getDefiningOp();
-    auto id = def ? fusionId(def) : std::nullopt;
-    if (!id) {
+    if (!def || !graph_passes::isElementwise(def)) {
       continue;
     }
+    // A group runs where its last op stands; a lone op is a group of one.
+    auto id = fusionId(def);
+    Operation *last = id ? groups[*id].back() : def;
     auto shape = tensorType(v).getShape();
-    Operation *last = groups[*id].back();
     if (shape.size() < 2 ||
         tensorType(last->getResult(0)).getShape() != shape ||
         shape.back() != tensorType(sum.getRhs()).getShape().back() ||

@@ -132,3 +132,27 @@ func.func @embedding(%w: tensor<1000x64xf32>, %ids: tensor<2x100xi64>) -> tensor
   %0 = kgraph.embedding %w, %ids : tensor<1000x64xf32>, tensor<2x100xi64> -> tensor<2x100x64xf32>
   return %0 : tensor<2x100x64xf32>
 }
+
+// A sum over rows (layout assignment's ones[1, R] . V) of a value the loop
+// nest computes: each tile of V, stationary, against a column of ones, one
+// PSUM column per 128 columns accumulating over the row blocks (the first
+// block starts it). V itself is not stored; the sums leave at the end.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: %[[SUMS:.*]] = ktile.alloc : memref<128x3xf32, "psum">
+// CHECK: ktile.activation %[[E:.*]], %{{.*}} {{.*}}func = "exp"
+// CHECK: %[[ONES:.*]] = ktile.alloc : memref<128x1xf32, "sbuf">
+// CHECK-NEXT: ktile.memset %[[ONES]] {{.*}}value = 1.000000e+00
+// CHECK-NEXT: ktile.matmul %[[SUMS]], %[[E]], %[[ONES]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK-NEXT: ktile.matmul %[[SUMS]], %[[E]], %[[ONES]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:128, offset = 4, dims = [1 x 1]>
+// CHECK-NEXT: ktile.matmul %[[SUMS]], %[[E]], %[[ONES]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 8, dims = [1 x 1]>
+// CHECK: ktile.matmul %[[SUMS]], {{.*}} {accumulate = true, dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 1]>, moving = #kisa.ap<sbuf, f32, p = 0:44
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %[[E]]
+// CHECK: ktile.tensor_copy %[[OUT:.*]], %[[SUMS]]
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [128 x 2], pstride = 1>
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 1024
+func.func @row_sum(%x: tensor<300x260xf32>) -> tensor<1x260xf32> {
+  %e = kgraph.exp %x : tensor<300x260xf32>
+  %ones = kgraph.constant dense<1.0> : tensor<1x300xf32>
+  %s = kgraph.matmul %ones, %e : tensor<1x300xf32>, tensor<300x260xf32> -> tensor<1x260xf32>
+  return %s : tensor<1x260xf32>
+}
