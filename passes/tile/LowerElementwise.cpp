@@ -546,7 +546,8 @@ void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,
 
 void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
                                 llvm::ArrayRef<Operation *> members,
-                                llvm::ArrayRef<LoopReduction> reductions) {
+                                llvm::ArrayRef<LoopReduction> reductions,
+                                llvm::ArrayRef<LoopColumnSum> columnSums) {
   llvm::SmallPtrSet<Operation *, 16> inside(members.begin(), members.end());
   llvm::SmallPtrSet<Operation *, 4> fused;
   for (const LoopReduction &r : reductions) {
@@ -554,53 +555,25 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
       fused.insert(r.op);
     }
   }
-  for (const LoopReduction &r : reductions) {
-    if (r.fused && r.via && llvm::all_of(r.via->getUsers(), [&](Operation *u) {
-          return fused.contains(u);
-        })) {
-      fused.insert(r.via);
-    }
-  }
-  for (LoopOutput &out : outputs) {
-    Operation *def = out.value.getDefiningOp();
-    out.stored = !def || !inside.contains(def) ||
-                 llvm::any_of(out.value.getUsers(), [&](Operation *u) {
-                   return !inside.contains(u) && !fused.contains(u);
-                 });
-  }
-}
-
-/// Marks the outputs that only fused reductions and column sums read
-/// (directly or through their reshapes) not stored.
-static void skipOutputsOnlySummed(llvm::MutableArrayRef<LoopOutput> outputs,
-                                  llvm::ArrayRef<Operation *> members,
-                                  llvm::ArrayRef<LoopReduction> reductions,
-                                  llvm::ArrayRef<LoopColumnSum> columnSums) {
-  llvm::SmallPtrSet<Operation *, 16> inside(members.begin(), members.end());
-  llvm::SmallPtrSet<Operation *, 8> done;
-  for (const LoopReduction &r : reductions) {
-    if (r.fused) {
-      done.insert(r.op);
-    }
-  }
   for (const LoopColumnSum &c : columnSums) {
     if (c.fused) {
-      done.insert(c.op);
+      fused.insert(c.op);
     }
   }
-  std::function<bool(Operation *)> settled = [&](Operation *user) {
-    if (inside.contains(user) || done.contains(user)) {
+  // A reader the loop nest takes care of: a group op, a fused reduction or
+  // sum, or a reshape only those read.
+  auto handled = [&](Operation *user) {
+    if (inside.contains(user) || fused.contains(user)) {
       return true;
     }
     return llvm::isa<ReshapeOp>(user) && !user->use_empty() &&
-           llvm::all_of(user->getUsers(), settled);
+           llvm::all_of(user->getUsers(),
+                        [&](Operation *u) { return fused.contains(u); });
   };
   for (LoopOutput &out : outputs) {
     Operation *def = out.value.getDefiningOp();
-    if (out.stored && def && inside.contains(def) &&
-        llvm::all_of(out.value.getUsers(), settled)) {
-      out.stored = false;
-    }
+    out.stored = !def || !inside.contains(def) ||
+                 !llvm::all_of(out.value.getUsers(), handled);
   }
 }
 
@@ -777,7 +750,7 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                 llvm::all_of(llvm::seq<size_t>(0, rank - 1),
                              [&](size_t d) { return st[d] == 0; });
     }
-    skipOutputsOnlySummed(outputs, ops, reductions, columnSums);
+    skipOutputsOnlyReducedOnes(outputs, ops, reductions, columnSums);
   }
   // View v's free dimensions for `cols` columns from column f0, and the
   // element offset of f0.

@@ -82,11 +82,12 @@ struct Epilogue {
 void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,
                    int64_t rowStride, int64_t total, const Tile &gathered);
 
-/// Marks the outputs only fused reductions read (directly or through their
-/// reshapes) not stored.
+/// Marks the outputs only fused reductions and sums read (directly or
+/// through their reshapes) not stored.
 void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
                                 llvm::ArrayRef<mlir::Operation *> members,
-                                llvm::ArrayRef<LoopReduction> reductions);
+                                llvm::ArrayRef<LoopReduction> reductions,
+                                llvm::ArrayRef<LoopColumnSum> columnSums = {});
 
 class Lowering {
 public:

@@ -335,20 +335,22 @@ bool FunctionLowering::availableBy(Operation *def, unsigned at,
   return true;
 }
 
+/// A floating-point constant of ones: the left side of a sum over rows as
+/// layout assignment writes it.
+bool isOnes(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  return dense && dense.isSplat() &&
+         llvm::isa<FloatType>(dense.getElementType()) &&
+         dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
+}
+
 /// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
 /// writes a reduction over rows) with an earlier 2-D product whose
 /// stationary operand is G itself, `transpose(G) . X` (the weight
 /// gradient): that product computes the sums from the G tiles it holds.
 void FunctionLowering::planColumnSums() {
-  auto isOnes = [](Value v) {
-    auto constant = v.getDefiningOp<ConstantOp>();
-    auto dense = constant
-                     ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
-                     : nullptr;
-    return dense && dense.isSplat() &&
-           llvm::isa<FloatType>(dense.getElementType()) &&
-           dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
-  };
   auto plain = [](MatmulOp m) {
     return !m.getTransposeLhs() && !m.getTransposeRhs() &&
            tensorType(m.getOutput()).getRank() == 2;
@@ -387,16 +389,7 @@ void FunctionLowering::planRowSums() {
     auto sum = llvm::dyn_cast<MatmulOp>(&op);
     if (!sum || summedBySibling.contains(sum) || sum.getTransposeLhs() ||
         sum.getTransposeRhs() || tensorType(sum.getOutput()).getRank() != 2 ||
-        tensorType(sum.getLhs()).getShape()[0] != 1) {
-      continue;
-    }
-    auto constant = sum.getLhs().getDefiningOp<ConstantOp>();
-    auto dense = constant
-                     ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
-                     : nullptr;
-    if (!dense || !dense.isSplat() ||
-        !llvm::isa<FloatType>(dense.getElementType()) ||
-        dense.getSplatValue<APFloat>().convertToDouble() != 1.0) {
+        tensorType(sum.getLhs()).getShape()[0] != 1 || !isOnes(sum.getLhs())) {
       continue;
     }
     Value v = sum.getRhs();
