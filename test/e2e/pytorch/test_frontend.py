@@ -110,6 +110,21 @@ class FrontEndTest(unittest.TestCase):
             step(torch.randn(8, 16, dtype=torch.float64), torch.randint(0, 4, (8,)))
         self.assertIn("float64", str(caught.exception))
 
+    def test_token_id_out_of_range_is_a_clear_error(self):
+        # The embedding's gather DMA checks every index: the step fails
+        # naming the token's partition and id, not a silent zero row.
+        step = kiln.compile_step(models.BertClassifier(), F.cross_entropy,
+                                 kiln.optim.AdamW(lr=1e-3))
+        x = torch.randint(0, 10, (4, 16))
+        y = torch.zeros(4, dtype=torch.long)
+        step(x, y)
+        x[2, 5] = 100000
+        with self.assertRaises(kiln.KilnError) as caught:
+            step(x, y)
+        self.assertIn("dma_gather", str(caught.exception))
+        self.assertIn("partition 37 reads index 100000, outside [0, 100)",
+                      str(caught.exception))
+
     def test_dropout_becomes_seeded_kgraph_dropout(self):
         model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.25), nn.Linear(8, 2))
         step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1))
