@@ -405,13 +405,12 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
                         /*accumulate=*/kt + static_cast<int64_t>(j) > 0);
             }
             for (auto [j, s] : llvm::enumerate(stationarySlices)) {
-              if (n0 > 0 || columnSums.empty()) {
-                break;
+              if (n0 == 0 && !columnSums.empty()) {
+                tb.matmul(sumsAcc.columns(static_cast<int64_t>(i), 1)
+                              .withRows(0, rt.second),
+                          s, ones.withRows(0, s.rows),
+                          /*accumulate=*/kt + static_cast<int64_t>(j) > 0);
               }
-              tb.matmul(sumsAcc.columns(static_cast<int64_t>(i), 1)
-                            .withRows(0, rt.second),
-                        s, ones.withRows(0, s.rows),
-                        /*accumulate=*/kt + static_cast<int64_t>(j) > 0);
             }
           }
           kt += static_cast<int64_t>(movingSlices.size());
@@ -419,10 +418,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
         for (auto [i, rt] : llvm::enumerate(rowTiles)) {
           for (const Tile &gathered : sumsGathered) {
             if (n0 == 0) {
-              tb.copy(gathered.columns(rt.first / mTile, 1)
-                          .withRows(0, rt.second),
-                      sumsAcc.columns(static_cast<int64_t>(i), 1)
-                          .withRows(0, rt.second));
+              tb.copy(
+                  gathered.columns(rt.first / mTile, 1).withRows(0, rt.second),
+                  sumsAcc.columns(static_cast<int64_t>(i), 1)
+                      .withRows(0, rt.second));
             }
           }
           if (epilogue) {

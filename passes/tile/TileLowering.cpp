@@ -335,14 +335,20 @@ bool FunctionLowering::availableBy(Operation *def, unsigned at,
   return true;
 }
 
-/// A floating-point constant of ones: the left side of a sum over rows as
-/// layout assignment writes it.
-bool isOnes(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
+/// A 2-D product with neither operand transposed.
+bool isPlain2d(MatmulOp m) {
+  return !m.getTransposeLhs() && !m.getTransposeRhs() &&
+         tensorType(m.getOutput()).getRank() == 2;
+}
+
+/// A sum over rows as layout assignment writes it: `ones[1, R] . V`, the
+/// ones a floating-point splat constant.
+bool isRowSum(MatmulOp m) {
+  auto constant = m.getLhs().getDefiningOp<ConstantOp>();
   auto dense =
       constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  return dense && dense.isSplat() &&
-         llvm::isa<FloatType>(dense.getElementType()) &&
+  return isPlain2d(m) && tensorType(m.getLhs()).getShape()[0] == 1 && dense &&
+         dense.isSplat() && llvm::isa<FloatType>(dense.getElementType()) &&
          dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
 }
 
@@ -351,14 +357,9 @@ bool isOnes(Value v) {
 /// stationary operand is G itself, `transpose(G) . X` (the weight
 /// gradient): that product computes the sums from the G tiles it holds.
 void FunctionLowering::planColumnSums() {
-  auto plain = [](MatmulOp m) {
-    return !m.getTransposeLhs() && !m.getTransposeRhs() &&
-           tensorType(m.getOutput()).getRank() == 2;
-  };
   for (Operation &op : source.getBody().front()) {
     auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (!sum || !plain(sum) || !isOnes(sum.getLhs()) ||
-        tensorType(sum.getLhs()).getShape()[0] != 1) {
+    if (!sum || !isRowSum(sum)) {
       continue;
     }
     for (Operation *user : sum.getRhs().getUsers()) {
@@ -368,7 +369,7 @@ void FunctionLowering::planColumnSums() {
       }
       auto product = llvm::find_if(transpose->getUsers(), [&](Operation *u) {
         auto m = llvm::dyn_cast<MatmulOp>(u);
-        return m && plain(m) && m.getLhs() == transpose.getOutput() &&
+        return m && isPlain2d(m) && m.getLhs() == transpose.getOutput() &&
                position[m] < position[sum];
       });
       if (product != transpose->getUsers().end()) {
@@ -387,9 +388,7 @@ void FunctionLowering::planColumnSums() {
 void FunctionLowering::planRowSums() {
   for (Operation &op : source.getBody().front()) {
     auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (!sum || summedBySibling.contains(sum) || sum.getTransposeLhs() ||
-        sum.getTransposeRhs() || tensorType(sum.getOutput()).getRank() != 2 ||
-        tensorType(sum.getLhs()).getShape()[0] != 1 || !isOnes(sum.getLhs())) {
+    if (!sum || summedBySibling.contains(sum) || !isRowSum(sum)) {
       continue;
     }
     Value v = sum.getRhs();
