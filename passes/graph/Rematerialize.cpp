@@ -147,7 +147,7 @@ struct KGraphRematerialize
     }
     // The group's copies, keyed by group id; a reader outside any group
     // starts a group of its own with them.
-    std::map<int64_t, std::unique_ptr<Recomputer>> copies;
+    std::map<int64_t, Recomputer> copies;
     OpBuilder builder(func.getContext());
     for (Operation &op : block) {
       if (!kiln::graph_passes::isElementwise(&op) ||
@@ -173,14 +173,11 @@ struct KGraphRematerialize
           id = nextId++;
           op.setAttr("kgraph.fusion", builder.getI64IntegerAttr(*id));
         }
-        auto &copy = copies[*id];
-        if (!copy) {
-          copy = std::make_unique<Recomputer>(builder, *id);
-        }
+        Recomputer &copy = copies.try_emplace(*id, builder, *id).first->second;
         // The group's first reader gets the copy; later readers, which it
         // dominates, reuse it.
         builder.setInsertionPoint(&op);
-        use.set(copy->build(v, shape));
+        use.set(copy.build(v, shape));
       }
     }
     // The originals nothing reads any more.
