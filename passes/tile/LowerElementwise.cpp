@@ -282,10 +282,15 @@ LogicalResult emitDropout(OpEmitter &e, DropoutOp op, llvm::ArrayRef<TileArg> ar
 int64_t peakBytesPerColumn(llvm::ArrayRef<Operation *> ops,
                            llvm::ArrayRef<Value> inputs,
                            llvm::ArrayRef<bool> inputIsScalar,
-                           llvm::ArrayRef<LoopOutput> outputs) {
-  auto bytesOf = [](Value v) {
+                           llvm::ArrayRef<LoopOutput> outputs,
+                           llvm::ArrayRef<int64_t> chainShape) {
+  // A row chain's row values hold one element per row, not per column.
+  auto bytesOf = [&](Value v) -> int64_t {
     auto type = llvm::cast<RankedTensorType>(v.getType());
-    return static_cast<int64_t>(isa::dtypeBytes(deviceType(type.getElementType())));
+    if (!chainShape.empty() && type.getShape() != chainShape) {
+      return 0;
+    }
+    return isa::dtypeBytes(deviceType(type.getElementType()));
   };
   int64_t end = static_cast<int64_t>(ops.size());
   llvm::DenseMap<Value, int64_t> lastUse;
@@ -426,17 +431,81 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
 
 namespace {
 
+/// The tile a store of a group value reads: an immediate filled in, a tile
+/// read with stride 0 made whole (a store reads its source's own layout).
+Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
+                int64_t rows, int64_t cols) {
+  Tile src = arg.tile;
+  if (arg.immediate) {
+    src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
+    tb.memset(src, *arg.immediate);
+  } else if (src.freeStride == 0 || src.run > 0) {
+    Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
+    tb.copy(full, src);
+    src = full;
+  }
+  return src;
+}
+
+/// A row value's tile, one element per row, as an operand of an op over
+/// the rows' `cols` columns: each element read for each column of its row.
+Tile acrossRow(Tile perRowTile, int64_t cols, int64_t perRow) {
+  if (perRow == 1) {
+    perRowTile.freeStride = 0;
+  } else {
+    perRowTile.run = cols / perRow;
+  }
+  perRowTile.cols = cols;
+  return perRowTile;
+}
+
 /// Runs `ops` (in order) on one tile iteration of `rows` x `cols`: `tiles`
 /// holds each operand from outside the ops, and receives every result.
+/// With `chainShape` (a row chain's), the ops not of that shape compute
+/// row values, `perRow` per partition: a reduction folds each row of its
+/// input, and ops on row values work on one element per row.
 LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
                            llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
-                           int64_t cols, const TileIndex &index) {
+                           int64_t cols, const TileIndex &index,
+                           llvm::ArrayRef<int64_t> chainShape = {},
+                           int64_t perRow = 1) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  auto isRowValue = [&](Value v) {
+    return !chainShape.empty() &&
+           llvm::cast<RankedTensorType>(v.getType()).getShape() != chainShape;
+  };
   for (Operation *op : ops) {
+    Value result = op->getResult(0);
+    bool rowOp = isRowValue(result);
+    if (llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op)) {
+      Tile in = storedTile(tb, tiles.lookup(op->getOperand(0)),
+                           isa::DType::F32, rows, cols);
+      Tile fold = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, perRow);
+      tb.reduce(fold, in, reductionAlu(op), cols / perRow);
+      tiles[result] = TileArg{std::nullopt, fold};
+      continue;
+    }
     llvm::SmallVector<TileArg> args;
     for (Value v : op->getOperands()) {
-      args.push_back(tiles.lookup(v));
+      TileArg arg = tiles.lookup(v);
+      Operation *def = v.getDefiningOp();
+      bool computedRowValue = isRowValue(v) && def && members.contains(def);
+      if (!arg.immediate && rowOp) {
+        // A row value's operands are row values or scalars (planRowChains);
+        // a scalar is loaded once and read with stride 0.
+        if (!computedRowValue && arg.tile.freeStride != 0) {
+          return op->emitOpError(
+              "reads a value that its row chain does not hold per row");
+        }
+        if (!computedRowValue) {
+          arg.tile.cols = perRow;
+        }
+      } else if (!arg.immediate && computedRowValue) {
+        arg.tile = acrossRow(arg.tile, cols, perRow);
+      }
+      args.push_back(arg);
     }
-    Value result = op->getResult(0);
+    int64_t width = rowOp ? perRow : cols;
     auto type = llvm::cast<RankedTensorType>(result.getType());
     isa::DType dtype = deviceType(type.getElementType());
     // A cast between types the device stores alike moves nothing.
@@ -450,7 +519,7 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
     for (Value r : op->getResults()) {
       auto t = llvm::cast<RankedTensorType>(r.getType());
       dsts.push_back(tb.tile(isa::Memory::Sbuf,
-                             deviceType(t.getElementType()), rows, cols));
+                             deviceType(t.getElementType()), rows, width));
     }
     if (failed(emitElementwiseOp(tb, op, args, dsts, index))) {
       return failure();
@@ -486,22 +555,6 @@ Tile loadInput(TileBuilder &tb, const HbmView &view, int64_t origin,
     tb.load(t, view, origin, rowStride, free);
   }
   return t;
-}
-
-/// The tile a store of a group value reads: an immediate filled in, a tile
-/// read with stride 0 made whole (a store reads its source's own layout).
-Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
-                int64_t rows, int64_t cols) {
-  Tile src = arg.tile;
-  if (arg.immediate) {
-    src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
-    tb.memset(src, *arg.immediate);
-  } else if (src.freeStride == 0 || src.run > 0) {
-    Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
-    tb.copy(full, src);
-    src = full;
-  }
-  return src;
 }
 
 /// Folds the rows of a reduction's input tile (`perRow` runs each) and
@@ -582,7 +635,8 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                            llvm::ArrayRef<int64_t> shape,
                            llvm::MutableArrayRef<LoopOutput> outputs,
                            llvm::MutableArrayRef<LoopReduction> reductions,
-                           llvm::MutableArrayRef<LoopColumnSum> columnSums) {
+                           llvm::MutableArrayRef<LoopColumnSum> columnSums,
+                           RowChain *chain) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   // External inputs in first-use order; group values by their op.
   llvm::SmallVector<Value> inputs;
@@ -648,6 +702,16 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
     strides.push_back(seen);
     offsets.push_back(r.dst.offset);
   }
+  // A row chain's row values, seen like its reductions: it runs in one
+  // loop nest only where each row's reduced elements are its free axis's
+  // innermost ones.
+  size_t chainView = strides.size();
+  if (chain) {
+    Shape seen = rowMajorStrides(shape.take_front(chain->from));
+    seen.resize(shape.size(), 0);
+    strides.push_back(seen);
+    offsets.push_back(0);
+  }
   // A column sum seen over the group's shape: stride 1 along the last
   // dimension, 0 along the summed leading ones, so that the collapse keeps
   // the columns apart from the rows.
@@ -660,11 +724,16 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   }
   LoopSpace space = collapse(shape, strides);
   size_t rank = space.sizes.size();
+  // Whether the view folds along exactly the innermost dimension.
+  auto foldsInnermost = [&](size_t view) {
+    const Shape &s = space.strides[view];
+    return s.back() == 0 && llvm::all_of(llvm::seq<size_t>(0, rank - 1),
+                                         [&](size_t d) { return s[d] != 0; });
+  };
   for (auto [k, r] : llvm::enumerate(reductions)) {
-    const Shape &s = space.strides[reductionView + k];
-    r.fused = s.back() == 0 && llvm::all_of(llvm::seq<size_t>(0, rank - 1),
-                                            [&](size_t d) { return s[d] != 0; });
+    r.fused = foldsInnermost(reductionView + k);
   }
+  bool chainFolds = chain && foldsInnermost(chainView);
   skipOutputsOnlyReducedOnes(outputs, ops, reductions);
 
   // Free-axis chunk: the tiles one iteration holds at once within the
@@ -679,7 +748,8 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                                     [](int64_t s) { return s == 0; });
   }
   int64_t chunkLimit = std::clamp<int64_t>(
-      sbufBudget / peakBytesPerColumn(ops, inputs, inputIsScalar, outputs),
+      sbufBudget / peakBytesPerColumn(ops, inputs, inputIsScalar, outputs,
+                                      chain ? shape : llvm::ArrayRef<int64_t>{}),
       64, 4096);
   // The partitions take the second-innermost dimension and the free axis
   // the innermost. Where the innermost is short (a head's 64 features: a
@@ -736,6 +806,12 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                            : space.sizes[rank - 1];
   int64_t chunks = (colsTotal + chunkLimit - 1) / chunkLimit;
   int64_t chunk = (colsTotal + chunks - 1) / chunks;
+  if (chain && !(chainFolds && chunks == 1)) {
+    chain->declined = true; // nothing emitted: its parts go one by one
+    return success();
+  }
+  // Row values per partition: one per row, or wide, one per short row.
+  int64_t perRow = wide ? space.sizes[freeOuterDim] : 1;
   // Column sums fold each tile's rows on TensorE: the rows must be on the
   // partitions (every dimension but the columns summed), the columns the
   // free axis in chunks of whole 128-column blocks (a matmul's result
@@ -882,7 +958,9 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                    space.strides[indexView][partitionDim],
                    space.strides[indexView][rank - 1]};
         }
-        if (failed(emitGroupOps(tb, ops, tiles, rows, cols, index))) {
+        if (failed(emitGroupOps(tb, ops, tiles, rows, cols, index,
+                                chain ? shape : llvm::ArrayRef<int64_t>{},
+                                perRow))) {
           return failure();
         }
         for (auto [k, out] : llvm::enumerate(outputs)) {
@@ -930,13 +1008,21 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
           if (!r.fused) {
             continue;
           }
-          int64_t perRow = wide ? space.sizes[freeOuterDim] : 1;
           bool last = f0 + cols >= colsTotal;
           Tile into = last && !wide
                           ? gathered[k].columns(p0 / 128, 1).withRows(0, rows)
                           : Tile{};
-          Tile fold = foldRows(tb, r, tiles, rows, cols, perRow,
-                               f0 > 0 ? &reductionSoFar[k] : nullptr, into);
+          Tile fold;
+          if (r.rowValue) {
+            // Computed by the chain's ops: whole rows, one chunk.
+            fold = tiles.lookup(r.op->getResult(0)).tile;
+            if (into.buffer) {
+              tb.copy(into, fold);
+            }
+          } else {
+            fold = foldRows(tb, r, tiles, rows, cols, perRow,
+                            f0 > 0 ? &reductionSoFar[k] : nullptr, into);
+          }
           reductionSoFar[k] = fold;
           if (last && wide) {
             size_t v = reductionView + k;

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <functional>
 #include <map>
 
 namespace kiln::tile_passes {
@@ -41,6 +42,24 @@ struct LoopReduction {
   int64_t from;
   HbmView dst; // a fresh row-major buffer
   bool fused = false; // set by the loop nest
+  /// A value a row chain's ops compute per row (one of its reductions or
+  /// statistics, read after the chain): stored as it is, not folded.
+  bool rowValue = false;
+};
+
+/// A row chain (see TileLowering's planRowChains): elementwise groups of
+/// one shape joined by reductions over their trailing dimensions and the
+/// elementwise ops on those reductions (a softmax's max, shift, exp, sum
+/// and division; a layer norm's centring, variance and scaling). When each
+/// iteration of the loop nest holds whole rows, one loop nest computes it
+/// all and the values passed between the groups never leave SBUF.
+struct RowChain {
+  /// The reduced dimensions are [from, rank) of the groups' shape; the
+  /// row values (reductions and the ops on them) have size 1 there.
+  int64_t from = 0;
+  /// Set by the loop nest when its layout cannot hold whole rows: it
+  /// emitted nothing, and the chain's parts are lowered one by one.
+  bool declined = false;
 };
 
 /// A sum over a group value's leading dimensions, `ones[1, R] . V` as
@@ -77,6 +96,32 @@ struct Epilogue {
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
 };
 
+/// A row chain as planned: its ops in program order (the groups' members,
+/// the reductions, the ops on row values), run where the last stands.
+struct PlannedRowChain {
+  llvm::SmallVector<mlir::Operation *> ops;
+  llvm::SmallVector<int64_t> shape; // the groups' (the last op may be a row op)
+  int64_t from = 0;                 // as RowChain::from
+};
+
+/// What the planner needs to know of the function's lowering.
+struct RowChainHooks {
+  /// The members of an elementwise op's fusion group (the op alone if in
+  /// none), in program order.
+  std::function<llvm::ArrayRef<mlir::Operation *>(mlir::Operation *)>
+      membersOf;
+  /// Whether a group may join a chain (one a matmul's epilogue computes,
+  /// say, may not).
+  std::function<bool(llvm::ArrayRef<mlir::Operation *>)> mayJoin;
+  /// The position at which an op's lowering reads its operands.
+  std::function<unsigned(mlir::Operation *)> readAt;
+};
+
+/// The row chains of a function body, each joining two or more groups, no
+/// op in two of them.
+std::vector<PlannedRowChain> planRowChains(mlir::Block &body,
+                                           const RowChainHooks &hooks);
+
 /// Stores the results `gathered` holds for `total` rows (row 128 t + p in
 /// column t of partition p), `rowStride` apart from `offset` in `dst`.
 void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,
@@ -107,12 +152,16 @@ public:
   /// storing `outputs`, and those of `reductions` (of group values of
   /// `shape`) it can: it marks them fused, and the outputs only they read
   /// not stored. Operands defined outside `ops` are loaded.
+  /// With `chain`, `ops` are a row chain's (reductions and row values
+  /// among them, computed per row in SBUF), and `reductions` include the
+  /// row values read after it (`rowValue`).
   mlir::LogicalResult
   lowerElementwise(llvm::ArrayRef<mlir::Operation *> ops,
                    llvm::ArrayRef<int64_t> shape,
                    llvm::MutableArrayRef<LoopOutput> outputs,
                    llvm::MutableArrayRef<LoopReduction> reductions = {},
-                   llvm::MutableArrayRef<LoopColumnSum> columnSums = {});
+                   llvm::MutableArrayRef<LoopColumnSum> columnSums = {},
+                   RowChain *chain = nullptr);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,

@@ -40,7 +40,18 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       so do sums over its leading dimensions (`ones[1, R] . V`, a layer
       norm's weight gradient): each tile of V against a column of ones on
       TensorE, a PSUM column per 128 columns accumulating over the row
-      blocks. A value only they read is not stored. `dropout` is one of them: GpSimd's `random`
+      blocks. A value only they read is not stored. Groups of one shape
+      joined by such reductions and the elementwise ops on their results
+      (a softmax's max, shift, exponential, sum and division; a layer
+      norm's centring, variance, epsilon and reciprocal square root) form
+      a row chain: where every iteration holds whole rows, one loop nest
+      runs it all, a row's statistics kept one element per row in SBUF and
+      read across the row with stride 0, so the values between the groups
+      never go to HBM; statistics read later (a layer norm's reciprocal
+      deviation, for the backward pass) are stored as reductions are. A
+      chain is formed only when nothing outside it reads its values before
+      its last op; where rows are too long for one iteration its parts run
+      alone. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
       interpreter's whatever the tiling.

@@ -101,16 +101,20 @@ public:
 private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerGroup(llvm::ArrayRef<Operation *> members);
+  LogicalResult lowerChain(size_t chain);
   llvm::SmallVector<LoopOutput>
   groupOutputs(llvm::ArrayRef<Operation *> members);
   llvm::SmallVector<LoopReduction>
   groupReductions(llvm::ArrayRef<Operation *> members,
-                  llvm::ArrayRef<int64_t> shape, unsigned at);
+                  llvm::ArrayRef<int64_t> shape, unsigned at,
+                  const llvm::SmallPtrSetImpl<Operation *> *computed = nullptr);
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
   void planEpilogues();
   void planColumnSums();
   void planRowSums();
+  void planChains();
+  unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
   LogicalResult lowerReturn(func::ReturnOp ret);
@@ -155,6 +159,12 @@ private:
   llvm::SmallPtrSet<Operation *, 8> rowSumCandidates;
   /// Reductions a group's loop nest computed.
   llvm::SmallPtrSet<Operation *, 16> fusedReductions;
+  /// Row chains (see PlanRowChains.cpp), each run where its last op
+  /// stands, and those whose loop nest declined (their parts run alone).
+  std::vector<PlannedRowChain> chains;
+  llvm::DenseMap<Operation *, size_t> chainOf;
+  llvm::DenseSet<size_t> declinedChains;
+  std::map<Operation *, Operation *> loneGroups; // stable storage
 };
 
 using graph_passes::fusionId;
@@ -166,6 +176,15 @@ HbmView concatPart(const HbmView &whole, int64_t dim, int64_t at,
   part.offset += at * whole.strides[dim];
   part.shape[dim] = size;
   return part;
+}
+
+/// Erases a buffer nothing reads or writes (made for a loop nest that
+/// stored nothing into it).
+void eraseIfUnused(const HbmView &view) {
+  Operation *alloc = view.buffer ? view.buffer.getDefiningOp() : nullptr;
+  if (alloc && llvm::isa<ktile::AllocOp>(alloc) && alloc->use_empty()) {
+    alloc->erase();
+  }
 }
 
 bool isViewOp(Operation *op) {
@@ -257,6 +276,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   planColumnSums();
   planRowSums();
   planEpilogues();
+  planChains();
   planInPlace();
   planConcats();
 
@@ -302,6 +322,10 @@ void FunctionLowering::planInPlace() {
 /// Where `op`'s reads happen: a fused op runs with its group's last member,
 /// or with the matmul whose epilogue the group is.
 unsigned FunctionLowering::loweredAt(Operation *op) {
+  auto chain = chainOf.find(op);
+  if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
+    return position[chains[chain->second].ops.back()];
+  }
   auto id = fusionId(op);
   if (!id) {
     return position[op];
@@ -309,6 +333,51 @@ unsigned FunctionLowering::loweredAt(Operation *op) {
   auto epilogue = epilogueAt.find(*id);
   return epilogue != epilogueAt.end() ? epilogue->second
                                       : position[groups[*id].back()];
+}
+
+/// Where `op`'s lowering reads its operands: an absorbed cast's are read by
+/// the matmuls it feeds; a view early for an epilogue reads at its matmul.
+unsigned FunctionLowering::readAt(Operation *op) {
+  if (absorbed.contains(op)) {
+    unsigned at = std::numeric_limits<unsigned>::max();
+    for (Operation *user : op->getUsers()) {
+      at = std::min(at, readAt(user));
+    }
+    return at;
+  }
+  unsigned at = loweredAt(op);
+  for (auto &[matmul, views] : earlyViews) {
+    if (llvm::is_contained(views, op)) {
+      at = std::min(at, position[matmul]);
+    }
+  }
+  return at;
+}
+
+/// Row chains among the groups no matmul or row sum claimed.
+void FunctionLowering::planChains() {
+  RowChainHooks hooks;
+  hooks.membersOf = [&](Operation *op) -> llvm::ArrayRef<Operation *> {
+    if (auto id = fusionId(op)) {
+      return groups[*id];
+    }
+    auto lone = loneGroups.emplace(op, op).first;
+    return llvm::ArrayRef<Operation *>(&lone->second, 1);
+  };
+  hooks.mayJoin = [&](llvm::ArrayRef<Operation *> members) {
+    auto id = fusionId(members.front());
+    return !(id && epilogueAt.count(*id)) && !rowSumsOf.count(members.back()) &&
+           llvm::none_of(members, [&](Operation *m) {
+             return absorbed.contains(m);
+           });
+  };
+  hooks.readAt = [&](Operation *op) { return readAt(op); };
+  chains = planRowChains(source.getBody().front(), hooks);
+  for (auto [k, chain] : llvm::enumerate(chains)) {
+    for (Operation *op : chain.ops) {
+      chainOf[op] = k;
+    }
+  }
 }
 
 /// Whether `def`'s result exists at position `at`: lowered before it, or a
@@ -620,10 +689,12 @@ FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
 /// `at`), each with a fresh buffer for the loop nest to fill.
 llvm::SmallVector<LoopReduction>
 FunctionLowering::groupReductions(llvm::ArrayRef<Operation *> members,
-                                  llvm::ArrayRef<int64_t> shape, unsigned at) {
+                                  llvm::ArrayRef<int64_t> shape, unsigned at,
+                                  const llvm::SmallPtrSetImpl<Operation *> *computed) {
   llvm::SmallVector<LoopReduction> reductions;
   auto consider = [&](Operation *user, Operation *via) {
     if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(user) ||
+        (computed && computed->contains(user)) ||
         inPlace.count(user->getResult(0)) ||
         destinations.count(user->getResult(0))) {
       return;
@@ -711,6 +782,57 @@ LogicalResult FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) 
   return success();
 }
 
+/// A row chain in one loop nest: its values of the groups' shape read
+/// after it are stored, and so are its row values read after it; the rest
+/// stays in SBUF. If the loop nest declines, the parts run one by one.
+LogicalResult FunctionLowering::lowerChain(size_t k) {
+  const PlannedRowChain &plan = chains[k];
+  llvm::ArrayRef<int64_t> shape = plan.shape;
+  llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(), plan.ops.end());
+  llvm::SmallVector<LoopOutput> outputs;
+  llvm::SmallVector<LoopReduction> reductions = groupReductions(
+      plan.ops, shape, position[plan.ops.back()], &inChain);
+  for (const LoopOutput &out : groupOutputs(plan.ops)) {
+    if (tensorType(out.value).getShape() == shape) {
+      outputs.push_back(out);
+    } else {
+      reductions.push_back(LoopReduction{out.value.getDefiningOp(), nullptr,
+                                         plan.from, out.dst, false,
+                                         /*rowValue=*/true});
+    }
+  }
+  RowChain chain{plan.from};
+  if (getenv("XCHAIN")) { llvm::errs() << "CHAIN " << plan.ops.size() << " ops " << plan.ops.front()->getLoc() << " .. " << plan.ops.back()->getLoc() << "\n"; }
+  if (failed(lowering.lowerElementwise(plan.ops, shape, outputs, reductions,
+                                       {}, &chain))) {
+    return failure();
+  }
+  if (getenv("XCHAIN")) { fprintf(stderr, "CHAIN declined=%d\n", chain.declined); }
+  if (!chain.declined) {
+    bindLoopResults(outputs, reductions);
+    return success();
+  }
+  // The buffers made for the loop nest; the parts make their own.
+  auto discard = [&](Value value, const HbmView &view) {
+    if (!destinations.count(value) && !inPlace.count(value)) {
+      eraseIfUnused(view);
+    }
+  };
+  for (const LoopOutput &out : outputs) {
+    discard(out.value, out.dst);
+  }
+  for (const LoopReduction &r : reductions) {
+    discard(r.op->getResult(0), r.dst);
+  }
+  declinedChains.insert(k);
+  for (Operation *op : plan.ops) {
+    if (failed(lowerOp(op))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
 /// Binds what a group's loop nest (or epilogue) stored and the reductions
 /// it computed; drops the buffers nothing wrote.
 void FunctionLowering::bindLoopResults(
@@ -718,17 +840,11 @@ void FunctionLowering::bindLoopResults(
     llvm::ArrayRef<LoopReduction> reductions) {
   // Buffers nothing wrote: an output only fused reductions read, a
   // reduction the loop nest could not fuse (it runs where it stands).
-  auto dropIfUnused = [](const HbmView &view) {
-    Operation *alloc = view.buffer.getDefiningOp();
-    if (alloc && llvm::isa<ktile::AllocOp>(alloc) && alloc->use_empty()) {
-      alloc->erase();
-    }
-  };
   for (const LoopOutput &out : outputs) {
     if (out.stored) {
       lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
     } else {
-      dropIfUnused(out.dst);
+      eraseIfUnused(out.dst);
     }
   }
   for (const LoopReduction &r : reductions) {
@@ -736,7 +852,7 @@ void FunctionLowering::bindLoopResults(
       lowering.bind(r.op->getResult(0), TensorOperand{std::nullopt, r.dst});
       fusedReductions.insert(r.op);
     } else {
-      dropIfUnused(r.dst);
+      eraseIfUnused(r.dst);
     }
   }
   // A reshape only fused reductions read is done with them.
@@ -750,6 +866,11 @@ void FunctionLowering::bindLoopResults(
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
+  auto chain = chainOf.find(op);
+  if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
+    return op == chains[chain->second].ops.back() ? lowerChain(chain->second)
+                                                  : success();
+  }
   if (absorbed.contains(op) || loweredEarly.contains(op) ||
       fusedReductions.contains(op)) {
     return success();

@@ -460,6 +460,29 @@ std::vector<OpCase> opCases() {
                    },
                    {-1.0, 1.0},
                    /*matmul=*/true});
+  // Groups joined across their row reductions in one loop nest: a layer
+  // norm over 300 rows (a partial row block) whose mean and reciprocal
+  // deviation are returned (row values stored a column per row block); a
+  // softmax over rows of 40, six to a partition, returning its max and the
+  // log of its sum (a row value an op on row values computes); and rows of
+  // 5000, too long for one iteration, where the chain's parts run alone.
+  cases.push_back({"row_chains", [](B &b) {
+                     Tensor x = in(b, "x", {3, 100, 260});
+                     auto ln = b.layerNorm(x, in(b, "w", {260}),
+                                           in(b, "bias", {260}), 1);
+                     out(b, ln.output, "y");
+                     out(b, ln.mean, "mean");
+                     out(b, ln.rstd, "rstd");
+                     Tensor s = in(b, "s", {2, 3, 130, 40});
+                     Tensor m = b.reduceMax(s, {3}, true);
+                     Tensor e = b.exp(b.sub(s, m));
+                     Tensor z = b.reduceSum(e, {3}, true);
+                     out(b, b.div(e, z), "p");
+                     out(b, m, "max");
+                     out(b, b.log(z), "log_sum");
+                     Tensor l = b.exp(in(b, "long", {130, 5000}));
+                     out(b, b.div(l, b.reduceSum(l, {1}, true)), "long_p");
+                   }});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});
