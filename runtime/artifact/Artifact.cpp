@@ -339,8 +339,10 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
 
   uint32_t count = read32le(h + kOffSectionCount);
   uint64_t table = read64le(h + kOffSectionTable);
-  if (count > 64 || table < kHeaderBytes ||
-      table + uint64_t(count) * kSectionEntryBytes > bytes.size()) {
+  // Compared without adding to `table`: a table offset near 2^64 would
+  // wrap the sum round into the file.
+  if (count > 64 || table < kHeaderBytes || table > bytes.size() ||
+      uint64_t(count) * kSectionEntryBytes > bytes.size() - table) {
     return fail("section table lies outside the file");
   }
   bool haveManifest = false, haveConstants = false;

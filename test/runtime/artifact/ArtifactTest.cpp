@@ -130,6 +130,14 @@ TEST(Artifact, CorruptionIsDetected) {
   EXPECT_NE(loadError(older).find("instruction schema differs"),
             std::string::npos);
 
+  // A section table offset so large that adding the table's size to it
+  // wraps round into the file (found by the loader's fuzzer).
+  std::string wrapped = good;
+  llvm::support::endian::write64le(wrapped.data() + 24, ~uint64_t(0) - 31);
+  resign(wrapped);
+  EXPECT_EQ(loadError(wrapped),
+            "artifact 'x.kneff': section table lies outside the file");
+
   EXPECT_NE(test::errorOf(artifact::readArtifact(good, "x.kneff", "trn2"))
                 .find("is compiled for trn1, not trn2"),
             std::string::npos);
