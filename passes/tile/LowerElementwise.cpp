@@ -431,16 +431,21 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
 
 namespace {
 
-/// The tile a store of a group value reads: an immediate filled in, a tile
-/// read with stride 0 made whole (a store reads its source's own layout).
+/// The tile a store of a group value into `dtype` reads: an immediate
+/// filled in, a tile read with stride 0 made whole (a store reads its
+/// source's own layout), an f32 tile stored in bf16 rounded on an engine
+/// (a converting DMA would move the f32 bytes).
 Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
                 int64_t rows, int64_t cols) {
   Tile src = arg.tile;
   if (arg.immediate) {
     src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
     tb.memset(src, *arg.immediate);
-  } else if (src.freeStride == 0 || src.run > 0) {
-    Tile full = tb.tile(isa::Memory::Sbuf, src.dtype, rows, cols);
+  } else if (src.freeStride == 0 || src.run > 0 ||
+             (src.dtype == isa::DType::F32 && dtype == isa::DType::BF16)) {
+    bool narrow = src.dtype == isa::DType::F32 && dtype == isa::DType::BF16;
+    Tile full = tb.tile(isa::Memory::Sbuf, narrow ? dtype : src.dtype, rows,
+                        cols);
     tb.copy(full, src);
     src = full;
   }

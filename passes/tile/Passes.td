@@ -33,7 +33,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       reads alike, a bias or a scalar, once for all of them),
       every op of the group computes in SBUF, and only values used outside
       the group are stored; a group's last bf16 cast of a matmul operand is
-      stored narrowed when nothing else reads its f32 input. Reductions
+      stored narrowed when nothing else reads its f32 input, and so is an
+      f32 value that only bf16 matmul operands read through views (rounded
+      on an engine, then stored). Reductions
       of group values over their trailing dimensions (directly or through
       a reshape that keeps the reduced elements trailing) fold in the loop
       nest as tiles are computed, the row blocks' results stored together;

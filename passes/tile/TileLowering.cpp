@@ -112,6 +112,8 @@ private:
                        llvm::ArrayRef<LoopReduction> reductions);
   void planEpilogues();
   void planColumnSums();
+  void planNarrowedOutputs();
+  bool readOnlyNarrowed(Value value);
   void planRowSums();
   void planChains();
   unsigned readAt(Operation *op);
@@ -165,6 +167,8 @@ private:
   llvm::DenseMap<Operation *, size_t> chainOf;
   llvm::DenseSet<size_t> declinedChains;
   std::map<Operation *, Operation *> loneGroups; // stable storage
+  /// f32 values of elementwise ops stored in bf16 (see planNarrowedOutputs).
+  llvm::DenseSet<Value> narrowed;
 };
 
 using graph_passes::fusionId;
@@ -273,6 +277,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
+  planNarrowedOutputs();
   planColumnSums();
   planRowSums();
   planEpilogues();
@@ -419,6 +424,39 @@ bool isRowSum(MatmulOp m) {
   return isPlain2d(m) && tensorType(m.getLhs()).getShape()[0] == 1 && dense &&
          dense.isSplat() && llvm::isa<FloatType>(dense.getElementType()) &&
          dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
+}
+
+/// Whether everything that reads `value`, through views, is a bf16 cast
+/// that the loads of the matmuls it feeds perform.
+bool FunctionLowering::readOnlyNarrowed(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUsers(), [&](Operation *user) {
+           if (auto cast = llvm::dyn_cast<CastOp>(user)) {
+             return absorbed.contains(cast) &&
+                    cast.getOutput().getType().getElementType().isBF16();
+           }
+           return isViewOp(user) && readOnlyNarrowed(user->getResult(0));
+         });
+}
+
+/// f32 values computed by elementwise ops that only bf16 matmul operands
+/// read (through slices, reshapes and transposes): attention's fused QKV
+/// projection, which the forward and the backward pass both read as bf16
+/// Q, K and V. The producer rounds its tiles to bf16 on an engine and
+/// stores those, half the bytes out and in, instead of storing f32 for
+/// every load to narrow. The matmuls see the same bits either way.
+void FunctionLowering::planNarrowedOutputs() {
+  for (Operation &op : source.getBody().front()) {
+    if (!graph_passes::isElementwise(&op) || absorbed.contains(&op)) {
+      continue;
+    }
+    for (Value result : op.getResults()) {
+      if (tensorType(result).getElementType().isF32() &&
+          readOnlyNarrowed(result)) {
+        narrowed.insert(result);
+      }
+    }
+  }
 }
 
 /// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
@@ -662,7 +700,9 @@ HbmView FunctionLowering::freshBuffer(Value result) {
     }
     return planned->second;
   }
-  Value buffer = tb.hbm(type.getShape(), deviceType(type.getElementType()));
+  Value buffer = tb.hbm(type.getShape(), narrowed.contains(result)
+                                             ? isa::DType::BF16
+                                             : deviceType(type.getElementType()));
   return viewOfBuffer(buffer, type);
 }
 

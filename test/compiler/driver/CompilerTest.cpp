@@ -483,6 +483,31 @@ std::vector<OpCase> opCases() {
                      Tensor l = b.exp(in(b, "long", {130, 5000}));
                      out(b, b.div(l, b.reduceSum(l, {1}, true)), "long_p");
                    }});
+  // An f32 value that only bf16 matmul operands read, through a slice and
+  // reshape (Q out of a fused QKV projection) or a transpose: its group
+  // stores it rounded to bf16. Products with the identity keep those bf16
+  // values exactly, so a rounding other than the cast's shows.
+  cases.push_back({"narrowed_output", [](B &b) {
+                     Tensor x = b.exp(in(b, "x", {3, 100, 96}));
+                     Tensor eye = b.cast(b.compare("eq", b.iota({48, 48}, 0),
+                                                   b.iota({48, 48}, 1)),
+                                         proto::BF16);
+                     auto half = [&](int64_t from) {
+                       return b.reshape(b.slice(x, {0, 0, from},
+                                                {3, 100, from + 48}, {1, 1, 1}),
+                                        {300, 48});
+                     };
+                     Tensor q = b.cast(half(0), proto::BF16);
+                     out(b, b.cast(b.matmul(q, eye), proto::F32), "q");
+                     Tensor k = b.cast(b.transpose(half(48), {1, 0}), proto::BF16);
+                     out(b, b.cast(b.matmul(eye, k), proto::F32), "k_t");
+                     // Also read in f32 through a view: stays f32.
+                     Tensor y = b.exp(in(b, "y", {100, 48}));
+                     out(b, b.cast(b.matmul(b.cast(y, proto::BF16), eye),
+                                   proto::F32),
+                         "y_bf16");
+                     out(b, b.neg(b.transpose(y, {1, 0})), "y_f32");
+                   }});
   cases.push_back({"all_reduce", [](B &b) {
                      out(b, b.allReduce(b.exp(in(b, "x", {3, 100})), "mean"));
                    }});

@@ -156,3 +156,20 @@ func.func @row_sum(%x: tensor<300x260xf32>) -> tensor<1x260xf32> {
   %s = kgraph.matmul %ones, %e : tensor<1x300xf32>, tensor<300x260xf32> -> tensor<1x260xf32>
   return %s : tensor<1x260xf32>
 }
+
+// An f32 value only bf16 matmul operands read (through a slice): its loop
+// nest rounds each tile to bf16 on an engine and stores that, and the
+// matmul loads bf16 without converting.
+// CHECK-LABEL: func.func @narrowed_output
+// CHECK: %[[E:.*]] = ktile.alloc : memref<128x256xbf16, "hbm">
+// CHECK: ktile.activation %[[EXP:.*]], %{{.*}} {{.*}}func = "exp"
+// CHECK: ktile.tensor_copy %[[NARROW:.*]], %[[EXP]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<sbuf, f32
+// CHECK-NEXT: ktile.dma_copy %[[E]], %[[NARROW]] {dst = #kisa.ap<hbm, bf16
+// CHECK: ktile.dma_copy %{{.*}}, %[[E]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 128], pstride = 256>}
+func.func @narrowed_output(%x: tensor<128x256xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<128x64xbf16> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<128x64xbf16> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %e = kgraph.exp %x : tensor<128x256xf32>
+  %s = kgraph.slice %e {limit = array<i64: 128, 128>, start = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<128x256xf32> -> tensor<128x128xf32>
+  %c = kgraph.cast %s : tensor<128x128xf32> -> tensor<128x128xbf16>
+  %y = kgraph.matmul %c, %w : tensor<128x128xbf16>, tensor<128x64xbf16> -> tensor<128x64xbf16>
+  return %y : tensor<128x64xbf16>
+}
