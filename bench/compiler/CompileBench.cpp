@@ -6,7 +6,8 @@
 // busy fraction and MFU on trn1.
 //
 //   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--runs N]
-//                                [--profile DIR] [--graph NAME=FILE]...
+//                                [--profile DIR] [--check-hazards]
+//                                [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
 //   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
@@ -23,7 +24,9 @@
 // artifact, each engine's busy fraction and its costliest instruction kinds:
 // where the modelled time goes. --profile writes each simulated run's engine
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
-// compiles the best time is taken over (3).
+// compiles the best time is taken over (3); --check-hazards runs the
+// simulator's hazard checker too (slower): a program whose semaphores miss
+// a dependency fails with the hazard named.
 //
 //===----------------------------------------------------------------------===//
 
@@ -191,7 +194,7 @@ void printBreakdown(const artifact::Artifact &artifact,
 }
 
 struct BenchOptions {
-  bool simulate = true, breakdown = false;
+  bool simulate = true, breakdown = false, checkHazards = false;
   int runs = 3;
   std::string profileDir;
 };
@@ -224,7 +227,7 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
               instructions);
   if (bench.simulate) {
     sim::SimOptions simOptions;
-    simOptions.checkHazards = false;
+    simOptions.checkHazards = bench.checkHazards;
     sim::Simulator simulator(*artifact, simOptions);
     for (const kneff::Buffer &b : artifact->manifest.buffers()) {
       if (b.role() == kneff::INPUT || b.role() == kneff::INOUT) {
@@ -291,6 +294,8 @@ int main(int argc, char **argv) {
       benchOptions.simulate = false;
     } else if (arg == "--breakdown") {
       benchOptions.breakdown = true;
+    } else if (arg == "--check-hazards") {
+      benchOptions.checkHazards = true;
     } else if (arg == "--runs" && i + 1 < argc &&
                !llvm::StringRef(argv[i + 1]).getAsInteger(10, benchOptions.runs) &&
                benchOptions.runs > 0) {
@@ -310,7 +315,7 @@ int main(int argc, char **argv) {
     } else {
       std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] [--no-builtin] "
                            "[--bf16-only|--f32-only] [--runs N] [--profile DIR] "
-                           "[--graph NAME=FILE]...\n");
+                           "[--check-hazards] [--graph NAME=FILE]...\n");
       return 2;
     }
   }
@@ -341,7 +346,7 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("(trn1; compile on one thread, best of %d; simulated with "
-              "zero inputs, hazard checker off)\n",
-              benchOptions.runs);
+              "zero inputs, hazard checker %s)\n",
+              benchOptions.runs, benchOptions.checkHazards ? "on" : "off");
   return failures ? 1 : 0;
 }

@@ -101,17 +101,6 @@ llvm::ArrayRef<L> namesOf(FieldKind kind) {
   return {};
 }
 
-/// Partition starts the hardware can address for a given partition count.
-bool partitionStartAligned(int64_t start, int64_t count) {
-  if (count > 64) {
-    return start == 0;
-  }
-  if (count > 32) {
-    return start == 0 || start == 64;
-  }
-  return start % 32 == 0;
-}
-
 using Error = std::optional<std::string>;
 
 Error checkAccessPattern(const AccessPattern &ap, llvm::StringRef name,
@@ -462,6 +451,16 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
 }
 
 } // namespace
+
+bool partitionStartAligned(int64_t start, int64_t count) {
+  if (count > 64) {
+    return start == 0;
+  }
+  if (count > 32) {
+    return start == 0 || start == 64;
+  }
+  return start % 32 == 0;
+}
 
 int64_t AccessPattern::freeElements() const {
   int64_t n = 1;

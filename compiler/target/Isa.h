@@ -176,6 +176,9 @@ llvm::StringRef dtypeName(DType dtype);
 std::optional<DType> dtypeNamed(llvm::StringRef name);
 int64_t dtypeBytes(DType dtype);
 llvm::StringRef fieldValueName(FieldKind kind, uint8_t value);
+/// Whether `count` partitions may start at `start`: more than 64 start at
+/// 0; 33-64 at 0 or 64; 32 or fewer at a multiple of 32.
+bool partitionStartAligned(int64_t start, int64_t count);
 std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name);
 
 /// What the instructions of one program may use.

@@ -26,6 +26,9 @@ struct Node {
   llvm::SmallVector<uint32_t, 4> preds;
   int stream = -1;
   double start = 0, finish = 0;
+  /// A piece of a split transfer (splitLargeDma): the index of its first
+  /// piece, which the pieces follow in partition order; -1 otherwise.
+  int64_t pieceOf = -1;
 };
 
 /// A dma_copy of more than two `pieceBytes` cut along its partitions into
@@ -43,7 +46,11 @@ std::optional<isa::Instruction> asActivation(const isa::Instruction &inst);
 void computeDependencies(std::vector<Node> &nodes);
 
 /// Assigns engines and queues and returns the issue order. With `listSchedule`
-/// off, nodes keep program order.
+/// off, nodes keep program order. A piece of a split transfer that would
+/// not run beside its siblings (every free queue has other transfers to
+/// take) takes the siblings after it into one transfer: the nodes merged
+/// away are left out of the order and their dependents follow the merged
+/// one.
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &target,
                                     int worldSize, bool listSchedule);

@@ -110,9 +110,10 @@ struct ConvertKTileToKisa
         }
         inst->operands[k].offset += *base;
       }
-      for (const isa::Instruction &piece :
-           splitLargeDma(*inst, kDmaPieceBytes, kDmaMaxPieces)) {
-        nodes.push_back(Node{piece, {}, -1, 0, 0});
+      auto pieces = splitLargeDma(*inst, kDmaPieceBytes, kDmaMaxPieces);
+      int64_t first = static_cast<int64_t>(nodes.size());
+      for (const isa::Instruction &piece : pieces) {
+        nodes.push_back(Node{piece, {}, -1, 0, 0, pieces.size() > 1 ? first : -1});
         locations.push_back(op.getLoc());
       }
     }

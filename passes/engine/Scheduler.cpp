@@ -272,7 +272,53 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
     visitOrder.push_back(s);
   }
   double now = 0;
-  while (order.size() < n) {
+  // Pieces of a split transfer merged into the piece before them.
+  std::vector<int64_t> mergedInto(n, -1);
+  uint32_t merged = 0;
+  // Whether every DMA queue free now but `stream` has another transfer to
+  // take: then pieces beside each other would not run side by side, and
+  // each would only add a transfer's fixed cost.
+  auto queuesBusy = [&](uint32_t i, int stream) {
+    int freeQueues = 0;
+    for (int q = kDmaStream; q < streams; ++q) {
+      freeQueues += q != stream && streamFree[q] <= now;
+    }
+    int others = 0;
+    for (uint32_t j : available[kindOf(isa::Engine::Dma)]) {
+      others += j != i && nodes[j].pieceOf != nodes[i].pieceOf;
+      if (others > freeQueues) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Takes the ready pieces after `i` (adjacent partitions) into it.
+  auto mergeFollowingPieces = [&](uint32_t i) {
+    isa::Instruction &inst = nodes[i].inst;
+    for (uint32_t j = i + 1; j < n && nodes[j].pieceOf == nodes[i].pieceOf;
+         ++j) {
+      const isa::Instruction &next = nodes[j].inst;
+      int64_t count = inst.operands[0].partitions + next.operands[0].partitions;
+      bool adjacent = available[kindOf(isa::Engine::Dma)].count(j) > 0;
+      for (int k = 0; adjacent && k < 2; ++k) {
+        const isa::AccessPattern &a = inst.operands[k], &b = next.operands[k];
+        adjacent = a.memory == isa::Memory::Hbm
+                       ? b.offset == a.offset + a.partitions * a.partitionStride *
+                                                    a.elementBytes()
+                       : b.partition == a.partition + a.partitions &&
+                             isa::partitionStartAligned(a.partition, count);
+      }
+      if (!adjacent) {
+        break;
+      }
+      inst.operands[0].partitions = static_cast<uint16_t>(count);
+      inst.operands[1].partitions = static_cast<uint16_t>(count);
+      available[kindOf(isa::Engine::Dma)].erase(j);
+      mergedInto[j] = i;
+      ++merged;
+    }
+  };
+  while (order.size() + merged < n) {
     while (!pending.empty() && pending.top().first <= now) {
       uint32_t i = pending.top().second;
       pending.pop();
@@ -304,14 +350,28 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       for (isa::Engine e : engines[i]) {
         available[kindOf(e)].erase(i);
       }
+      uint32_t mergedBefore = merged;
+      if (nodes[i].pieceOf >= 0 && queuesBusy(i, s)) {
+        mergeFollowingPieces(i);
+      }
       place(i, s, now);
       streamFree[s] = nodes[i].finish;
       order.push_back(i);
       placed = true;
-      for (uint32_t succ : successors[i]) {
-        dataReady[succ] = std::max(dataReady[succ], nodes[i].finish);
-        if (--waiting[succ] == 0) {
-          pending.push({dataReady[succ], succ});
+      auto release = [&](uint32_t done) {
+        for (uint32_t succ : successors[done]) {
+          dataReady[succ] = std::max(dataReady[succ], nodes[i].finish);
+          if (--waiting[succ] == 0) {
+            pending.push({dataReady[succ], succ});
+          }
+        }
+      };
+      release(i);
+      for (uint32_t j = i + 1; merged > mergedBefore && j < n &&
+                               nodes[j].pieceOf == nodes[i].pieceOf;
+           ++j) {
+        if (mergedInto[j] == static_cast<int64_t>(i)) {
+          release(j);
         }
       }
     }
@@ -338,6 +398,19 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       }
     }
     now = next;
+  }
+  // Dependents of a merged-away piece follow the transfer that took it.
+  if (merged > 0) {
+    for (Node &node : nodes) {
+      for (uint32_t &p : node.preds) {
+        if (mergedInto[p] >= 0) {
+          p = static_cast<uint32_t>(mergedInto[p]);
+        }
+      }
+      llvm::sort(node.preds);
+      node.preds.erase(std::unique(node.preds.begin(), node.preds.end()),
+                       node.preds.end());
+    }
   }
   return order;
 }
