@@ -313,6 +313,9 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       }
       inst.operands[0].partitions = static_cast<uint16_t>(count);
       inst.operands[1].partitions = static_cast<uint16_t>(count);
+      // Its own dependencies (a piece may overlap writes its siblings do
+      // not) are the merged transfer's too: the semaphores must cover them.
+      nodes[i].preds.append(nodes[j].preds.begin(), nodes[j].preds.end());
       available[kindOf(isa::Engine::Dma)].erase(j);
       mergedInto[j] = i;
       ++merged;

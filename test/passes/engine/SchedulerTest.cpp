@@ -1,0 +1,89 @@
+//===- SchedulerTest.cpp - split transfers merged back when queues are busy -===//
+//
+// The scheduler takes a split transfer's ready pieces back into one when
+// every other free queue has other transfers to take. Each piece has its
+// own dependencies (a piece may overlap a write its siblings do not), so
+// the merged transfer must keep them all: its semaphores come from them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/engine/Engine.h"
+#include "compiler/target/TargetDescription.h"
+#include "test/support/TestSupport.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+
+namespace {
+
+constexpr int64_t kFree = 2048; // f32: 8 KiB a partition, 1 MiB a tile
+
+/// A load of `partitions` rows into SBUF at partition `first`, byte
+/// `sbufOffset`, from HBM at `hbmOffset`.
+isa::Instruction load(int64_t first, int64_t partitions, int64_t sbufOffset,
+                      int64_t hbmOffset) {
+  isa::Instruction inst;
+  inst.opcode = isa::Opcode::DmaCopy;
+  inst.engine = isa::Engine::Dma;
+  inst.numOperands = 2;
+  inst.operands[0] = test::rowsOf(isa::Memory::Sbuf, partitions, kFree, sbufOffset);
+  inst.operands[0].partition = static_cast<uint16_t>(first);
+  inst.operands[1] =
+      test::rowsOf(isa::Memory::Hbm, partitions, kFree,
+                   hbmOffset + first * kFree * 4);
+  return inst;
+}
+
+TEST(Scheduler, MergedPiecesKeepEveryPiecesDependencies) {
+  const target::TargetDescription *t = target::lookupTarget("trn1");
+  ASSERT_NE(t, nullptr);
+  auto copy = [](int64_t first, int64_t partitions, int64_t free,
+                 int64_t from, int64_t to) {
+    isa::Instruction inst;
+    inst.opcode = isa::Opcode::TensorCopy;
+    inst.engine = isa::Engine::Vector;
+    inst.numOperands = 2;
+    inst.operands[0] = test::rowsOf(isa::Memory::Sbuf, partitions, free, to);
+    inst.operands[1] = test::rowsOf(isa::Memory::Sbuf, partitions, free, from);
+    inst.operands[0].partition = inst.operands[1].partition =
+        static_cast<uint16_t>(first);
+    return inst;
+  };
+  std::vector<engine_passes::Node> nodes;
+  // Node 0 reads partitions 64-127 of the tile the split load overwrites:
+  // only the load's upper pieces wait for it (WAR). Node 1, longer, is
+  // what every piece waits for, so the pieces become ready together, after
+  // node 0 is done.
+  nodes.push_back({copy(64, 64, 8, 0, 160 * 1024), {}, -1, 0, 0, -1});
+  nodes.push_back({copy(0, 128, 2048, 170 * 1024, 180 * 1024), {}, -1, 0, 0, -1});
+  // Nodes 2-5: the four 32-partition pieces of one 1 MiB load.
+  for (int64_t p = 0; p < 4; ++p) {
+    engine_passes::Node piece{load(32 * p, 32, 0, 0), {1}, -1, 0, 0, 2};
+    if (p >= 2) {
+      piece.preds.push_back(0);
+    }
+    nodes.push_back(piece);
+  }
+  // Node 6 stores the tile (a long path after the pieces, so they are the
+  // most urgent); then sixty 1 MiB loads, a backlog for every queue.
+  isa::Instruction store = load(0, 128, 0, 100 << 20);
+  std::swap(store.operands[0], store.operands[1]);
+  nodes.push_back({store, {2, 3, 4, 5}, -1, 0, 0, -1});
+  for (int64_t k = 1; k <= 60; ++k) {
+    nodes.push_back({load(0, 128, 8192 * (k % 16 + 1), k << 20), {}, -1, 0, 0, -1});
+  }
+  std::vector<uint32_t> order = engine_passes::scheduleNodes(
+      nodes, *t, /*worldSize=*/1, /*listSchedule=*/true);
+  // The first piece took its three siblings: all 128 partitions, one
+  // transfer, waiting for node 0 too; the store follows it alone.
+  EXPECT_EQ(order.size(), nodes.size() - 3);
+  EXPECT_FALSE(llvm::is_contained(order, 3u));
+  ASSERT_TRUE(llvm::is_contained(order, 2u));
+  EXPECT_EQ(nodes[2].inst.operands[0].partitions, 128);
+  EXPECT_EQ(nodes[2].inst.operands[1].partitions, 128);
+  EXPECT_TRUE(llvm::is_contained(nodes[2].preds, 0u));
+  EXPECT_EQ(nodes[6].preds, (llvm::SmallVector<uint32_t, 4>{2}));
+}
+
+} // namespace
