@@ -46,14 +46,23 @@ std::optional<isa::Instruction> asActivation(const isa::Instruction &inst);
 void computeDependencies(std::vector<Node> &nodes);
 
 /// Assigns engines and queues and returns the issue order. With `listSchedule`
-/// off, nodes keep program order. A piece of a split transfer that would
-/// not run beside its siblings (every free queue has other transfers to
-/// take) takes the siblings after it into one transfer: the nodes merged
-/// away are left out of the order and their dependents follow the merged
-/// one.
+/// off, nodes keep program order. With `mergePieces`, a piece of a split
+/// transfer that would not run beside its siblings (every free queue has
+/// other transfers to take) takes the siblings after it into one transfer:
+/// the nodes merged away are left out of the order and their dependents
+/// follow the merged one.
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &target,
-                                    int worldSize, bool listSchedule);
+                                    int worldSize, bool listSchedule,
+                                    bool mergePieces = false);
+
+/// The list schedule with and without merging split transfers' pieces,
+/// whichever ends sooner by the timing model: merging saves a DMA-bound
+/// step the pieces' fixed costs, but can hold back a load that a
+/// TensorE-bound step waits for.
+std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
+                                   const target::TargetDescription &target,
+                                   int worldSize);
 
 /// Sets waits and signals on the instructions; returns the number of
 /// semaphores used. An instruction that needs more than four waits gets

@@ -119,7 +119,9 @@ struct ConvertKTileToKisa
     }
     // 2-4.
     computeDependencies(nodes);
-    std::vector<uint32_t> order = scheduleNodes(nodes, *t, worldSize, schedule);
+    std::vector<uint32_t> order =
+        schedule ? scheduleBest(nodes, *t, worldSize)
+                 : scheduleNodes(nodes, *t, worldSize, /*listSchedule=*/false);
     // Carriers touch a slot of their own stream in the scratch space the
     // memory plan leaves free (the end of SBUF, the last PSUM bank).
     auto carrier = [&](int stream) {

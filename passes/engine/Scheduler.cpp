@@ -147,7 +147,8 @@ std::optional<isa::Instruction> asActivation(const isa::Instruction &inst) {
 
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &t,
-                                    int worldSize, bool listSchedule) {
+                                    int worldSize, bool listSchedule,
+                                    bool mergePieces) {
   const int queues = static_cast<int>(t.dmaQueues);
   const int streams = kDmaStream + queues;
   auto n = static_cast<uint32_t>(nodes.size());
@@ -354,7 +355,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
         available[kindOf(e)].erase(i);
       }
       uint32_t mergedBefore = merged;
-      if (nodes[i].pieceOf >= 0 && queuesBusy(i, s)) {
+      if (mergePieces && nodes[i].pieceOf >= 0 && queuesBusy(i, s)) {
         mergeFollowingPieces(i);
       }
       place(i, s, now);
@@ -414,6 +415,29 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       node.preds.erase(std::unique(node.preds.begin(), node.preds.end()),
                        node.preds.end());
     }
+  }
+  return order;
+}
+
+std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
+                                   const target::TargetDescription &t,
+                                   int worldSize) {
+  auto makespan = [](const std::vector<Node> &scheduled,
+                     llvm::ArrayRef<uint32_t> order) {
+    double end = 0;
+    for (uint32_t i : order) {
+      end = std::max(end, scheduled[i].finish);
+    }
+    return end;
+  };
+  std::vector<Node> merging = nodes;
+  std::vector<uint32_t> order =
+      scheduleNodes(nodes, t, worldSize, /*listSchedule=*/true);
+  std::vector<uint32_t> mergedOrder = scheduleNodes(
+      merging, t, worldSize, /*listSchedule=*/true, /*mergePieces=*/true);
+  if (makespan(merging, mergedOrder) < makespan(nodes, order)) {
+    nodes = std::move(merging);
+    return mergedOrder;
   }
   return order;
 }

@@ -74,7 +74,7 @@ TEST(Scheduler, MergedPiecesKeepEveryPiecesDependencies) {
     nodes.push_back({load(0, 128, 8192 * (k % 16 + 1), k << 20), {}, -1, 0, 0, -1});
   }
   std::vector<uint32_t> order = engine_passes::scheduleNodes(
-      nodes, *t, /*worldSize=*/1, /*listSchedule=*/true);
+      nodes, *t, /*worldSize=*/1, /*listSchedule=*/true, /*mergePieces=*/true);
   // The first piece took its three siblings: all 128 partitions, one
   // transfer, waiting for node 0 too; the store follows it alone.
   EXPECT_EQ(order.size(), nodes.size() - 3);
@@ -84,6 +84,38 @@ TEST(Scheduler, MergedPiecesKeepEveryPiecesDependencies) {
   EXPECT_EQ(nodes[2].inst.operands[1].partitions, 128);
   EXPECT_TRUE(llvm::is_contained(nodes[2].preds, 0u));
   EXPECT_EQ(nodes[6].preds, (llvm::SmallVector<uint32_t, 4>{2}));
+}
+
+TEST(Scheduler, KeepsTheSplitPiecesWhenMergingWouldDelayTheCriticalPath) {
+  const target::TargetDescription *t = target::lookupTarget("trn1");
+  ASSERT_NE(t, nullptr);
+  std::vector<engine_passes::Node> nodes;
+  // Nodes 0-3: the pieces of a 1 MiB load that a long VectorE op (node 4)
+  // waits for; then forty 256 KiB loads nothing waits for. Merged, the
+  // pieces would take one queue four times as long, and the long op would
+  // start ~30 us later: the schedule with the pieces apart ends sooner.
+  for (int64_t p = 0; p < 4; ++p) {
+    nodes.push_back({load(32 * p, 32, 0, 0), {}, -1, 0, 0, 0});
+  }
+  isa::Instruction longOp;
+  longOp.opcode = isa::Opcode::TensorCopy;
+  longOp.engine = isa::Engine::Vector;
+  longOp.numOperands = 2;
+  longOp.operands[0] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 100 * 1024);
+  longOp.operands[1] = test::rowsOf(isa::Memory::Sbuf, 128, 2048, 0);
+  nodes.push_back({longOp, {0, 1, 2, 3}, -1, 0, 0, -1});
+  for (int64_t k = 1; k <= 40; ++k) {
+    isa::Instruction small = load(0, 32, 8192 * (k % 8 + 1), k << 20);
+    nodes.push_back({small, {}, -1, 0, 0, -1});
+  }
+  std::vector<engine_passes::Node> merging = nodes;
+  std::vector<uint32_t> merged = engine_passes::scheduleNodes(
+      merging, *t, 1, /*listSchedule=*/true, /*mergePieces=*/true);
+  ASSERT_EQ(merged.size(), nodes.size() - 3) << "the pieces were not merged";
+  std::vector<uint32_t> order = engine_passes::scheduleBest(nodes, *t, 1);
+  EXPECT_EQ(order.size(), nodes.size());
+  EXPECT_EQ(nodes[0].inst.operands[0].partitions, 32);
+  EXPECT_LT(nodes[4].finish, merging[4].finish);
 }
 
 } // namespace

@@ -15,6 +15,8 @@
 // every other free queue has another load to take takes its siblings back
 // (four pieces would only add three fixed costs), so sixteen loads go whole,
 // one per queue. The last, alone when the queues free up, is cut in four.
+// That schedule ends sooner than the one with every load in four pieces
+// (about 53 against 59 us), so it is the one kept.
 // CHECK-LABEL: kisa.program @busy
 // CHECK-COUNT-16: kisa.dma_copy {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = {{[0-9]+}}, dims = [1 x 2048]>, {{.*}}src = #kisa.ap<hbm, f32, p = 0:128,
 // CHECK-NEXT: kisa.dma_copy {dst = #kisa.ap<sbuf, f32, p = 0:32, offset = 122880, dims = [1 x 2048]>, {{.*}}queue = 0 : i64
