@@ -842,12 +842,10 @@ LogicalResult FunctionLowering::lowerChain(size_t k) {
     }
   }
   RowChain chain{plan.from};
-  if (getenv("XCHAIN")) { llvm::errs() << "CHAIN " << plan.ops.size() << " ops " << plan.ops.front()->getLoc() << " .. " << plan.ops.back()->getLoc() << "\n"; }
   if (failed(lowering.lowerElementwise(plan.ops, shape, outputs, reductions,
                                        {}, &chain))) {
     return failure();
   }
-  if (getenv("XCHAIN")) { fprintf(stderr, "CHAIN declined=%d\n", chain.declined); }
   if (!chain.declined) {
     bindLoopResults(outputs, reductions);
     return success();
