@@ -17,9 +17,9 @@ def ConvertKTileToKisa : Pass<"convert-ktile-to-kisa", "mlir::ModuleOp"> {
        queues: one queue would take ~75 us for a 2 MiB tile that a matmul
        on the critical path waits for. Step 3 also makes a second schedule
        in which, where the pieces would not run side by side (every other
-       free queue has other transfers to take), the ready pieces after the
-       one it places go back into it (one transfer, one fixed cost), and
-       keeps whichever schedule ends sooner.
+       free queue has other transfers about as urgent to take), the ready
+       pieces after the one it places go back into it (one transfer, one
+       fixed cost), and keeps whichever schedule ends sooner.
     2. **Dependencies**: every pair of instructions that touch overlapping
        bytes with at least one write (RAW, WAR, WAW), found per memory
        granule; an access covered within a granule by a later write is

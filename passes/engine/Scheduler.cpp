@@ -276,16 +276,22 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
   // Pieces of a split transfer merged into the piece before them.
   std::vector<int64_t> mergedInto(n, -1);
   uint32_t merged = 0;
-  // Whether every DMA queue free now but `stream` has another transfer to
-  // take: then pieces beside each other would not run side by side, and
-  // each would only add a transfer's fixed cost.
+  // Whether every DMA queue free now but `stream` has another transfer,
+  // about as urgent, to take: then pieces beside each other would not run
+  // side by side, and each would only add a transfer's fixed cost.
   auto queuesBusy = [&](uint32_t i, int stream) {
     int freeQueues = 0;
     for (int q = kDmaStream; q < streams; ++q) {
       freeQueues += q != stream && streamFree[q] <= now;
     }
+    // Only transfers nearly as urgent count (within one piece's time of
+    // its path to the end): pieces that displace less urgent ones finish
+    // the urgent transfer sooner, and those have slack to wait.
     int others = 0;
     for (uint32_t j : available[kindOf(isa::Engine::Dma)]) {
+      if (level[j] < level[i] - cost[i]) {
+        break; // the set is in priority order
+      }
       others += j != i && nodes[j].pieceOf != nodes[i].pieceOf;
       if (others > freeQueues) {
         return true;

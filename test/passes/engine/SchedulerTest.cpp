@@ -118,4 +118,30 @@ TEST(Scheduler, KeepsTheSplitPiecesWhenMergingWouldDelayTheCriticalPath) {
   EXPECT_LT(nodes[4].finish, merging[4].finish);
 }
 
+TEST(Scheduler, PiecesMuchMoreUrgentThanTheBacklogStayApart) {
+  const target::TargetDescription *t = target::lookupTarget("trn1");
+  ASSERT_NE(t, nullptr);
+  // The pieces of a 1 MiB load feed an op of ~18 us: their path to the end
+  // is longer than the waiting loads' by more than a piece takes, so those
+  // loads have slack and the pieces go side by side even when merging.
+  std::vector<engine_passes::Node> nodes;
+  for (int64_t p = 0; p < 4; ++p) {
+    nodes.push_back({load(32 * p, 32, 0, 0), {}, -1, 0, 0, 0});
+  }
+  isa::Instruction longOp;
+  longOp.opcode = isa::Opcode::TensorCopy;
+  longOp.engine = isa::Engine::Vector;
+  longOp.numOperands = 2;
+  longOp.operands[0] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 100 * 1024);
+  longOp.operands[1] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 8192);
+  nodes.push_back({longOp, {0, 1, 2, 3}, -1, 0, 0, -1});
+  for (int64_t k = 1; k <= 40; ++k) {
+    nodes.push_back({load(0, 32, 8192 * (k % 8 + 1), k << 20), {}, -1, 0, 0, -1});
+  }
+  std::vector<uint32_t> order = engine_passes::scheduleNodes(
+      nodes, *t, 1, /*listSchedule=*/true, /*mergePieces=*/true);
+  EXPECT_EQ(order.size(), nodes.size());
+  EXPECT_EQ(nodes[0].inst.operands[0].partitions, 32);
+}
+
 } // namespace
