@@ -35,28 +35,48 @@ isa::Instruction load(int64_t first, int64_t partitions, int64_t sbufOffset,
   return inst;
 }
 
+/// A VectorE copy of `partitions` rows from partition `first`: `srcFree`
+/// elements at byte `from` (what its time follows) into `dstFree` at `to`.
+isa::Instruction copy(int64_t first, int64_t partitions, int64_t srcFree,
+                      int64_t from, int64_t to, int64_t dstFree) {
+  isa::Instruction inst;
+  inst.opcode = isa::Opcode::TensorCopy;
+  inst.engine = isa::Engine::Vector;
+  inst.numOperands = 2;
+  inst.operands[0] = test::rowsOf(isa::Memory::Sbuf, partitions, dstFree, to);
+  inst.operands[1] = test::rowsOf(isa::Memory::Sbuf, partitions, srcFree, from);
+  inst.operands[0].partition = inst.operands[1].partition =
+      static_cast<uint16_t>(first);
+  return inst;
+}
+
+/// Nodes 0-3: the pieces of a 1 MiB load that a VectorE op reading
+/// `opColumns` columns (node 4) waits for; then forty 256 KiB loads
+/// nothing waits for.
+std::vector<engine_passes::Node> piecesBeforeAnOp(int64_t opColumns) {
+  std::vector<engine_passes::Node> nodes;
+  for (int64_t p = 0; p < 4; ++p) {
+    nodes.push_back({load(32 * p, 32, 0, 0), {}, -1, 0, 0, 0});
+  }
+  nodes.push_back({copy(0, 128, opColumns, 8192, 100 * 1024, 20000),
+                   {0, 1, 2, 3}, -1, 0, 0, -1});
+  for (int64_t k = 1; k <= 40; ++k) {
+    nodes.push_back({load(0, 32, 8192 * (k % 8 + 1), k << 20), {}, -1, 0, 0, -1});
+  }
+  return nodes;
+}
+
 TEST(Scheduler, MergedPiecesKeepEveryPiecesDependencies) {
   const target::TargetDescription *t = target::lookupTarget("trn1");
   ASSERT_NE(t, nullptr);
-  auto copy = [](int64_t first, int64_t partitions, int64_t free,
-                 int64_t from, int64_t to) {
-    isa::Instruction inst;
-    inst.opcode = isa::Opcode::TensorCopy;
-    inst.engine = isa::Engine::Vector;
-    inst.numOperands = 2;
-    inst.operands[0] = test::rowsOf(isa::Memory::Sbuf, partitions, free, to);
-    inst.operands[1] = test::rowsOf(isa::Memory::Sbuf, partitions, free, from);
-    inst.operands[0].partition = inst.operands[1].partition =
-        static_cast<uint16_t>(first);
-    return inst;
-  };
   std::vector<engine_passes::Node> nodes;
   // Node 0 reads partitions 64-127 of the tile the split load overwrites:
   // only the load's upper pieces wait for it (WAR). Node 1, longer, is
   // what every piece waits for, so the pieces become ready together, after
   // node 0 is done.
-  nodes.push_back({copy(64, 64, 8, 0, 160 * 1024), {}, -1, 0, 0, -1});
-  nodes.push_back({copy(0, 128, 2048, 170 * 1024, 180 * 1024), {}, -1, 0, 0, -1});
+  nodes.push_back({copy(64, 64, 8, 0, 160 * 1024, 8), {}, -1, 0, 0, -1});
+  nodes.push_back(
+      {copy(0, 128, 2048, 170 * 1024, 180 * 1024, 2048), {}, -1, 0, 0, -1});
   // Nodes 2-5: the four 32-partition pieces of one 1 MiB load.
   for (int64_t p = 0; p < 4; ++p) {
     engine_passes::Node piece{load(32 * p, 32, 0, 0), {1}, -1, 0, 0, 2};
@@ -89,25 +109,10 @@ TEST(Scheduler, MergedPiecesKeepEveryPiecesDependencies) {
 TEST(Scheduler, KeepsTheSplitPiecesWhenMergingWouldDelayTheCriticalPath) {
   const target::TargetDescription *t = target::lookupTarget("trn1");
   ASSERT_NE(t, nullptr);
-  std::vector<engine_passes::Node> nodes;
-  // Nodes 0-3: the pieces of a 1 MiB load that a long VectorE op (node 4)
-  // waits for; then forty 256 KiB loads nothing waits for. Merged, the
-  // pieces would take one queue four times as long, and the long op would
-  // start ~30 us later: the schedule with the pieces apart ends sooner.
-  for (int64_t p = 0; p < 4; ++p) {
-    nodes.push_back({load(32 * p, 32, 0, 0), {}, -1, 0, 0, 0});
-  }
-  isa::Instruction longOp;
-  longOp.opcode = isa::Opcode::TensorCopy;
-  longOp.engine = isa::Engine::Vector;
-  longOp.numOperands = 2;
-  longOp.operands[0] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 100 * 1024);
-  longOp.operands[1] = test::rowsOf(isa::Memory::Sbuf, 128, 2048, 0);
-  nodes.push_back({longOp, {0, 1, 2, 3}, -1, 0, 0, -1});
-  for (int64_t k = 1; k <= 40; ++k) {
-    isa::Instruction small = load(0, 32, 8192 * (k % 8 + 1), k << 20);
-    nodes.push_back({small, {}, -1, 0, 0, -1});
-  }
+  // The op reads 2048 columns (~2 us). Merged, the pieces would take one
+  // queue four times as long, and the op would start ~30 us later: the
+  // schedule with the pieces apart ends sooner.
+  std::vector<engine_passes::Node> nodes = piecesBeforeAnOp(2048);
   std::vector<engine_passes::Node> merging = nodes;
   std::vector<uint32_t> merged = engine_passes::scheduleNodes(
       merging, *t, 1, /*listSchedule=*/true, /*mergePieces=*/true);
@@ -121,23 +126,10 @@ TEST(Scheduler, KeepsTheSplitPiecesWhenMergingWouldDelayTheCriticalPath) {
 TEST(Scheduler, PiecesMuchMoreUrgentThanTheBacklogStayApart) {
   const target::TargetDescription *t = target::lookupTarget("trn1");
   ASSERT_NE(t, nullptr);
-  // The pieces of a 1 MiB load feed an op of ~18 us: their path to the end
-  // is longer than the waiting loads' by more than a piece takes, so those
+  // The op reads 20000 columns (~18 us): the pieces' path to the end is
+  // longer than the waiting loads' by more than a piece takes, so those
   // loads have slack and the pieces go side by side even when merging.
-  std::vector<engine_passes::Node> nodes;
-  for (int64_t p = 0; p < 4; ++p) {
-    nodes.push_back({load(32 * p, 32, 0, 0), {}, -1, 0, 0, 0});
-  }
-  isa::Instruction longOp;
-  longOp.opcode = isa::Opcode::TensorCopy;
-  longOp.engine = isa::Engine::Vector;
-  longOp.numOperands = 2;
-  longOp.operands[0] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 100 * 1024);
-  longOp.operands[1] = test::rowsOf(isa::Memory::Sbuf, 128, 20000, 8192);
-  nodes.push_back({longOp, {0, 1, 2, 3}, -1, 0, 0, -1});
-  for (int64_t k = 1; k <= 40; ++k) {
-    nodes.push_back({load(0, 32, 8192 * (k % 8 + 1), k << 20), {}, -1, 0, 0, -1});
-  }
+  std::vector<engine_passes::Node> nodes = piecesBeforeAnOp(20000);
   std::vector<uint32_t> order = engine_passes::scheduleNodes(
       nodes, *t, 1, /*listSchedule=*/true, /*mergePieces=*/true);
   EXPECT_EQ(order.size(), nodes.size());
