@@ -147,11 +147,7 @@ void printBreakdown(const artifact::Artifact &artifact,
           inst.opcode == isa::Opcode::DmaGather) {
         // Direction, and whether the transfer runs at full bandwidth.
         const isa::AccessPattern &src = inst.operands[1];
-        // A converting transfer moves the wider side's bytes (the timing
-        // model's rule): a weight's load narrowed to bf16 reads f32.
-        bytes = static_cast<double>(
-            dst.partitions * dst.freeElements() *
-            std::max(dst.elementBytes(), src.elementBytes()));
+        bytes = isa::dmaBytes(inst);
         kind += " " + isa::memoryName(src.memory).str() + ">" +
                 isa::memoryName(dst.memory).str();
         if (src.dtype != dst.dtype) {

@@ -47,6 +47,12 @@ bool allBF16(const isa::Instruction &inst) {
 
 } // namespace
 
+double dmaBytes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
+  return static_cast<double>(dst.partitions * dst.freeElements() *
+                             std::max(dst.elementBytes(), src.elementBytes()));
+}
+
 double instructionSeconds(const isa::Instruction &inst,
                           const target::TargetDescription &t, int worldSize) {
   const isa::AccessPattern &dst = inst.operands[0];
@@ -108,11 +114,7 @@ double instructionSeconds(const isa::Instruction &inst,
     break;
   case isa::Opcode::DmaCopy:
   case isa::Opcode::DmaGather: {
-    // A converting transfer moves the wider side's bytes: a load that
-    // narrows f32 to bf16 still reads four bytes an element from HBM.
-    double bytes = static_cast<double>(
-        dst.partitions * dst.freeElements() *
-        std::max(dst.elementBytes(), src(1).elementBytes()));
+    double bytes = dmaBytes(inst);
     int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
     double bandwidth = t.dmaBytesPerSecondPerQueue;
     if (bytes < t.dmaSmallTransferBytes || run < t.dmaMinEfficientRunBytes) {

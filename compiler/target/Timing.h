@@ -12,6 +12,11 @@ double instructionSeconds(const Instruction &inst,
                           const target::TargetDescription &target,
                           int worldSize);
 
+/// The bytes a dma_copy or dma_gather moves: a converting transfer moves
+/// its wider side's (a load that narrows f32 to bf16 reads four bytes an
+/// element from HBM).
+double dmaBytes(const Instruction &inst);
+
 /// The access ports engines share (machine-model.md), which an instruction
 /// holds for its whole duration: on trn1, Vector and GpSimd reach SBUF
 /// through one port, and Vector and Scalar reach PSUM through another.

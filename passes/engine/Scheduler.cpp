@@ -436,6 +436,10 @@ std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
     }
     return end;
   };
+  if (llvm::none_of(nodes, [](const Node &n) { return n.pieceOf >= 0; })) {
+    // No split transfer: merging would change nothing.
+    return scheduleNodes(nodes, t, worldSize, /*listSchedule=*/true);
+  }
   std::vector<Node> merging = nodes;
   std::vector<uint32_t> order =
       scheduleNodes(nodes, t, worldSize, /*listSchedule=*/true);
