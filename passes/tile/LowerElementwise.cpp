@@ -16,6 +16,7 @@
 
 #include "compiler/reference/Random.h"
 
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -1129,6 +1130,45 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
              out.dst.strides[0], {FreeDim{out.dst.strides[1], cols}}, src);
   }
   return success();
+}
+
+EpilogueFootprint Lowering::epilogueFootprint(const Epilogue &e) {
+  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
+  llvm::SmallPtrSet<Operation *, 16> members(e.ops.begin(), e.ops.end());
+  llvm::SetVector<Value> inputs;
+  inputs.insert(e.product);
+  for (Operation *op : e.ops) {
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!(def && members.contains(def))) {
+        inputs.insert(v);
+      }
+    }
+  }
+  // Immediates and scalars (every element alike) take no column.
+  llvm::SmallVector<bool> scalar{false}; // the product
+  EpilogueFootprint footprint;
+  for (Value v : inputs.getArrayRef().drop_front()) {
+    TensorOperand &operand = operandOf(v);
+    if (operand.immediate) {
+      scalar.push_back(true);
+      continue;
+    }
+    HbmView view = operand.view.broadcastTo(shape);
+    scalar.push_back(view.strides[0] == 0 && view.strides[1] == 0);
+  }
+  for (const LoopOutput &out : e.outputs) {
+    if (!out.stored) {
+      continue; // read only by the epilogue's own reductions
+    }
+    for (Operation *user : out.value.getUsers()) {
+      footprint.outputsReadLater |=
+          !members.contains(user) && !llvm::isa<func::ReturnOp>(user);
+    }
+  }
+  footprint.bytesPerColumn = peakBytesPerColumn(
+      e.ops, inputs.getArrayRef(), scalar, e.outputs, {});
+  return footprint;
 }
 
 void Lowering::copyInto(const TensorOperand &src, const HbmView &dst) {

@@ -328,6 +328,30 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   int64_t nTiles = (n + nTile - 1) / nTile;
   bool keepMoving = m > mTile * mBlock &&
                     kTiles * n * isa::dtypeBytes(rhsType) <= sbufBudget * 3 / 4;
+  // With the moving operand kept, a larger block saves no HBM reads. Two
+  // row tiles leave PSUM (seven banks) room for the next N tile's
+  // accumulators while this one's leave, which four 512-column ones do not,
+  // and the block's rows reach the ops that read them sooner.
+  if (keepMoving) {
+    mBlock = std::min<int64_t>(mBlock, 2);
+  }
+  // An epilogue whose outputs only leave the step (an optimizer update's)
+  // takes spans of consecutive N tiles at once: a 768-wide row whole, or as
+  // many columns as the budget holds beside the block's products. Each of
+  // its loads and stores is then one DMA per span, not per N tile (AdamW
+  // moves six per span). One whose outputs later ops read keeps to one N
+  // tile, so that its first rows are ready sooner.
+  int64_t spanTiles = 1;
+  if (epilogue) {
+    EpilogueFootprint footprint = epilogueFootprint(*epilogue);
+    int64_t perColumn =
+        footprint.bytesPerColumn + mBlock * isa::dtypeBytes(resultType);
+    int64_t fit = std::max<int64_t>(1, sbufBudget / perColumn / nTile);
+    int64_t spans = (nTiles + fit - 1) / fit;
+    if (!footprint.outputsReadLater) {
+      spanTiles = (nTiles + spans - 1) / spans;
+    }
+  }
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t outBase = batchBase(dst, dstStrides, bIndex);
     // lhs^T as [K, M], rhs as [K, N].
@@ -377,8 +401,12 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
                           std::min<int64_t>(mTile, m),
                           static_cast<int64_t>(rowTiles.size()));
       }
+      // Per row tile, the products of the current epilogue span.
+      llvm::SmallVector<Tile, 4> spanProducts(rowTiles.size());
       for (int64_t n0 = 0; n0 < n; n0 += nTile) {
         int64_t nn = std::min(nTile, n - n0);
+        int64_t spanStart = n0 / (nTile * spanTiles) * (nTile * spanTiles);
+        int64_t spanCols = std::min(nTile * spanTiles, n - spanStart);
         llvm::SmallVector<Tile, 4> accs;
         for (auto &rt : rowTiles) {
           accs.push_back(
@@ -426,10 +454,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
           }
           if (epilogue) {
             // The product rounded to its type, as the graph has it, then
-            // the group on it in SBUF.
-            Tile out = tb.tile(isa::Memory::Sbuf, resultType, rt.second, nn);
-            tb.copy(out, accs[i]);
-            if (failed(emitEpilogue(*epilogue, out, rt.first, n0, n))) {
+            // the group on the span in SBUF once its last tile is in.
+            Tile &out = spanProducts[i];
+            if (n0 == spanStart) {
+              out = tb.tile(isa::Memory::Sbuf, resultType, rt.second,
+                            spanCols);
+            }
+            tb.copy(out.columns(n0 - spanStart, nn), accs[i]);
+            if (n0 + nn == spanStart + spanCols &&
+                failed(emitEpilogue(*epilogue, out, rt.first, spanStart, n))) {
               return failure();
             }
             continue;

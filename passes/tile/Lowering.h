@@ -96,6 +96,15 @@ struct Epilogue {
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
 };
 
+/// What the epilogue on one output tile holds in SBUF at its peak (the
+/// product, its loaded inputs and the values between), per product column,
+/// and whether later ops of the step read what it stores (an optimizer
+/// update's outputs are only step results).
+struct EpilogueFootprint {
+  int64_t bytesPerColumn = 0;
+  bool outputsReadLater = false;
+};
+
 /// A row chain as planned: its ops in program order (the groups' members,
 /// the reductions, the ops on row values), run where the last stands.
 struct PlannedRowChain {
@@ -181,6 +190,8 @@ public:
   /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
                                    int64_t m0, int64_t n0, int64_t n);
+  /// What the epilogue on one output tile holds and moves.
+  EpilogueFootprint epilogueFootprint(const Epilogue &epilogue);
 
   /// The view and load dtype of a matmul operand, looking through a bf16
   /// cast that the load performs.
