@@ -173,3 +173,26 @@ func.func @narrowed_output(%x: tensor<128x256xf32> {kgraph.name = "x", kgraph.ro
   %y = kgraph.matmul %c, %w : tensor<128x128xbf16>, tensor<128x64xbf16> -> tensor<128x64xbf16>
   return %y : tensor<128x64xbf16>
 }
+
+// A weight that fits in SBUF is loaded once and kept for every row block;
+// the blocks are then two row tiles, not four: the next block's
+// accumulators find free PSUM banks while this block's leave, and its rows
+// are stored sooner for the ops that read them.
+// CHECK-LABEL: func.func @kept_moving_blocks
+// CHECK: ktile.dma_copy %[[W:.*]], %arg1
+// CHECK-NOT: %arg1
+// CHECK: ktile.matmul %{{.*}}, %{{.*}}, %[[W]]
+// CHECK-NEXT: ktile.matmul %{{.*}}, %{{.*}}, %[[W]]
+// CHECK-NOT: ktile.matmul
+// CHECK: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 65536
+// CHECK: ktile.matmul %{{.*}}, %{{.*}}, %[[W]]
+// CHECK-NEXT: ktile.matmul %{{.*}}, %{{.*}}, %[[W]]
+// CHECK-NOT: ktile.matmul
+// CHECK: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 196608
+// CHECK: ktile.matmul %{{.*}}, %{{.*}}, %[[W]]
+// CHECK-NOT: ktile.matmul
+// CHECK: return
+func.func @kept_moving_blocks(%x: tensor<640x128xbf16>, %w: tensor<128x256xbf16>) -> tensor<640x256xbf16> {
+  %0 = kgraph.matmul %x, %w : tensor<640x128xbf16>, tensor<128x256xbf16> -> tensor<640x256xbf16>
+  return %0 : tensor<640x256xbf16>
+}
