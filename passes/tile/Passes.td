@@ -71,7 +71,8 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       four row tiles, whose stationary slices stay in SBUF for every N tile
       when they fit (one DMA per K slice for the whole block when M is
       innermost); a moving operand of at most three quarters of the
-      budget stays for every row block. One-tile products batched over heads go
+      budget stays for every row block, in blocks of two row tiles (so
+      that the next N tile's accumulators find free PSUM banks). One-tile products batched over heads go
       four consecutive batch elements per DMA, PSUM bank and store. bf16
       casts of f32 operands fold into the loads; a cast of the result back
       to f32 folds into the PSUM evacuation. An elementwise group that is
@@ -82,7 +83,10 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       back. A linear layer's bias and GELU and AdamW on a weight gradient
       (written over the weight, when its last read comes before the
       gradient) run this way, and row reductions of the group's values
-      over the product's columns fold tile by tile. A row sum
+      over the product's columns fold tile by tile. An epilogue whose
+      stored values only leave the step (an optimizer update's) runs on
+      spans of several PSUM banks, a row whole when the budget holds it,
+      so that its loads and stores are one DMA per span. A row sum
       `ones[1, K] . dY` after a product `transpose(dY) . X` (a bias
       gradient beside its weight gradient) is computed by that product
       from the dY tiles it holds as stationary operand.
