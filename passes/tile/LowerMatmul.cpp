@@ -342,15 +342,14 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // moves six per span). One whose outputs later ops read keeps to one N
   // tile, so that its first rows are ready sooner.
   int64_t spanTiles = 1;
-  if (epilogue) {
-    EpilogueFootprint footprint = epilogueFootprint(*epilogue);
+  EpilogueFootprint footprint =
+      epilogue ? epilogueFootprint(*epilogue) : EpilogueFootprint{};
+  if (epilogue && !footprint.outputsReadLater) {
     int64_t perColumn =
         footprint.bytesPerColumn + mBlock * isa::dtypeBytes(resultType);
     int64_t fit = std::max<int64_t>(1, sbufBudget / perColumn / nTile);
     int64_t spans = (nTiles + fit - 1) / fit;
-    if (!footprint.outputsReadLater) {
-      spanTiles = (nTiles + spans - 1) / spans;
-    }
+    spanTiles = (nTiles + spans - 1) / spans; // balanced
   }
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t outBase = batchBase(dst, dstStrides, bIndex);
