@@ -432,6 +432,21 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
 
 namespace {
 
+/// The values `ops` read that none of them defines, in first-use order.
+llvm::SetVector<Value> externalInputs(llvm::ArrayRef<Operation *> ops) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : ops) {
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!(def && members.contains(def))) {
+        inputs.insert(v);
+      }
+    }
+  }
+  return inputs;
+}
+
 /// The tile a store of a group value into `dtype` reads: an immediate
 /// filled in, a tile read with stride 0 made whole (a store reads its
 /// source's own layout), an f32 tile stored in bf16 rounded on an engine
@@ -644,24 +659,14 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                            llvm::MutableArrayRef<LoopColumnSum> columnSums,
                            RowChain *chain) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
-  // External inputs in first-use order; group values by their op.
-  llvm::SmallVector<Value> inputs;
-  llvm::DenseMap<Value, size_t> inputIndex;
-  auto addInput = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    if ((def && members.contains(def)) || inputIndex.count(v)) {
-      return;
-    }
-    inputIndex[v] = inputs.size();
-    inputs.push_back(v);
-  };
-  for (Operation *op : ops) {
-    for (Value v : op->getOperands()) {
-      addInput(v);
-    }
-  }
+  // External inputs in first-use order (a copy's source among them); group
+  // values by their op.
+  llvm::SetVector<Value> inputs = externalInputs(ops);
   for (const LoopOutput &out : outputs) {
-    addInput(out.value);
+    Operation *def = out.value.getDefiningOp();
+    if (!(def && members.contains(def))) {
+      inputs.insert(out.value);
+    }
   }
 
   // Views in the iteration space: inputs then outputs.
@@ -754,8 +759,9 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
                                     [](int64_t s) { return s == 0; });
   }
   int64_t chunkLimit = std::clamp<int64_t>(
-      sbufBudget / peakBytesPerColumn(ops, inputs, inputIsScalar, outputs,
-                                      chain ? shape : llvm::ArrayRef<int64_t>{}),
+      sbufBudget /
+          peakBytesPerColumn(ops, inputs.getArrayRef(), inputIsScalar, outputs,
+                             chain ? shape : llvm::ArrayRef<int64_t>{}),
       64, 4096);
   // The partitions take the second-innermost dimension and the free axis
   // the innermost. Where the innermost is short (a head's 64 features: a
@@ -1063,47 +1069,41 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
                                      int64_t m0, int64_t n0, int64_t n) {
   int64_t rows = product.rows, cols = product.cols;
   auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
-  llvm::SmallPtrSet<Operation *, 16> members(e.ops.begin(), e.ops.end());
   llvm::DenseMap<Value, TileArg> tiles;
   tiles[e.product] = TileArg{std::nullopt, product};
-  for (Operation *op : e.ops) {
-    for (Value v : op->getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if ((def && members.contains(def)) || tiles.count(v)) {
-        continue;
-      }
-      TensorOperand &operand = operandOf(v);
-      if (operand.immediate) {
-        tiles[v] = TileArg{operand.immediate, Tile{}};
-        continue;
-      }
-      HbmView view = operand.view.broadcastTo(shape);
-      int64_t rowStride = view.strides[0], colStride = view.strides[1];
-      // A bias reads every row alike: one [128, cols] tile per column
-      // offset serves every row tile; a scalar one column for all.
-      bool rowsAlike = rowStride == 0, scalar = rowsAlike && colStride == 0;
-      std::pair<const void *, int64_t> key{v.getAsOpaquePointer(),
-                                           scalar ? -1 : n0};
-      auto keptTile = rowsAlike ? e.kept.find(key) : e.kept.end();
-      Tile t;
-      if (keptTile != e.kept.end()) {
-        t = keptTile->second;
-      } else {
-        t = loadInput(tb, view,
-                      view.offset + m0 * rowStride + n0 * colStride, rowStride,
-                      {FreeDim{colStride, cols}},
-                      rowsAlike ? std::min<int64_t>(128, shape[0]) : rows,
-                      cols);
-        if (rowsAlike) {
-          e.kept.emplace(key, t);
-        }
-      }
-      t = t.withRows(0, rows);
-      if (scalar) {
-        t.cols = cols; // one column, read with stride 0
-      }
-      tiles[v] = TileArg{std::nullopt, t};
+  for (Value v : externalInputs(e.ops)) {
+    if (v == e.product) {
+      continue;
     }
+    TensorOperand &operand = operandOf(v);
+    if (operand.immediate) {
+      tiles[v] = TileArg{operand.immediate, Tile{}};
+      continue;
+    }
+    HbmView view = operand.view.broadcastTo(shape);
+    int64_t rowStride = view.strides[0], colStride = view.strides[1];
+    // A bias reads every row alike: one [128, cols] tile per column
+    // offset serves every row tile; a scalar one column for all.
+    bool rowsAlike = rowStride == 0, scalar = rowsAlike && colStride == 0;
+    std::pair<const void *, int64_t> key{v.getAsOpaquePointer(),
+                                         scalar ? -1 : n0};
+    auto keptTile = rowsAlike ? e.kept.find(key) : e.kept.end();
+    Tile t;
+    if (keptTile != e.kept.end()) {
+      t = keptTile->second;
+    } else {
+      t = loadInput(tb, view, view.offset + m0 * rowStride + n0 * colStride,
+                    rowStride, {FreeDim{colStride, cols}},
+                    rowsAlike ? std::min<int64_t>(128, shape[0]) : rows, cols);
+      if (rowsAlike) {
+        e.kept.emplace(key, t);
+      }
+    }
+    t = t.withRows(0, rows);
+    if (scalar) {
+      t.cols = cols; // one column, read with stride 0
+    }
+    tiles[v] = TileArg{std::nullopt, t};
   }
   TileIndex index{m0 * n + n0, n, 1};
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index))) {
@@ -1137,14 +1137,7 @@ EpilogueFootprint Lowering::epilogueFootprint(const Epilogue &e) {
   llvm::SmallPtrSet<Operation *, 16> members(e.ops.begin(), e.ops.end());
   llvm::SetVector<Value> inputs;
   inputs.insert(e.product);
-  for (Operation *op : e.ops) {
-    for (Value v : op->getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if (!(def && members.contains(def))) {
-        inputs.insert(v);
-      }
-    }
-  }
+  inputs.insert_range(externalInputs(e.ops));
   // Immediates and scalars (every element alike) take no column.
   llvm::SmallVector<bool> scalar{false}; // the product
   EpilogueFootprint footprint;
