@@ -47,7 +47,7 @@ struct LoopReduction {
   bool rowValue = false;
 };
 
-/// A row chain (see TileLowering's planRowChains): elementwise groups of
+/// A row chain (see planRowChains, PlanRowChains.cpp): elementwise groups of
 /// one shape joined by reductions over their trailing dimensions and the
 /// elementwise ops on those reductions (a softmax's max, shift, exp, sum
 /// and division; a layer norm's centring, variance and scaling). When each
@@ -190,7 +190,8 @@ public:
   /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
                                    int64_t m0, int64_t n0, int64_t n);
-  /// What the epilogue on one output tile holds and moves.
+  /// What the epilogue on one output tile holds in SBUF, and whether
+  /// later ops read what it stores.
   EpilogueFootprint epilogueFootprint(const Epilogue &epilogue);
 
   /// The view and load dtype of a matmul operand, looking through a bf16
