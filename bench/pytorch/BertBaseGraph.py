@@ -1,11 +1,14 @@
 """Writes the BERT-base training step as a graph file for kiln-bench-compile.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/BertBaseGraph.py OUT.kgraph.pb
+    PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/BertBaseGraph.py OUT.kgraph.pb [--bf16]
     build/bin/kiln-bench-compile --graph bert-base-step=OUT.kgraph.pb
 
 The step is issue 4's compile-time benchmark: 12 encoder layers, hidden 768,
 12 heads, sequence 128, batch 8 per worker, vocabulary 30522, dropout 0.1,
-AdamW, in f32 (the bench compiles it with --auto-cast=bf16 as well). Tracing
+AdamW, in f32 (the bench compiles it with --auto-cast=bf16 as well). With
+--bf16 the model is kept in bf16 instead (model.to(torch.bfloat16), the
+numerics of Neuron's XLA_DOWNCAST_BF16=1): parameters, activations and AdamW
+state all bf16; compile that one with --f32-only (no auto-cast). Tracing
 runs the step on real tensors and takes a few minutes on a 2-core machine;
 the graph is written once and reused.
 """
@@ -25,18 +28,24 @@ import models  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: BertBaseGraph.py OUT.kgraph.pb")
+    args = sys.argv[1:]
+    bf16 = "--bf16" in args
+    if bf16:
+        args.remove("--bf16")
+    if len(args) != 1:
+        sys.exit("usage: BertBaseGraph.py OUT.kgraph.pb [--bf16]")
     torch.manual_seed(0)
     model = models.BertClassifier(vocab=30522, hidden=768, heads=12, layers=12,
                                   seq=128, classes=2, dropout=0.1)
+    if bf16:
+        model = model.to(torch.bfloat16)
     step = kiln.compile_step(model, F.cross_entropy, kiln.optim.AdamW(lr=1e-4),
                              name="bert-base-train")
     batch = (torch.randint(0, 30522, (8, 128)), torch.randint(0, 2, (8,)))
     graph = build_graph(step._spec, batch)
-    with open(sys.argv[1], "wb") as f:
+    with open(args[0], "wb") as f:
         f.write(graph.SerializeToString())
-    print(f"{sys.argv[1]}: {len(graph.nodes)} nodes")
+    print(f"{args[0]}: {len(graph.nodes)} nodes")
 
 
 if __name__ == "__main__":

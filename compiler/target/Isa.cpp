@@ -25,7 +25,7 @@ const OpcodeSchema kSchemas[kOpcodes] = {
     {Opcode::TensorTensor, L("tensor_tensor"), bit(Engine::Vector) | bit(Engine::GpSimd),
      {L("dst"), L("lhs"), L("rhs")}, 3,
      L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::TensorScalar, L("tensor_scalar"), bit(Engine::Vector) | bit(Engine::GpSimd),
+    {Opcode::TensorScalar, L("tensor_scalar"), bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
      {L("dst"), L("src"), L("scalars")}, 2,
      L("op0"), L("op1"), FieldKind::Alu, FieldKind::Alu, L("scalar0"), L("scalar1"), L("scalar_operands"), L(""), L(""), L("")},
     {Opcode::TensorReduce, L("tensor_reduce"), bit(Engine::Vector), {L("dst"), L("src"), L("")}, 2,
@@ -340,6 +340,16 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
   case Opcode::TensorScalar: {
     if (!same(1)) {
       return mismatch(1);
+    }
+    // The public NKI ISA runs tensor_scalar's arithmetic on ScalarE too;
+    // integer (bit-vector) work stays on VectorE and GpSimd.
+    if (inst.engine == Engine::Scalar) {
+      for (int i = 0; i < inst.numOperands; ++i) {
+        if (inst.operands[i].dtype == DType::I32) {
+          return std::string(
+              "tensor_scalar on the scalar engine works on floating point");
+        }
+      }
     }
     // Per-partition scalars: bit 0 of scalar_operands takes scalar0, bit 1
     // scalar1, from the columns of operand 'scalars', in that order.

@@ -76,7 +76,7 @@ def Kisa_TensorTensorOp : Kisa_InstructionOp<"tensor_tensor",
     "VectorE or GpSimd: dst = lhs op rhs, elementwise",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$lhs, Kisa_AccessPatternAttr:$rhs, StrAttr:$op)>;
 def Kisa_TensorScalarOp : Kisa_InstructionOp<"tensor_scalar",
-    "VectorE or GpSimd: dst = (src op0 scalar0) op1 scalar1, a scalar per partition from 'scalars' where scalar_operands says (bit 0: scalar0, bit 1: scalar1)",
+    "VectorE, ScalarE (floating point only) or GpSimd: dst = (src op0 scalar0) op1 scalar1, a scalar per partition from 'scalars' where scalar_operands says (bit 0: scalar0, bit 1: scalar1)",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, StrAttr:$op0, F64Attr:$scalar0,
          OptionalAttr<StrAttr>:$op1, OptionalAttr<F64Attr>:$scalar1,
          OptionalAttr<Kisa_AccessPatternAttr>:$scalars, OptionalAttr<I64Attr>:$scalar_operands)>;

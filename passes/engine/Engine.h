@@ -37,10 +37,6 @@ struct Node {
 llvm::SmallVector<isa::Instruction, 4>
 splitLargeDma(const isa::Instruction &inst, int64_t pieceBytes, int maxPieces);
 
-/// A tensor_scalar as an identity activation on ScalarE, f(x * scale +
-/// bias), where that computes the same bits; nothing for other forms.
-std::optional<isa::Instruction> asActivation(const isa::Instruction &inst);
-
 /// Adds to each node the earlier nodes it must follow: every RAW, WAR and
 /// WAW pair on overlapping bytes.
 void computeDependencies(std::vector<Node> &nodes);

@@ -33,8 +33,9 @@ def ConvertKTileToKisa : Pass<"convert-ktile-to-kisa", "mlir::ModuleOp"> {
        timing model gives each instruction's time), each placed on the
        engine that can start it earliest among those that run it: matmul and
        transpose on TensorE, activations on ScalarE, elementwise and
-       reductions on VectorE (or GpSimd when everything is in SBUF), copies
-       on VectorE or ScalarE, index generation on GpSimd, loads, stores and
+       reductions on VectorE (or GpSimd when everything is in SBUF),
+       floating-point `tensor_scalar`s on ScalarE as well, copies on
+       VectorE or ScalarE, index generation on GpSimd, loads, stores and
        collectives on the DMA queue that frees up first. Buffers that the
        memory plan rotated give the consecutive tile iterations different
        buffers, so the schedule overlaps the loads of one with the compute

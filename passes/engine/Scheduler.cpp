@@ -24,6 +24,15 @@ namespace kiln::engine_passes {
 
 namespace {
 
+bool hasIntegerOperand(const isa::Instruction &inst) {
+  for (int i = 0; i < inst.numOperands; ++i) {
+    if (inst.operands[i].dtype == isa::DType::I32) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool onlySbuf(const isa::Instruction &inst) {
   for (int i = 0; i < inst.numOperands; ++i) {
     if (inst.operands[i].memory != isa::Memory::Sbuf) {
@@ -43,7 +52,11 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
   case isa::Opcode::Activation:
     return {E::Scalar};
   case isa::Opcode::TensorScalar:
-    if (asActivation(inst)) {
+    // ScalarE has its own SBUF port and a faster clock than VectorE, so the
+    // row statistics, runtime scalars and constant factors of normalisations
+    // and optimizer updates need not queue for the port Vector and GpSimd
+    // share. Its ALU works on floating point only.
+    if (!hasIntegerOperand(inst)) {
       if (onlySbuf(inst)) {
         return {E::Vector, E::Scalar, E::GpSimd};
       }
@@ -81,19 +94,11 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
   return {E::Vector};
 }
 
-/// `inst` in the form `engine` runs it.
-isa::Instruction onEngine(isa::Instruction inst, isa::Engine engine) {
-  if (engine == isa::Engine::Scalar &&
-      inst.opcode == isa::Opcode::TensorScalar) {
-    return *asActivation(inst);
-  }
-  inst.engine = engine;
-  return inst;
-}
-
 double secondsOn(const isa::Instruction &inst, isa::Engine engine,
                  const target::TargetDescription &t, int worldSize) {
-  return isa::instructionSeconds(onEngine(inst, engine), t, worldSize);
+  isa::Instruction on = inst;
+  on.engine = engine;
+  return isa::instructionSeconds(on, t, worldSize);
 }
 
 struct ByPriority {
@@ -107,43 +112,6 @@ struct ByPriority {
 };
 
 } // namespace
-
-/// A tensor_scalar as an identity activation on ScalarE, f(x * scale +
-/// bias), where that computes the same bits: a product and a sum each
-/// rounded once (x * s + -0.0 is x * s, signed zeros included; x * 1 + c is
-/// x + c). ScalarE has its own SBUF port and a faster clock than VectorE,
-/// so the affine steps of an optimizer's update need not queue for the port
-/// Vector and GpSimd share.
-std::optional<isa::Instruction> asActivation(const isa::Instruction &inst) {
-  // Per-partition scalars come from SBUF; an activation's are immediates.
-  if (inst.opcode != isa::Opcode::TensorScalar || inst.numOperands != 2) {
-    return std::nullopt;
-  }
-  for (int i = 0; i < inst.numOperands; ++i) {
-    if (inst.operands[i].dtype == isa::DType::I32) {
-      return std::nullopt;
-    }
-  }
-  using A = isa::AluOp;
-  auto op0 = static_cast<A>(inst.op0), op1 = static_cast<A>(inst.op1);
-  double scale = 1, bias = -0.0;
-  if (op0 == A::Mul && (op1 == A::Bypass || op1 == A::Add || op1 == A::Sub)) {
-    scale = inst.imm0;
-    bias = op1 == A::Add ? inst.imm1 : op1 == A::Sub ? -inst.imm1 : -0.0;
-  } else if ((op0 == A::Add || op0 == A::Sub) && op1 == A::Bypass) {
-    bias = op0 == A::Add ? inst.imm0 : -inst.imm0;
-  } else {
-    return std::nullopt;
-  }
-  isa::Instruction act = inst;
-  act.opcode = isa::Opcode::Activation;
-  act.engine = isa::Engine::Scalar;
-  act.op0 = static_cast<uint8_t>(isa::ActFunc::Identity);
-  act.op1 = 0;
-  act.imm0 = scale;
-  act.imm1 = bias;
-  return act;
-}
 
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &t,
@@ -179,7 +147,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
   auto place = [&](uint32_t i, int stream, double start) {
     Node &node = nodes[i];
     node.stream = stream;
-    node.inst = onEngine(node.inst, engineOf(stream));
+    node.inst.engine = engineOf(stream);
     node.inst.queue =
         static_cast<uint8_t>(stream >= kDmaStream ? stream - kDmaStream : 0);
     node.start = start;

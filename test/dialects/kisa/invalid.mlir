@@ -576,6 +576,15 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
 
 // -----
 
+// ScalarE runs tensor_scalar's arithmetic, not integer work.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  kisa.tensor_scalar {engine = "scalar", op0 = "mul", scalar0 = 2.0, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 8]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 64, dims = [1 x 8]>}
+  // expected-error @+1 {{tensor_scalar on the scalar engine works on floating point}}
+  kisa.tensor_scalar {engine = "scalar", op0 = "add", scalar0 = 1.0, dst = #kisa.ap<sbuf, i32, p = 0:8, offset = 0, dims = [1 x 8]>, src = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 8]>}
+}
+
+// -----
+
 // Per-partition scalars: one column per scalar taken, one row per partition.
 kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
   // expected-error @+1 {{operand 'scalars' must be an SBUF [8 x 1]}}
