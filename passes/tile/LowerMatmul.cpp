@@ -332,6 +332,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // row tiles leave PSUM (seven banks) room for the next N tile's
   // accumulators while this one's leave, which four 512-column ones do not,
   // and the block's rows reach the ops that read them sooner.
+  // The stationary operand's loads keep the wider block, though: a DMA
+  // costs a fixed ~2 us on top of its bytes, and a 2-tile block's K slice
+  // (256 bf16 columns, 64 KiB) pays it on half the bytes a 4-tile one does.
+  int64_t loadBlock = mBlock;
   if (keepMoving) {
     mBlock = std::min<int64_t>(mBlock, 2);
   }
@@ -364,6 +368,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
                                  std::min(nTile, n - n0), rhsType));
       }
     }
+    // The stationary K slices loaded for rows [loaded0, loaded0 +
+    // loadedRows).
+    llvm::SmallVector<Tile> loaded;
+    int64_t loaded0 = 0, loadedRows = 0;
     for (int64_t b0 = 0; b0 < m; b0 += mTile * mBlock) {
       llvm::SmallVector<std::pair<int64_t, int64_t>, 4> rowTiles;
       for (int64_t m0 = b0; m0 < std::min(m, b0 + mTile * mBlock);
@@ -375,15 +383,22 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
           stationary.kStride == 1 && stationary.xStride != 1;
       if (keepStationary && !stationaryKInnermost && rowTiles.size() > 1) {
         // M innermost (a weight gradient's transposed activations): one DMA
-        // per K slice for the whole block, whose rows then run 4 x 128
-        // elements instead of 128 (256-byte runs move at half bandwidth).
-        int64_t blockRows = rowTiles.back().first + rowTiles.back().second - b0;
-        for (int64_t kt = 0; kt < kTiles; ++kt) {
-          Tile block = loadKMajor(tb, stationary, kt * kTile,
-                                  std::min(kTile, k - kt * kTile), b0,
-                                  blockRows, lhsType);
+        // per K slice for the rows of `loadBlock` row tiles, which the
+        // blocks among them share; its rows then run 4 x 128 elements
+        // instead of 128 (256-byte runs move at half bandwidth).
+        if (b0 >= loaded0 + loadedRows) {
+          loaded0 = b0;
+          loadedRows = std::min(m - b0, mTile * std::max(loadBlock, mBlock));
+          loaded.clear();
+          for (int64_t kt = 0; kt < kTiles; ++kt) {
+            loaded.push_back(loadKMajor(tb, stationary, kt * kTile,
+                                        std::min(kTile, k - kt * kTile), b0,
+                                        loadedRows, lhsType));
+          }
+        }
+        for (const Tile &block : loaded) {
           for (auto [i, rt] : llvm::enumerate(rowTiles)) {
-            kept[i].push_back(block.columns(rt.first - b0, rt.second));
+            kept[i].push_back(block.columns(rt.first - loaded0, rt.second));
           }
         }
       } else if (keepStationary) {

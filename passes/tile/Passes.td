@@ -72,7 +72,8 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       when they fit (one DMA per K slice for the whole block when M is
       innermost); a moving operand of at most three quarters of the
       budget stays for every row block, in blocks of two row tiles (so
-      that the next N tile's accumulators find free PSUM banks). One-tile products batched over heads go
+      that the next N tile's accumulators find free PSUM banks), two
+      such blocks sharing each stationary DMA where M is innermost. One-tile products batched over heads go
       four consecutive batch elements per DMA, PSUM bank and store. bf16
       casts of f32 operands fold into the loads; a cast of the result back
       to f32 folds into the PSUM evacuation. An elementwise group that is
