@@ -332,12 +332,14 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // row tiles leave PSUM (seven banks) room for the next N tile's
   // accumulators while this one's leave, which four 512-column ones do not,
   // and the block's rows reach the ops that read them sooner.
-  // The stationary operand's loads keep the wider block, though: a DMA
-  // costs a fixed ~2 us on top of its bytes, and a 2-tile block's K slice
-  // (256 bf16 columns, 64 KiB) pays it on half the bytes a 4-tile one does.
+  // The stationary operand's loads keep the wider block, though, in whole
+  // blocks: a DMA costs a fixed ~2 us on top of its bytes, and a 2-tile
+  // block's K slice (256 bf16 columns, 64 KiB) pays it on half the bytes a
+  // 4-tile one does.
   int64_t loadBlock = mBlock;
   if (keepMoving) {
     mBlock = std::min<int64_t>(mBlock, 2);
+    loadBlock = loadBlock / mBlock * mBlock;
   }
   // An epilogue whose outputs only leave the step (an optimizer update's)
   // takes spans of consecutive N tiles at once: a 768-wide row whole, or as
@@ -388,7 +390,7 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
         // instead of 128 (256-byte runs move at half bandwidth).
         if (b0 >= loaded0 + loadedRows) {
           loaded0 = b0;
-          loadedRows = std::min(m - b0, mTile * std::max(loadBlock, mBlock));
+          loadedRows = std::min(m - b0, mTile * loadBlock);
           loaded.clear();
           for (int64_t kt = 0; kt < kTiles; ++kt) {
             loaded.push_back(loadKMajor(tb, stationary, kt * kTile,
