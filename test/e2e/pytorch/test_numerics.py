@@ -154,6 +154,15 @@ class NumericsTest(unittest.TestCase):
         for name, p in step.parameters().items():
             self.assertEqual(p.dtype, torch.bfloat16, name)
 
+    def test_bf16_bert_classifier_adamw(self):
+        # The same in bf16 through embeddings, layer norms, softmax and GELU.
+        model = models.BertClassifier().to(torch.bfloat16)
+        batch = lambda g: (torch.randint(0, 100, (4, 16), generator=g),
+                           torch.randint(0, 2, (4,), generator=g))
+        _, _, k, t = train_both(model, F.cross_entropy,
+                                kiln.optim.AdamW(lr=1e-3), batch)
+        self.assertLossesMatch(k, t, 2e-2)
+
     def test_pure_step_function(self):
         w = torch.randn(8, 4)
 
