@@ -27,6 +27,8 @@ parser.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds to sleep after each step (gives a test time to kill)")
 parser.add_argument("--trace")
 parser.add_argument("--pid-dir", help="each rank writes its pid here (for kill tests)")
+parser.add_argument("--bf16", action="store_true",
+                    help="keep the model and its inputs in bf16 (model.to(torch.bfloat16))")
 args = parser.parse_args()
 
 world = kiln.distributed.world()
@@ -36,10 +38,14 @@ if args.pid_dir:
         f.write(str(os.getpid()))
 torch.manual_seed(1234 + world.rank)  # different on purpose: rank 0's wins
 model = MLP(inputs=32, hidden=64, classes=10)
+if args.bf16:
+    model = model.to(torch.bfloat16)
 step = kiln.compile_step(model, F.cross_entropy, kiln.optim.Adam(lr=1e-2), seed=7)
 
 generator = torch.Generator().manual_seed(99)
 x = torch.randn(512, 32, generator=generator)
+if args.bf16:
+    x = x.to(torch.bfloat16)
 y = (x[:, :10].argmax(dim=1) + (x[:, 10] > 0).long()) % 10
 dataset = torch.utils.data.TensorDataset(x, y)
 sampler = kiln.distributed.sampler(dataset, shuffle=True, seed=5)
