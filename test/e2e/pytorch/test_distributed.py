@@ -92,10 +92,10 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(four["checksum"], again["checksum"])
 
     def test_bf16_model_four_workers_track_one_worker(self):
-        # A model kept in bf16 all-reduces bf16 gradients: the sums round in
-        # another order than one worker's batch sum, so the losses agree
-        # within bf16's rounding (2e-2 relative, as docs/pytorch.md says),
-        # not bit for bit.
+        # A model kept in bf16 all-reduces bf16 gradients. Each worker's is
+        # rounded to bf16 before the sum, which one worker's whole-batch
+        # gradient is not, so the losses agree within bf16's rounding (2e-2
+        # relative, as docs/pytorch.md says), not bit for bit.
         one = self.train(1, 32, "one.json", "--bf16")
         four = self.train(4, 8, "four.json", "--bf16")
         self.assertEqual(len(four["losses"]), 20)
