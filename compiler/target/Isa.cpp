@@ -326,10 +326,8 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
               " x 1]")
           .str();
     }
-    for (int i = 0; i < inst.numOperands; ++i) {
-      if (inst.operands[i].dtype == DType::I32) {
-        return std::string("activation works on floating point");
-      }
+    if (hasIntegerOperand(inst)) {
+      return std::string("activation works on floating point");
     }
     return std::nullopt;
   case Opcode::TensorTensor:
@@ -343,13 +341,9 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     // The public NKI ISA runs tensor_scalar's arithmetic on ScalarE too;
     // integer (bit-vector) work stays on VectorE and GpSimd.
-    if (inst.engine == Engine::Scalar) {
-      for (int i = 0; i < inst.numOperands; ++i) {
-        if (inst.operands[i].dtype == DType::I32) {
-          return std::string(
-              "tensor_scalar on the scalar engine works on floating point");
-        }
-      }
+    if (inst.engine == Engine::Scalar && hasIntegerOperand(inst)) {
+      return std::string(
+          "tensor_scalar on the scalar engine works on floating point");
     }
     // Per-partition scalars: bit 0 of scalar_operands takes scalar0, bit 1
     // scalar1, from the columns of operand 'scalars', in that order.
@@ -581,6 +575,15 @@ std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name) {
     }
   }
   return std::nullopt;
+}
+
+bool hasIntegerOperand(const Instruction &inst) {
+  for (int i = 0; i < inst.numOperands; ++i) {
+    if (inst.operands[i].dtype == DType::I32) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<std::string> validate(const Instruction &inst,

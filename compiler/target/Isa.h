@@ -179,6 +179,9 @@ llvm::StringRef fieldValueName(FieldKind kind, uint8_t value);
 /// Whether `count` partitions may start at `start`: more than 64 start at
 /// 0; 33-64 at 0 or 64; 32 or fewer at a multiple of 32.
 bool partitionStartAligned(int64_t start, int64_t count);
+
+/// Whether any operand of `inst` holds integers (i32).
+bool hasIntegerOperand(const Instruction &inst);
 std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name);
 
 /// What the instructions of one program may use.

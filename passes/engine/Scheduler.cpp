@@ -24,15 +24,6 @@ namespace kiln::engine_passes {
 
 namespace {
 
-bool hasIntegerOperand(const isa::Instruction &inst) {
-  for (int i = 0; i < inst.numOperands; ++i) {
-    if (inst.operands[i].dtype == isa::DType::I32) {
-      return true;
-    }
-  }
-  return false;
-}
-
 bool onlySbuf(const isa::Instruction &inst) {
   for (int i = 0; i < inst.numOperands; ++i) {
     if (inst.operands[i].memory != isa::Memory::Sbuf) {
@@ -56,7 +47,7 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
     // row statistics, runtime scalars and constant factors of normalisations
     // and optimizer updates need not queue for the port Vector and GpSimd
     // share. Its ALU works on floating point only.
-    if (!hasIntegerOperand(inst)) {
+    if (!isa::hasIntegerOperand(inst)) {
       if (onlySbuf(inst)) {
         return {E::Vector, E::Scalar, E::GpSimd};
       }

@@ -368,19 +368,10 @@ bool copy(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
-bool hasIntegerOperand(const isa::Instruction &inst) {
-  for (int i = 0; i < inst.numOperands; ++i) {
-    if (inst.operands[i].dtype == DType::I32) {
-      return true;
-    }
-  }
-  return false;
-}
-
 } // namespace
 
 bool executeFast(MachineState &m, const isa::Instruction &inst) {
-  if (hasIntegerOperand(inst)) {
+  if (isa::hasIntegerOperand(inst)) {
     return false;
   }
   switch (inst.opcode) {
