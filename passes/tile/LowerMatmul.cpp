@@ -19,16 +19,59 @@ namespace kiln::tile_passes {
 
 namespace {
 
+/// What a matmul keeps to compute the tiles of a one-hot operand [K, X]
+/// (Lowering::oneHotIndices) instead of loading them.
+struct OneHotTiles {
+  HbmView indices; // [K, 1]
+  /// Each K slice's indices as f32, one per partition, by first row.
+  std::map<int64_t, Tile> slices;
+  Tile columns; // f32 [128, cols]: column j holds j
+};
+
 /// A 2-D operand [K, X] as it lies in HBM: K on the partitions when loaded.
+/// A one-hot operand is computed instead (its view only has the strides of
+/// a row-major [K, X]).
 struct KMajor {
   HbmView view;
   int64_t offset = 0, kStride = 0, xStride = 0;
+  OneHotTiles *oneHot = nullptr;
 };
+
+/// Rows [k0, k0 + kk), columns [x0, x0 + xx) of a one-hot operand: one
+/// tensor_scalar, (j + x0) == indices[k0 + p], on a column iota kept for
+/// the whole product. It replaces a DMA of the same tile from a matrix
+/// that a loop nest would have had to compute and store first.
+Tile oneHotSlice(TileBuilder &tb, OneHotTiles &hot, int64_t k0, int64_t kk,
+                 int64_t x0, int64_t xx, isa::DType dtype) {
+  Tile &indices = hot.slices[k0];
+  if (!indices.buffer) {
+    const HbmView &view = hot.indices;
+    Tile loaded = tb.tile(isa::Memory::Sbuf, view.dtype, kk, 1);
+    tb.load(loaded, view, view.offset + k0 * view.strides[0], view.strides[0],
+            1);
+    indices = loaded;
+    if (loaded.dtype != isa::DType::F32) {
+      indices = tb.tile(isa::Memory::Sbuf, isa::DType::F32, kk, 1);
+      tb.copy(indices, loaded);
+    }
+  }
+  if (hot.columns.cols < xx) {
+    hot.columns = tb.tile(isa::Memory::Sbuf, isa::DType::F32, 128, xx);
+    tb.iota(hot.columns, 0, 0, 1);
+  }
+  Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, xx);
+  tb.tensorScalar(out, hot.columns.withRows(0, kk).columns(0, xx), "add", "eq",
+                  indices, /*first=*/false, static_cast<double>(x0));
+  return out;
+}
 
 /// Loads rows [k0, k0 + kk) and columns [x0, x0 + xx) of `m` into an SBUF
 /// tile [kk, xx] of `dtype`.
 Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
                 int64_t x0, int64_t xx, isa::DType dtype) {
+  if (m.oneHot) {
+    return oneHotSlice(tb, *m.oneHot, k0, kk, x0, xx, dtype);
+  }
   Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, xx);
   int64_t origin = m.offset + k0 * m.kStride + x0 * m.xStride;
   bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
@@ -161,8 +204,29 @@ std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
 LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
                                     Epilogue *epilogue,
                                     llvm::ArrayRef<HbmView> columnSums) {
-  auto [lhsOperand, lhsType] = matmulOperand(op.getLhs());
-  auto [rhsOperand, rhsType] = matmulOperand(op.getRhs());
+  // A one-hot operand has no buffer: a row-major view of its shape with
+  // none stands for it, and its tiles are computed where they would load.
+  OneHotTiles lhsHot, rhsHot;
+  auto operandOrOneHot = [&](Value value, OneHotTiles &hot) {
+    auto indices = oneHotIndices.find(value);
+    if (indices == oneHotIndices.end()) {
+      return matmulOperand(value);
+    }
+    const TensorOperand &ids = operandOf(indices->second);
+    hot.indices = ids.immediate
+                      ? materialize(ids, llvm::cast<RankedTensorType>(
+                                             indices->second.getType())
+                                             .getShape())
+                      : ids.view;
+    auto type = llvm::cast<RankedTensorType>(value.getType());
+    TensorOperand operand;
+    operand.view.dtype = deviceType(type.getElementType());
+    operand.view.shape.assign(type.getShape().begin(), type.getShape().end());
+    operand.view.strides = rowMajorStrides(type.getShape());
+    return std::make_pair(operand, operand.view.dtype);
+  };
+  auto [lhsOperand, lhsType] = operandOrOneHot(op.getLhs(), lhsHot);
+  auto [rhsOperand, rhsType] = operandOrOneHot(op.getRhs(), rhsHot);
   auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
   size_t rank = outShape.size();
   Shape batch(outShape.begin(), outShape.end() - 2);
@@ -222,12 +286,14 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   auto stationaryAt = [&](int64_t base) {
     return KMajor{lhs, base,
                   lhs.strides[op.getTransposeLhs() ? rank - 2 : rank - 1],
-                  lhs.strides[op.getTransposeLhs() ? rank - 1 : rank - 2]};
+                  lhs.strides[op.getTransposeLhs() ? rank - 1 : rank - 2],
+                  lhsHot.indices.buffer ? &lhsHot : nullptr};
   };
   auto movingAt = [&](int64_t base) {
     return KMajor{rhs, base,
                   rhs.strides[op.getTransposeRhs() ? rank - 1 : rank - 2],
-                  rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1]};
+                  rhs.strides[op.getTransposeRhs() ? rank - 2 : rank - 1],
+                  rhsHot.indices.buffer ? &rhsHot : nullptr};
   };
 
   // Many one-tile products (attention's, [128 x 64] per head): consecutive

@@ -201,6 +201,10 @@ public:
   TileBuilder &tb;
   int64_t sbufBudget;
   llvm::DenseMap<mlir::Value, TensorOperand> values;
+  /// One-hot matrices [n, C] that the matmuls reading them compute on chip
+  /// (see FunctionLowering::planOneHotOperands), each with the value of its
+  /// indices, [n, 1]: element (i, j) is 1 where indices[i] == j, else 0.
+  llvm::DenseMap<mlir::Value, mlir::Value> oneHotIndices;
   /// HBM buffers holding an iota (element k is k): a loop nest computes
   /// the part it needs with GpSimd's iota instead of loading it.
   llvm::SmallPtrSet<mlir::Value, 4> iotaBuffers;

@@ -110,6 +110,7 @@ private:
                   const llvm::SmallPtrSetImpl<Operation *> *computed = nullptr);
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
+  void planOneHotOperands();
   void planEpilogues();
   void planColumnSums();
   void planNarrowedOutputs();
@@ -244,6 +245,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
       }
     }
   }
+  planOneHotOperands();
   for (Operation *op : absorbed) {
     op->removeAttr("kgraph.fusion");
   }
@@ -292,6 +294,94 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     }
   }
   return target;
+}
+
+/// The integer column [n, 1] broadcast to [n, C] that `value` is, or null.
+static Value broadcastColumn(Value value) {
+  auto broadcast = value.getDefiningOp<BroadcastOp>();
+  if (!broadcast) {
+    return {};
+  }
+  auto shape = tensorType(broadcast.getInput()).getShape();
+  return shape.size() == 2 && shape[1] == 1 ? broadcast.getInput() : Value();
+}
+
+/// The ops of `broadcast(reshape(iota [C]) : [1, C])`, outermost first,
+/// when `value` is that, or none.
+static llvm::SmallVector<Operation *, 3> broadcastIotaRow(Value value) {
+  auto broadcast = value.getDefiningOp<BroadcastOp>();
+  auto reshape =
+      broadcast ? broadcast.getInput().getDefiningOp<ReshapeOp>() : nullptr;
+  auto iota = reshape ? reshape.getInput().getDefiningOp<IotaOp>() : nullptr;
+  if (!iota || iota.getType().getRank() != 1 ||
+      tensorType(reshape.getOutput()).getShape() !=
+          llvm::ArrayRef<int64_t>{1, iota.getType().getShape()[0]}) {
+    return {};
+  }
+  return {broadcast, reshape, iota};
+}
+
+/// One-hot matrices as GraphEmitter::oneHot builds them, a group casting
+/// `compare("eq", broadcast(indices [n, 1]), broadcast(iota [1, C]))`,
+/// that only 2-D matmuls read with the n rows along K (an embedding's or a
+/// gather's gradient): those matmuls compute the tiles on chip from the
+/// indices (Lowering::oneHotIndices), and the group, and the iota if
+/// nothing else reads it, emit nothing. BERT's [1024 x 30522] one was 61 MB
+/// stored and loaded again on the step's last stretch.
+void FunctionLowering::planOneHotOperands() {
+  for (Operation &op : source.getBody().front()) {
+    auto compare = llvm::dyn_cast<CompareOp>(&op);
+    auto id = fusionId(&op);
+    if (!compare || compare.getDirection() != "eq" || !id ||
+        !llvm::isa<IntegerType>(
+            tensorType(compare.getLhs()).getElementType())) {
+      continue;
+    }
+    // The group: the comparison, then casts, each reading the one before.
+    llvm::SmallVector<Operation *> chain{compare};
+    Value matrix = compare.getOutput();
+    while (matrix.hasOneUse()) {
+      auto cast = llvm::dyn_cast<CastOp>(*matrix.getUsers().begin());
+      if (!cast || fusionId(cast) != id) {
+        break;
+      }
+      chain.push_back(cast);
+      matrix = cast.getOutput();
+    }
+    if (chain.size() != groups[*id].size() ||
+        !llvm::isa<FloatType>(tensorType(matrix).getElementType())) {
+      continue;
+    }
+    auto alongK = [&](OpOperand &use) {
+      auto m = llvm::dyn_cast<MatmulOp>(use.getOwner());
+      if (!m || tensorType(m.getOutput()).getRank() != 2 ||
+          m.getLhs() == m.getRhs()) {
+        return false;
+      }
+      return use.getOperandNumber() == 0 ? m.getTransposeLhs()
+                                         : !m.getTransposeRhs();
+    };
+    // Iota values must be exact in the f32 compare that computes the tiles.
+    int64_t classes = tensorType(matrix).getShape()[1];
+    if (matrix.use_empty() || !llvm::all_of(matrix.getUses(), alongK) ||
+        classes > (int64_t(1) << 24)) {
+      continue;
+    }
+    Value indices = broadcastColumn(compare.getLhs());
+    auto iotaRow = broadcastIotaRow(compare.getRhs());
+    if (!indices || iotaRow.empty()) {
+      indices = broadcastColumn(compare.getRhs());
+      iotaRow = broadcastIotaRow(compare.getLhs());
+    }
+    if (!indices || iotaRow.empty()) {
+      continue;
+    }
+    absorbed.insert(chain.begin(), chain.end());
+    if (llvm::all_of(iotaRow, [](Operation *o) { return o->hasOneUse(); })) {
+      absorbed.insert(iotaRow.begin(), iotaRow.end());
+    }
+    lowering.oneHotIndices[matrix] = indices;
+  }
 }
 
 /// Which aliasing results (updated parameters and state) their producer

@@ -629,6 +629,32 @@ TEST(CompilerTest, AutoCastMatmulStaysNearF32) {
   EXPECT_TRUE(bf16Matmul) << "auto-cast did not reach TensorE";
 }
 
+TEST(CompilerTest, EmbeddingGradientsComputeTheirOneHotOnChip) {
+  // The product one-hot(ids)^T . g computes its one-hot tiles from the ids
+  // (test/passes/tile/one-hot-operand.mlir): 300 tokens (a partial K slice),
+  // a vocabulary of 1000 (a partial 512-column block and row tile) and a
+  // padding row; then ids crowded on 5 rows (sums of ~60 gradient rows),
+  // in f32 and with --auto-cast=bf16, where g is rounded to bf16 (2^-9
+  // relative per term; over ~60 terms in [-1, 1] a deviation of about
+  // 0.01, and 0.06 is six of them) and the one-hot is exact.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor ids = in(b, "idx", {3, 100}, proto::I64);
+    Tensor g = in(b, "g", {3, 100, 72});
+    out(b, b.embeddingBackward(g, ids, 1000, 7), "many_rows");
+    Tensor crowded = in(b, "crowded", {3, 100}, proto::I64);
+    out(b, b.embeddingBackward(g, crowded, 5, -1), "few_rows");
+  });
+  DiffOptions options;
+  options.ranges["idx"] = {0.0, 1000.0};
+  options.ranges["crowded"] = {0.0, 5.0};
+  expectMatches(graph, options);
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 0.06;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, ModelFlopsCountTheGraphsOwnProducts) {
   // MFU's numerator: a linear layer (2 x 6 x 8 x 5) and a batched matmul
   // (2 x 3 x 4 x 5 x 6) count; the embedding's one-hot product and its
