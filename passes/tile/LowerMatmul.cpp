@@ -35,6 +35,9 @@ struct KMajor {
   HbmView view;
   int64_t offset = 0, kStride = 0, xStride = 0;
   OneHotTiles *oneHot = nullptr;
+  /// Where the loads also store what they load (Lowering::startBf16Copy):
+  /// the same elements of a bf16 mirror of the view's buffer.
+  std::optional<HbmView> copy;
 };
 
 /// Rows [k0, k0 + kk), columns [x0, x0 + xx) of a one-hot operand: one
@@ -77,6 +80,9 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
   bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
   if (!kInnermost) {
     tb.load(out, m.view, origin, m.kStride, m.xStride);
+    if (m.copy) {
+      tb.store(*m.copy, origin, m.kStride, m.xStride, out);
+    }
     return out;
   }
   // Rows of X are contiguous in K: load [x, k] blocks and transpose them.
@@ -84,6 +90,9 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
     int64_t bb = std::min<int64_t>(128, xx - b0);
     Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, kk);
     tb.load(rows, m.view, origin + b0 * m.xStride, m.xStride, 1);
+    if (m.copy) {
+      tb.store(*m.copy, origin + b0 * m.xStride, m.xStride, 1, rows);
+    }
     Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, kk, bb);
     tb.transpose(flipped, rows);
     tb.copy(out.columns(b0, bb), flipped);
@@ -115,7 +124,11 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   }
   auto loadBlock = [&](int64_t b0, int64_t bb) {
     Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count);
-    tb.load(rows, m.view, m.offset + k0 + (x0 + b0) * m.xStride, m.xStride, 1);
+    int64_t origin = m.offset + k0 + (x0 + b0) * m.xStride;
+    tb.load(rows, m.view, origin, m.xStride, 1);
+    if (m.copy) {
+      tb.store(*m.copy, origin, m.xStride, 1, rows);
+    }
     Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * bb);
     for (int64_t j = 0; j < count; ++j) {
       tb.transpose(flipped.columns(j * bb, bb), rows.columns(128 * j, 128));
@@ -189,7 +202,35 @@ llvm::SmallVector<Tile, 4> loadBatchGroup(TileBuilder &tb, const KMajor &m,
 
 } // namespace
 
+std::optional<HbmView> Lowering::startBf16Copy(Value cast) {
+  auto later = copiedBy.find(cast);
+  if (later == copiedBy.end()) {
+    return std::nullopt;
+  }
+  HbmView copy = operandOf(cast.getDefiningOp<CastOp>().getInput()).view;
+  auto buffer = llvm::dyn_cast<mlir::BlockArgument>(copy.buffer);
+  if (!buffer) {
+    return std::nullopt; // the view had to be materialised: not the argument
+  }
+  copy.buffer = tb.hbm(llvm::cast<MemRefType>(buffer.getType()).getShape(),
+                       isa::DType::BF16);
+  copy.dtype = isa::DType::BF16;
+  for (Value c : later->second) {
+    bf16CopyOf[c] = copy.buffer;
+  }
+  copiedBy.erase(later); // the later products read the copy, not copy again
+  return copy;
+}
+
 std::pair<TensorOperand, isa::DType> Lowering::matmulOperand(Value value) {
+  if (auto copy = bf16CopyOf.find(value); copy != bf16CopyOf.end()) {
+    // The argument's buffer mirrored element for element in bf16.
+    TensorOperand operand =
+        operandOf(value.getDefiningOp<CastOp>().getInput());
+    operand.view.buffer = copy->second;
+    operand.view.dtype = isa::DType::BF16;
+    return {operand, isa::DType::BF16};
+  }
   if (auto cast = value.getDefiningOp<CastOp>()) {
     Type to = cast.getOutput().getType().getElementType();
     Type from = cast.getInput().getType().getElementType();
@@ -423,11 +464,22 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
     int64_t spans = (nTiles + fit - 1) / fit;
     spanTiles = (nTiles + spans - 1) / spans; // balanced
   }
+  std::optional<HbmView> lhsCopy, rhsCopy;
+  if (batch.empty()) {
+    lhsCopy = startBf16Copy(op.getLhs());
+    rhsCopy = startBf16Copy(op.getRhs());
+  }
   for (int64_t bIndex = 0; bIndex < batchCount; ++bIndex) {
     int64_t outBase = batchBase(dst, dstStrides, bIndex);
     // lhs^T as [K, M], rhs as [K, N].
     KMajor stationary = stationaryAt(batchBase(lhs, lhs.strides, bIndex));
     KMajor moving = movingAt(batchBase(rhs, rhs.strides, bIndex));
+    // A bf16 copy is stored by the first load of each element only.
+    stationary.copy = lhsCopy;
+    moving.copy = rhsCopy;
+    KMajor stationaryAgain = stationary, movingAgain = moving;
+    stationaryAgain.copy.reset();
+    movingAgain.copy.reset();
     std::vector<llvm::SmallVector<Tile>> keptMoving(keepMoving ? nTiles : 0);
     for (auto [t, slices] : llvm::enumerate(keptMoving)) {
       int64_t n0 = static_cast<int64_t>(t) * nTile;
@@ -501,7 +553,8 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
             movingSlices.assign(all.begin() + kt,
                                 all.begin() + kt + groupSize(kt));
           } else {
-            movingSlices = sliceGroup(moving, kt, n0, nn, rhsType);
+            movingSlices =
+                sliceGroup(b0 == 0 ? moving : movingAgain, kt, n0, nn, rhsType);
           }
           for (auto [i, rt] : llvm::enumerate(rowTiles)) {
             llvm::SmallVector<Tile, 4> stationarySlices =
@@ -509,7 +562,8 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
                     ? llvm::SmallVector<Tile, 4>(
                           kept[i].begin() + kt,
                           kept[i].begin() + kt + movingSlices.size())
-                    : sliceGroup(stationary, kt, rt.first, rt.second, lhsType);
+                    : sliceGroup(n0 == 0 ? stationary : stationaryAgain, kt,
+                                 rt.first, rt.second, lhsType);
             for (auto [j, v] : llvm::enumerate(movingSlices)) {
               tb.matmul(accs[i], stationarySlices[j], v,
                         /*accumulate=*/kt + static_cast<int64_t>(j) > 0);

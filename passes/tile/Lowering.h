@@ -195,12 +195,26 @@ public:
   EpilogueFootprint epilogueFootprint(const Epilogue &epilogue);
 
   /// The view and load dtype of a matmul operand, looking through a bf16
-  /// cast that the load performs.
+  /// cast that the load performs, or that an earlier product's loads
+  /// performed and stored (bf16CopyOf).
   std::pair<TensorOperand, isa::DType> matmulOperand(mlir::Value value);
+  /// Where a product's loads of `cast` (a bf16 cast of an argument) also
+  /// store what they load: a view of a fresh bf16 mirror of the argument's
+  /// buffer, which the later casts in copiedBy then read; none if `cast`
+  /// has no later casts.
+  std::optional<HbmView> startBf16Copy(mlir::Value cast);
 
   TileBuilder &tb;
   int64_t sbufBudget;
   llvm::DenseMap<mlir::Value, TensorOperand> values;
+  /// bf16 casts of one f32 argument that several matmuls load (a weight the
+  /// forward pass reads transposed and the backward pass as it is), keyed
+  /// by the cast the first of those matmuls loads: the casts the later ones
+  /// load (the first among them if they share it), which read the bf16 copy
+  /// that first matmul's loads store (see FunctionLowering::planBf16Copies).
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value, 2>> copiedBy;
+  /// The copy each later cast reads, once the first matmul stored it.
+  llvm::DenseMap<mlir::Value, mlir::Value> bf16CopyOf;
   /// One-hot matrices [n, C] that the matmuls reading them compute on chip
   /// (see FunctionLowering::planOneHotOperands), each with the value of its
   /// indices, [n, 1]: element (i, j) is 1 where indices[i] == j, else 0.

@@ -90,7 +90,18 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       so that its loads and stores are one DMA per span. A row sum
       `ones[1, K] . dY` after a product `transpose(dY) . X` (a bias
       gradient beside its weight gradient) is computed by that product
-      from the dY tiles it holds as stationary operand.
+      from the dY tiles it holds as stationary operand. A one-hot operand,
+      `compare("eq", indices [n, 1], iota [1, C])` cast to a float type
+      (an embedding's gradient `one-hot(ids)^T . dY`, or a gather's) read
+      by products only, with its n rows along K, is computed where it
+      would be loaded: one `tensor_scalar` per slice, `(j + offset) ==
+      ids[p]`, on a column iota kept for the product and the slice's ids
+      as f32; the matrix itself is never built. A weight (an argument)
+      that several 2-D products load through bf16 casts (the forward pass
+      transposed, the backward as it is) is narrowed by the first
+      product's loads, which also store the bf16 tiles into a bf16 copy of
+      the weight's buffer; the later products read the copy (half the
+      bytes, the same bits).
     - **Embedding** lookups: 128 token ids per block, one per partition,
       and a `dma_gather` per column chunk fetching the rows they pick.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the

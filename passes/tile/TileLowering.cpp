@@ -111,6 +111,7 @@ private:
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
   void planOneHotOperands();
+  void planBf16Copies();
   void planEpilogues();
   void planColumnSums();
   void planNarrowedOutputs();
@@ -246,6 +247,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     }
   }
   planOneHotOperands();
+  planBf16Copies();
   for (Operation *op : absorbed) {
     op->removeAttr("kgraph.fusion");
   }
@@ -381,6 +383,51 @@ void FunctionLowering::planOneHotOperands() {
       absorbed.insert(iotaRow.begin(), iotaRow.end());
     }
     lowering.oneHotIndices[matrix] = indices;
+  }
+}
+
+/// Arguments (weights) that two or more 2-D matmuls load through bf16 casts
+/// of their views, transposed or not: the forward pass's product reads
+/// W^T, the backward's input gradient W. The first product stores the bf16
+/// tiles it loads into a bf16 mirror of W's buffer, and the later ones read
+/// that instead of W: half the bytes, moved out of the backward pass,
+/// whose DMA queues are the step's bottleneck, into the forward's, which
+/// have room. The bits are the same: the same cast, rounded once.
+void FunctionLowering::planBf16Copies() {
+  llvm::MapVector<Value, llvm::SmallVector<Value, 2>> castsOf;
+  for (Operation &op : source.getBody().front()) {
+    auto matmul = llvm::dyn_cast<MatmulOp>(&op);
+    if (!matmul || tensorType(matmul.getOutput()).getRank() != 2) {
+      continue;
+    }
+    llvm::SmallVector<Value, 2> roots;
+    for (Value operand : {matmul.getLhs(), matmul.getRhs()}) {
+      auto cast = operand.getDefiningOp<CastOp>();
+      if (!cast || !absorbed.contains(cast) ||
+          !tensorType(cast.getOutput()).getElementType().isBF16()) {
+        continue;
+      }
+      Value root = cast.getInput();
+      while (root.getDefiningOp<TransposeOp>() ||
+             root.getDefiningOp<ReshapeOp>()) {
+        root = root.getDefiningOp()->getOperand(0);
+      }
+      // One cast of a root per product: the copy must be stored before
+      // anything reads it.
+      if (llvm::isa<BlockArgument>(root) && !llvm::is_contained(roots, root)) {
+        roots.push_back(root);
+        castsOf[root].push_back(cast.getOutput());
+      }
+    }
+  }
+  // A cast several products read (canonicalisation merged their casts) is
+  // among the later ones too: the first product stores the copy before any
+  // other lowers.
+  for (auto &[root, casts] : castsOf) {
+    if (casts.size() > 1) {
+      auto &later = lowering.copiedBy[casts.front()];
+      later.assign(casts.begin() + 1, casts.end());
+    }
   }
 }
 

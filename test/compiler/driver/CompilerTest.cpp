@@ -655,6 +655,30 @@ TEST(CompilerTest, EmbeddingGradientsComputeTheirOneHotOnChip) {
   expectMatches(graph, options);
 }
 
+TEST(CompilerTest, WeightsReadTwiceShareOneBf16Copy) {
+  // A weight three products read through bf16 casts, as a forward pass
+  // (transposed, twice: the two casts merge) and a backward pass (as it is)
+  // do: the first product stores the bf16 tiles it loads into a copy of
+  // the weight, and the other two read the copy
+  // (test/passes/tile/bf16-weight-copies.mlir). 200 x 300: partial tiles
+  // both ways, so a copy with a tile missing or misplaced reads as NaN or
+  // as other elements. Tolerance as in Bf16MatmulAccumulatesInF32.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor w = in(b, "w", {200, 300});
+    auto bf16 = [&](Tensor t) { return b.cast(t, proto::BF16); };
+    auto f32 = [&](Tensor t) { return b.cast(t, proto::F32); };
+    Tensor wt = b.transpose(w, {1, 0});
+    out(b, f32(b.matmul(bf16(in(b, "x", {64, 300})), bf16(wt))), "y");
+    out(b, f32(b.matmul(bf16(in(b, "g", {64, 200})), bf16(w))), "dx");
+    out(b, f32(b.matmul(bf16(in(b, "x2", {16, 300})), bf16(wt))), "y2");
+  });
+  DiffOptions options;
+  options.rtol = 1.0 / 256;
+  options.atol = 1e-4;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, ModelFlopsCountTheGraphsOwnProducts) {
   // MFU's numerator: a linear layer (2 x 6 x 8 x 5) and a batched matmul
   // (2 x 3 x 4 x 5 x 6) count; the embedding's one-hot product and its
