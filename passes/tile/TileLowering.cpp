@@ -295,6 +295,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
       return failure();
     }
   }
+  fuseTensorScalarPairs(target);
   return target;
 }
 
