@@ -679,6 +679,24 @@ TEST(CompilerTest, WeightsReadTwiceShareOneBf16Copy) {
   expectMatches(graph, options);
 }
 
+TEST(CompilerTest, TwoStageTensorScalarsMatchReference) {
+  // Pairs of tensor_scalars joined into one two-stage instruction
+  // (test/passes/tile/two-stage-tensor-scalar.mlir): a runtime scalar in
+  // the first stage, in the second, and a chain of three, whose first two
+  // join. 200 x 300: a partial row block.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor x = in(b, "x", {200, 300});
+    Tensor s = in(b, "s", {});
+    out(b, b.add(b.div(x, s), b.scalar(1e-3)), "first");
+    out(b, b.add(b.mul(x, b.scalar(2.0)), s), "second");
+    out(b, b.mul(b.sub(b.div(x, s), b.scalar(0.25)), b.scalar(3.0)), "chain");
+  });
+  DiffOptions options;
+  options.ranges["s"] = {0.5, 2.0};
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, ModelFlopsCountTheGraphsOwnProducts) {
   // MFU's numerator: a linear layer (2 x 6 x 8 x 5) and a batched matmul
   // (2 x 3 x 4 x 5 x 6) count; the embedding's one-hot product and its
