@@ -111,6 +111,12 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       those are computed straight into their slice, seen through the
       inverse views.
 
+    Last, two `tensor_scalar`s through an f32 tile that only the second
+    reads (AdamW's `sqrt(v) / c + eps`, a layer norm's `1/n` and epsilon,
+    a dropout mask's scaling) become one instruction with two ALU stages,
+    `(src op0 s0) op1 s1`, when at most one of them takes a per-partition
+    scalar: the engines compute in f32, so the result is the same.
+
     An updated parameter or optimizer state (a result that aliases an
     argument) is written in place when its producer is an elementwise group
     that reads the argument tile for tile and nothing reads the argument
