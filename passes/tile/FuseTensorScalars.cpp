@@ -31,10 +31,11 @@ bool writes(Operation *op, Value buffer) {
           op->getOperand(2) == buffer);
 }
 
-/// The tensor_scalar that alone reads what `second` reads, if the two can
+/// The tensor_scalar that alone writes what `second` reads, if the two can
 /// be one instruction: neither uses its second stage, at most one takes a
-/// per-partition scalar, the tile between them is f32 and nothing between
-/// them writes what the first reads.
+/// per-partition scalar (the second's only on a floating-point source),
+/// the tile between them is f32 and nothing between them writes what the
+/// first reads.
 ktile::TensorScalarOp joinableFirst(ktile::TensorScalarOp second) {
   Value middle = second->getOperand(1);
   if (second.getOp1() || !middle.getDefiningOp<ktile::AllocOp>() ||
@@ -52,6 +53,12 @@ ktile::TensorScalarOp joinableFirst(ktile::TensorScalarOp second) {
       !first->isBeforeInBlock(second) || first.getDst() != second.getSrc() ||
       !first.getDst().getDtype().isF32() ||
       (first.getScalars() && second.getScalars())) {
+    return {};
+  }
+  // Per-partition scalars apply to floating-point sources only (the ISA
+  // verifier's rule): an integer source keeps its second stage apart.
+  if (second.getScalars() &&
+      llvm::isa<IntegerType>(first.getSrc().getDtype())) {
     return {};
   }
   for (Operation *op = first->getNextNode(); op != second.getOperation();

@@ -37,3 +37,17 @@ func.func @first_also_stored(%x: tensor<256x768xf32>, %s: tensor<f32>) -> (tenso
   %e = kgraph.add %d, %eps {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
   return %e, %d : tensor<256x768xf32>, tensor<256x768xf32>
 }
+
+// An integer source (a comparison of token ids) keeps a second stage with
+// a per-partition scalar apart: those apply to floating-point sources only.
+// CHECK-LABEL: func.func @integer_source
+// CHECK: ktile.tensor_scalar {{.*}}op0 = "lt", scalar0
+// CHECK: ktile.tensor_scalar {{.*}}op0 = "mul", scalar0
+func.func @integer_source(%ids: tensor<256x768xi64>, %s: tensor<f32>) -> tensor<256x768xf32> {
+  %five = kgraph.constant dense<5> : tensor<i64>
+  %fiveb = kgraph.broadcast %five : tensor<i64> -> tensor<256x768xi64>
+  %lt = kgraph.compare "lt", %ids, %fiveb {kgraph.fusion = 1 : i64} : tensor<256x768xi64>, tensor<256x768xi64>
+  %f = kgraph.cast %lt {kgraph.fusion = 1 : i64} : tensor<256x768xi1> -> tensor<256x768xf32>
+  %e = kgraph.mul %f, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
+  return %e : tensor<256x768xf32>
+}
