@@ -495,9 +495,41 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
     return !chainShape.empty() &&
            llvm::cast<RankedTensorType>(v.getType()).getShape() != chainShape;
   };
+  // Row sums ScalarE computed beside the values they sum (see below).
+  llvm::DenseMap<Value, Tile> summedAlready;
   for (Operation *op : ops) {
     Value result = op->getResult(0);
     bool rowOp = isRowValue(result);
+    if (llvm::isa<ReduceSumOp>(op) && perRow == 1) {
+      if (auto sums = summedAlready.find(op->getOperand(0));
+          sums != summedAlready.end()) {
+        tiles[result] = TileArg{std::nullopt, sums->second};
+        continue;
+      }
+    }
+    // A square whose rows a sum of the chain folds (a layer norm's
+    // variance): ScalarE squares and sums each row in one activation,
+    // instead of a tensor_tensor and a tensor_reduce on the SBUF port
+    // VectorE and GpSimd share. The engines compute in f32 and sum in
+    // order either way, so the bits are the same.
+    if (auto mul = llvm::dyn_cast<MulOp>(op);
+        mul && perRow == 1 && !rowOp && mul.getLhs() == mul.getRhs() &&
+        llvm::any_of(result.getUsers(), [&](Operation *user) {
+          return llvm::isa<ReduceSumOp>(user) && members.contains(user);
+        })) {
+      TileArg x = tiles.lookup(mul.getLhs());
+      auto type = llvm::cast<RankedTensorType>(result.getType());
+      if (!x.immediate && x.tile.freeStride != 0 && x.tile.run == 0 &&
+          x.tile.dtype != isa::DType::I32 &&
+          deviceType(type.getElementType()) == isa::DType::F32) {
+        Tile squares = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+        Tile sums = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, 1);
+        tb.activationWithRowSums(squares, x.tile, "square", sums);
+        tiles[result] = TileArg{std::nullopt, squares};
+        summedAlready[result] = sums;
+        continue;
+      }
+    }
     if (llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op)) {
       Tile in = storedTile(tb, tiles.lookup(op->getOperand(0)),
                            isa::DType::F32, rows, cols);

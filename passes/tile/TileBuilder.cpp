@@ -307,6 +307,16 @@ void TileBuilder::activation(const Tile &dst, const Tile &src,
        fields);
 }
 
+void TileBuilder::activationWithRowSums(const Tile &dst, const Tile &src,
+                                        llvm::StringRef func,
+                                        const Tile &rowSums) {
+  emit("activation",
+       {{dst.buffer, pattern(dst)},
+        {src.buffer, pattern(src)},
+        {rowSums.buffer, pattern(rowSums)}},
+       {b.getNamedAttr("func", b.getStringAttr(func))});
+}
+
 void TileBuilder::tensorTensor(const Tile &dst, const Tile &lhs,
                                const Tile &rhs, llvm::StringRef op) {
   emit("tensor_tensor",

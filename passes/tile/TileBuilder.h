@@ -129,6 +129,10 @@ public:
   void copy(const Tile &dst, const Tile &src);
   void activation(const Tile &dst, const Tile &src, llvm::StringRef func,
                   double scale = 1.0, double bias = 0.0);
+  /// The same, also summing each partition's results into `rowSums`
+  /// ([rows x 1], f32) as ScalarE writes them.
+  void activationWithRowSums(const Tile &dst, const Tile &src,
+                             llvm::StringRef func, const Tile &rowSums);
   void tensorTensor(const Tile &dst, const Tile &lhs, const Tile &rhs,
                     llvm::StringRef op);
   void tensorScalar(const Tile &dst, const Tile &src, llvm::StringRef op0,

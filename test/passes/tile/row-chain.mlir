@@ -43,9 +43,10 @@ func.func @softmax(%x: tensor<512x128xf32> {kgraph.name = "x", kgraph.role = "ba
 // CHECK: %[[GATHERED:.*]] = ktile.alloc : memref<128x2xf32, "sbuf">
 // CHECK: ktile.tensor_scalar %[[C:.*]], %{{.*}}, %{{.*}} {{.*}}op0 = "sub"
 // CHECK-NOT: ktile.dma_copy
-// CHECK: ktile.tensor_tensor %[[SQ:.*]], %[[C]], %[[C]] {{.*}}op = "mul"
-// CHECK-NOT: ktile.dma_copy
-// CHECK: ktile.tensor_reduce %[[V:.*]], %[[SQ]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 768]>}
+// The squares and their row sums: one ScalarE activation, not a
+// tensor_tensor and a tensor_reduce on the port VectorE and GpSimd share.
+// CHECK: ktile.activation %{{.*}}, %[[C]], %[[V:.*]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 768]>, func = "square", reduce_dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 768]>}
+// CHECK-NOT: ktile.tensor_reduce
 // CHECK-NOT: ktile.dma_copy
 // The variance's 1/n and the epsilon: one tensor_scalar, two stages.
 // CHECK: ktile.tensor_scalar %[[VE:.*]], %[[V]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, op0 = "mul", op1 = "add"
