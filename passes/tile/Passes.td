@@ -53,7 +53,10 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       deviation, for the backward pass) are stored as reductions are. A
       chain is formed only when nothing outside it reads its values before
       its last op; where rows are too long for one iteration its parts run
-      alone. `dropout` is one of them: GpSimd's `random`
+      alone. A square whose rows a sum of the chain folds (a layer norm's
+      variance) is one ScalarE `activation` that also writes each row's
+      sum (`reduce_dst`), not a `tensor_tensor` and a `tensor_reduce` on
+      the SBUF port VectorE and GpSimd share. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
       interpreter's whatever the tiling.
