@@ -53,13 +53,14 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       deviation, for the backward pass) are stored as reductions are. A
       chain is formed only when nothing outside it reads its values before
       its last op; where rows are too long for one iteration its parts run
-      alone. A square whose rows a sum of the chain folds (a layer norm's
-      variance) is one ScalarE `activation` that also writes each row's
-      sum (`reduce_dst`), not a `tensor_tensor` and a `tensor_reduce` on
-      the SBUF port VectorE and GpSimd share. `dropout` is one of them: GpSimd's `random`
+      alone. `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
-      interpreter's whatever the tiling.
+      interpreter's whatever the tiling. In a chain, a square whose rows a
+      sum of the chain folds (a layer norm's variance) is one ScalarE
+      `activation` that also writes each row's sum (`reduce_dst`), not a
+      `tensor_tensor` and a `tensor_reduce` on the SBUF port VectorE and
+      GpSimd share.
     - **Reductions** over the trailing dimensions: rows on partitions, a
       `tensor_reduce` per free-axis chunk, and the chunk partials combined.
       Short rows go several to a partition (a load of ~256 KiB), one
