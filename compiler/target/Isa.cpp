@@ -185,7 +185,7 @@ Error checkMemories(const Instruction &inst, const OpcodeSchema &s) {
   };
   for (int i = 0; i < inst.numOperands; ++i) {
     Memory m = inst.operands[i].memory;
-    bool isDst = i == 0 || (inst.opcode == Opcode::Activation && i == 2);
+    bool isDst = writesOperand(inst.opcode, i);
     switch (inst.engine) {
     case Engine::Tensor:
       if (isDst && m != Memory::Psum) {
@@ -575,6 +575,10 @@ std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name) {
     }
   }
   return std::nullopt;
+}
+
+bool writesOperand(Opcode opcode, int index) {
+  return index == 0 || (opcode == Opcode::Activation && index == 2);
 }
 
 bool hasIntegerOperand(const Instruction &inst) {

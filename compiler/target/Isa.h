@@ -182,6 +182,10 @@ bool partitionStartAligned(int64_t start, int64_t count);
 
 /// Whether any operand of `inst` holds integers (i32).
 bool hasIntegerOperand(const Instruction &inst);
+
+/// Whether an instruction of `opcode` writes its operand `index`: the
+/// destination, operand 0, and an activation's row sums (`reduce_dst`).
+bool writesOperand(Opcode opcode, int index);
 std::optional<uint8_t> fieldValueNamed(FieldKind kind, llvm::StringRef name);
 
 /// What the instructions of one program may use.

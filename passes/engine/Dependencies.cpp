@@ -96,7 +96,7 @@ void computeDependencies(std::vector<Node> &nodes) {
     const isa::Instruction &inst = nodes[i].inst;
     llvm::SmallVector<std::pair<Region, bool>, 4> accesses;
     for (int k = 0; k < inst.numOperands; ++k) {
-      bool write = k == 0 || (inst.opcode == isa::Opcode::Activation && k == 2);
+      bool write = isa::writesOperand(inst.opcode, k);
       accesses.push_back({isa::regionOfOperand(inst, k), write});
     }
     llvm::SmallDenseSet<uint32_t, 8> preds;

@@ -20,15 +20,19 @@ namespace kiln::tile_passes {
 
 namespace {
 
-/// Whether `op` writes `buffer`: a tile op's destination is its first
-/// buffer, and an activation may also write a row sum into `reduce_dst`.
+/// Whether the tile op `op` writes `buffer` (isa::writesOperand).
 bool writes(Operation *op, Value buffer) {
-  if (!ktile::isTileOp(op) || op->getNumOperands() == 0) {
+  if (!ktile::isTileOp(op)) {
     return false;
   }
-  return op->getOperand(0) == buffer ||
-         (llvm::isa<ktile::ActivationOp>(op) && op->getNumOperands() > 2 &&
-          op->getOperand(2) == buffer);
+  isa::Opcode opcode = *isa::opcodeNamed(op->getName().stripDialect());
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (operand.get() == buffer &&
+        isa::writesOperand(opcode, operand.getOperandNumber())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /// The tensor_scalar that alone writes what `second` reads, if the two can

@@ -68,6 +68,16 @@ Tile oneHotSlice(TileBuilder &tb, OneHotTiles &hot, int64_t k0, int64_t kk,
   return out;
 }
 
+/// Loads `tile` from `m`'s view, `rowStride` and `colStride` apart from
+/// element `origin`, and stores what it loaded into `m`'s bf16 copy if any.
+void loadCopying(TileBuilder &tb, const KMajor &m, const Tile &tile,
+                 int64_t origin, int64_t rowStride, int64_t colStride) {
+  tb.load(tile, m.view, origin, rowStride, colStride);
+  if (m.copy) {
+    tb.store(*m.copy, origin, rowStride, colStride, tile);
+  }
+}
+
 /// Loads rows [k0, k0 + kk) and columns [x0, x0 + xx) of `m` into an SBUF
 /// tile [kk, xx] of `dtype`.
 Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
@@ -79,20 +89,14 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
   int64_t origin = m.offset + k0 * m.kStride + x0 * m.xStride;
   bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
   if (!kInnermost) {
-    tb.load(out, m.view, origin, m.kStride, m.xStride);
-    if (m.copy) {
-      tb.store(*m.copy, origin, m.kStride, m.xStride, out);
-    }
+    loadCopying(tb, m, out, origin, m.kStride, m.xStride);
     return out;
   }
   // Rows of X are contiguous in K: load [x, k] blocks and transpose them.
   for (int64_t b0 = 0; b0 < xx; b0 += 128) {
     int64_t bb = std::min<int64_t>(128, xx - b0);
     Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, kk);
-    tb.load(rows, m.view, origin + b0 * m.xStride, m.xStride, 1);
-    if (m.copy) {
-      tb.store(*m.copy, origin + b0 * m.xStride, m.xStride, 1, rows);
-    }
+    loadCopying(tb, m, rows, origin + b0 * m.xStride, m.xStride, 1);
     Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, kk, bb);
     tb.transpose(flipped, rows);
     tb.copy(out.columns(b0, bb), flipped);
@@ -124,11 +128,8 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   }
   auto loadBlock = [&](int64_t b0, int64_t bb) {
     Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count);
-    int64_t origin = m.offset + k0 + (x0 + b0) * m.xStride;
-    tb.load(rows, m.view, origin, m.xStride, 1);
-    if (m.copy) {
-      tb.store(*m.copy, origin, m.xStride, 1, rows);
-    }
+    loadCopying(tb, m, rows, m.offset + k0 + (x0 + b0) * m.xStride, m.xStride,
+                1);
     Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * bb);
     for (int64_t j = 0; j < count; ++j) {
       tb.transpose(flipped.columns(j * bb, bb), rows.columns(128 * j, 128));

@@ -280,8 +280,7 @@ llvm::Expected<SimResult> Simulator::run() {
 
     if (options.checkHazards) {
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write =
-            i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        bool write = isa::writesOperand(inst.opcode, i);
         Region region = isa::regionOfOperand(inst, i);
         for (const Access &prev : accesses) {
           if (prev.stream == best || !(prev.write || write) ||
@@ -312,8 +311,7 @@ llvm::Expected<SimResult> Simulator::run() {
         }
       }
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write =
-            i == 0 || (inst.opcode == isa::Opcode::Activation && i == 2);
+        bool write = isa::writesOperand(inst.opcode, i);
         accesses.push_back(
             {best, epoch, index, isa::regionOfOperand(inst, i), write});
       }
