@@ -46,6 +46,10 @@ kiln_require(LIBZIP_FOUND "libzip" "libzip-dev")
 find_package(ZLIB QUIET)
 kiln_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 
+# Debian's oneDNN config finds OpenCL (its GPU runtime) as REQUIRED: check
+# first, so that a missing package is named instead of failing inside it.
+find_package(OpenCL QUIET)
+kiln_require(OpenCL_FOUND "OpenCL headers (for oneDNN's CMake package)" "ocl-icd-opencl-dev")
 find_package(dnnl CONFIG QUIET)
 kiln_require(dnnl_FOUND "oneDNN (the simulator's GEMM)" "libdnnl-dev")
 

@@ -21,6 +21,9 @@ PACKAGES=(
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
   libzip-dev zlib1g-dev libdnnl-dev libssl-dev iproute2
+  # oneDNN's CMake package requires OpenCL's headers (its GPU runtime), a
+  # Recommends that --no-install-recommends leaves out.
+  ocl-icd-opencl-dev
   python3-torch python3-numpy python3-protobuf python3-dev pybind11-dev
   # Debian's torch otherwise runs on the reference BLAS: tracing and the
   # eager comparisons in the tests would be ~20x slower.
