@@ -257,10 +257,15 @@ LogicalResult emitDropout(OpEmitter &e, DropoutOp op, llvm::ArrayRef<TileArg> ar
     seed.freeStride = 1;
   }
   Tile uniform = e.scratch(isa::DType::F32);
-  tb.random(uniform, seed,
-            static_cast<int64_t>(stream * reference::kCountersPerStream) +
-                index.first,
-            index.rowStep, index.colStep);
+  // The counters run along the free axis: one `random` per segment.
+  int64_t base = static_cast<int64_t>(stream * reference::kCountersPerStream);
+  int64_t segment = index.segmentCols > 0 ? index.segmentCols : uniform.cols;
+  for (int64_t s = 0; s * segment < uniform.cols; ++s) {
+    tb.random(uniform.columns(s * segment,
+                              std::min(segment, uniform.cols - s * segment)),
+              seed, base + index.first + s * index.segmentStep,
+              index.rowStep, index.colStep);
+  }
   double p = op.getP().convertToDouble();
   double threshold = reference::dropoutThreshold(p);
   float scale = 1.0f / (1.0f - static_cast<float>(p));
@@ -1160,6 +1165,62 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     tb.store(out.dst,
              out.dst.offset + m0 * out.dst.strides[0] + n0 * out.dst.strides[1],
              out.dst.strides[0], {FreeDim{out.dst.strides[1], cols}}, src);
+  }
+  return success();
+}
+
+LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
+                                            int64_t first, int64_t count) {
+  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
+  size_t rank = shape.size();
+  llvm::ArrayRef<int64_t> batch = shape.drop_back(2);
+  int64_t rows = product.rows, cols = product.cols, n = shape[rank - 1];
+  // A view's part for these elements: rows on the partitions, then the
+  // elements (consecutive in the innermost batch dimension), then columns.
+  auto originOf = [&](const HbmView &v) {
+    return batchElementOffset(v.offset, v.strides, batch, first);
+  };
+  auto freeOf = [&](const HbmView &v) {
+    return llvm::SmallVector<FreeDim, 2>{FreeDim{v.strides[rank - 3], count},
+                                         FreeDim{v.strides[rank - 1], n}};
+  };
+  llvm::DenseMap<Value, TileArg> tiles;
+  tiles[e.product] = TileArg{std::nullopt, product};
+  for (Value v : externalInputs(e.ops)) {
+    if (v == e.product) {
+      continue;
+    }
+    TensorOperand &operand = operandOf(v);
+    if (operand.immediate) {
+      tiles[v] = TileArg{operand.immediate, Tile{}};
+      continue;
+    }
+    HbmView view = operand.view.broadcastTo(shape);
+    bool scalar = llvm::all_of(view.strides, [](int64_t s) { return s == 0; });
+    std::pair<const void *, int64_t> key{v.getAsOpaquePointer(), -1};
+    auto keptTile = scalar ? e.kept.find(key) : e.kept.end();
+    Tile t;
+    if (keptTile != e.kept.end()) {
+      t = keptTile->second;
+    } else {
+      t = loadInput(tb, view, originOf(view), view.strides[rank - 2],
+                    freeOf(view), scalar ? 128 : rows, cols);
+      if (scalar) {
+        e.kept.emplace(key, t);
+      }
+    }
+    tiles[v] = TileArg{std::nullopt, t.withRows(0, rows)};
+  }
+  int64_t m = shape[rank - 2];
+  TileIndex index{first * m * n, n, 1, n, m * n};
+  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, shape, count))) {
+    return failure();
+  }
+  for (const LoopOutput &out : e.outputs) {
+    Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows,
+                          cols);
+    tb.store(out.dst, originOf(out.dst), out.dst.strides[rank - 2],
+             freeOf(out.dst), src);
   }
   return success();
 }

@@ -203,6 +203,15 @@ llvm::SmallVector<Tile, 4> loadBatchGroup(TileBuilder &tb, const KMajor &m,
 
 } // namespace
 
+int64_t batchElementOffset(int64_t offset, llvm::ArrayRef<int64_t> strides,
+                           llvm::ArrayRef<int64_t> batch, int64_t index) {
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    offset += (index % batch[d]) * strides[d];
+    index /= batch[d];
+  }
+  return offset;
+}
+
 std::optional<HbmView> Lowering::startBf16Copy(Value cast) {
   auto later = copiedBy.find(cast);
   if (later == copiedBy.end()) {
@@ -272,7 +281,8 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
   size_t rank = outShape.size();
   Shape batch(outShape.begin(), outShape.end() - 2);
-  if ((epilogue || !columnSums.empty()) && !batch.empty()) {
+  if (((epilogue && !epilogue->rowChain) || !columnSums.empty()) &&
+      !batch.empty()) {
     return op.emitOpError("has an epilogue or column sums but is batched");
   }
   int64_t m = outShape[rank - 2], n = outShape[rank - 1];
@@ -318,12 +328,7 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   const int64_t kTile = 128, mTile = 128, nTile = 512;
   // The start of batch element `index` (row-major over `batch`) in a view.
   auto batchBase = [&](const HbmView &v, const Shape &strides, int64_t index) {
-    int64_t base = v.offset;
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      base += (index % batch[d]) * strides[d];
-      index /= batch[d];
-    }
-    return base;
+    return batchElementOffset(v.offset, strides, batch, index);
   };
   auto stationaryAt = [&](int64_t base) {
     return KMajor{lhs, base,
@@ -364,6 +369,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
         for (int64_t g = 0; g < count; ++g) {
           tb.matmul(acc.columns(g * n, n), stationary[g], moving[g],
                     /*accumulate=*/false);
+        }
+        if (epilogue) {
+          // The products rounded to their type, as the graph has them.
+          Tile out = tb.tile(isa::Memory::Sbuf, resultType, m, count * n);
+          tb.copy(out, acc);
+          if (failed(emitBatchedEpilogue(*epilogue, out, first + g0, count))) {
+            return failure();
+          }
+          continue;
         }
         Tile out = tb.tile(isa::Memory::Sbuf, dst.dtype, m, count * n);
         tb.copy(out, acc);

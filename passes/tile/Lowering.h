@@ -94,6 +94,11 @@ struct Epilogue {
   /// fold of the column tiles so far, keyed by (reduction, first row).
   std::vector<Tile> gathered;
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
+  /// A row chain (PlannedRowChain) on a batched product of one-tile
+  /// elements instead of a group on a 2-D one (see emitBatchedEpilogue):
+  /// its ops reduce the product's last dimension, and the row values they
+  /// compute stay in SBUF.
+  bool rowChain = false;
 };
 
 /// What the epilogue on one output tile holds in SBUF at its peak (the
@@ -194,6 +199,13 @@ public:
   /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
                                    int64_t m0, int64_t n0, int64_t n);
+  /// A row-chain epilogue on batch elements [first, first + count) of a
+  /// batched product whose elements are one [M, N] tile each, `product`
+  /// [M, count * N] in SBUF (element g in columns [g N, (g + 1) N)): each
+  /// partition holds `count` whole rows.
+  mlir::LogicalResult emitBatchedEpilogue(Epilogue &epilogue,
+                                          const Tile &product, int64_t first,
+                                          int64_t count);
   /// What the epilogue on one output tile holds in SBUF, and whether
   /// later ops read what it stores.
   EpilogueFootprint epilogueFootprint(const Epilogue &epilogue);
@@ -228,10 +240,19 @@ public:
   llvm::SmallPtrSet<mlir::Value, 4> iotaBuffers;
 };
 
+/// The offset of batch element `index` (row-major over `batch`, the leading
+/// dimensions of `strides`) from `offset`.
+int64_t batchElementOffset(int64_t offset, llvm::ArrayRef<int64_t> strides,
+                           llvm::ArrayRef<int64_t> batch, int64_t index);
+
 /// Where a tile iteration lies in the row-major order of its group's shape:
-/// tile element (p, i) is element `first + rowStep * p + colStep * i`.
+/// tile element (p, i) is element `first + rowStep * p + colStep * i`; or,
+/// with segments (a batched product's tile, several batch elements side by
+/// side), column i = s * segmentCols + j is element
+/// `first + rowStep * p + segmentStep * s + colStep * j`.
 struct TileIndex {
   int64_t first = 0, rowStep = 0, colStep = 0;
+  int64_t segmentCols = 0, segmentStep = 0;
 };
 
 /// The ALU op that folds a reduce_sum, reduce_max or reduce_min.

@@ -118,6 +118,7 @@ private:
   bool readOnlyNarrowed(Value value);
   void planRowSums();
   void planChains();
+  void planChainEpilogues();
   unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
@@ -168,6 +169,10 @@ private:
   std::vector<PlannedRowChain> chains;
   llvm::DenseMap<Operation *, size_t> chainOf;
   llvm::DenseSet<size_t> declinedChains;
+  /// Row chains a batched product computes on its tiles (see
+  /// planChainEpilogues), keyed by the matmul, and where they run.
+  llvm::DenseMap<Operation *, size_t> chainEpilogueOf;
+  llvm::DenseMap<size_t, unsigned> chainEpilogueAt;
   std::map<Operation *, Operation *> loneGroups; // stable storage
   /// f32 values of elementwise ops stored in bf16 (see planNarrowedOutputs).
   llvm::DenseSet<Value> narrowed;
@@ -286,6 +291,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   planRowSums();
   planEpilogues();
   planChains();
+  planChainEpilogues();
   planInPlace();
   planConcats();
 
@@ -467,7 +473,10 @@ void FunctionLowering::planInPlace() {
 unsigned FunctionLowering::loweredAt(Operation *op) {
   auto chain = chainOf.find(op);
   if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
-    return position[chains[chain->second].ops.back()];
+    auto epilogue = chainEpilogueAt.find(chain->second);
+    return epilogue != chainEpilogueAt.end()
+               ? epilogue->second
+               : position[chains[chain->second].ops.back()];
   }
   auto id = fusionId(op);
   if (!id) {
@@ -520,6 +529,94 @@ void FunctionLowering::planChains() {
     for (Operation *op : chain.ops) {
       chainOf[op] = k;
     }
+  }
+}
+
+/// The row chains that a batched product of one-tile elements (attention's
+/// scores, [B, H, S, S]) computes on its output tiles, as an epilogue: the
+/// chain reduces the product's last dimension, which each output tile
+/// holds whole (several batch elements side by side), reads the product
+/// only itself, and reads nothing computed after the product. The scores
+/// then never go to HBM and come back: the softmax and its backward each
+/// save a store and a load of the product on every layer, and a hop on the
+/// forward pass's chain of dependent transfers.
+void FunctionLowering::planChainEpilogues() {
+  Block &body = source.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.back());
+  int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+  for (auto [k, plan] : llvm::enumerate(chains)) {
+    auto rank = static_cast<int64_t>(plan.shape.size());
+    if (rank < 3 || plan.from != rank - 1) {
+      continue;
+    }
+    llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(),
+                                               plan.ops.end());
+    MatmulOp product;
+    bool single = true;
+    for (Operation *op : plan.ops) {
+      for (Value v : op->getOperands()) {
+        auto m = v.getDefiningOp<MatmulOp>();
+        if (m && m != product) {
+          single = single && !product;
+          product = m;
+        }
+      }
+    }
+    if (!product || !single || chainEpilogueOf.count(product) ||
+        matmulResultCast.count(product) ||
+        tensorType(product.getOutput()).getShape() !=
+            llvm::ArrayRef<int64_t>(plan.shape)) {
+      continue;
+    }
+    // The lowering's grouped path: one tile per element, several elements
+    // of the innermost batch dimension to a PSUM bank.
+    int64_t m = plan.shape[rank - 2], n = plan.shape[rank - 1];
+    int64_t depth = tensorType(product.getLhs())
+                        .getShape()[product.getTransposeLhs() ? rank - 2
+                                                              : rank - 1];
+    if (depth > 128 || m > 128 || n > bankColumns || plan.shape[rank - 3] < 2 ||
+        lowering.oneHotIndices.count(product.getLhs()) ||
+        lowering.oneHotIndices.count(product.getRhs())) {
+      continue;
+    }
+    bool readOnlyByChain = llvm::all_of(product->getUsers(), [&](Operation *u) {
+      return inChain.contains(u);
+    });
+    // Row values (a max, a sum) read after the chain would need their own
+    // stores; the chains that have them run as loop nests.
+    bool rowValuesInside = llvm::all_of(plan.ops, [&](Operation *op) {
+      return llvm::all_of(op->getResults(), [&](Value r) {
+        return tensorType(r).getShape() == llvm::ArrayRef<int64_t>(plan.shape) ||
+               llvm::all_of(r.getUsers(), [&](Operation *u) {
+                 return inChain.contains(u);
+               });
+      });
+    });
+    unsigned at = position[product];
+    llvm::SetVector<Operation *> views;
+    bool available = llvm::all_of(plan.ops, [&](Operation *op) {
+      return llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || def == product || inChain.contains(def) ||
+               availableBy(def, at, views);
+      });
+    });
+    bool noAliases = true;
+    for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+      Operation *producer = ret.getOperand(r).getDefiningOp();
+      noAliases = noAliases && !(producer && inChain.contains(producer) &&
+                                 source.getResultAttr(r, "kgraph.aliases"));
+    }
+    if (!readOnlyByChain || !rowValuesInside || !available || !noAliases) {
+      continue;
+    }
+    chainEpilogueOf[product] = k;
+    chainEpilogueAt[k] = at;
+    llvm::SmallVector<Operation *> early(views.begin(), views.end());
+    llvm::sort(early, [&](Operation *a, Operation *b) {
+      return position[a] < position[b];
+    });
+    earlyViews[product] = std::move(early);
   }
 }
 
@@ -1044,8 +1141,10 @@ void FunctionLowering::bindLoopResults(
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
   auto chain = chainOf.find(op);
   if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
-    return op == chains[chain->second].ops.back() ? lowerChain(chain->second)
-                                                  : success();
+    bool last = op == chains[chain->second].ops.back();
+    return last && !chainEpilogueAt.count(chain->second)
+               ? lowerChain(chain->second)
+               : success(); // the last op runs it, or its product does
   }
   if (absorbed.contains(op) || loweredEarly.contains(op) ||
       fusedReductions.contains(op)) {
@@ -1177,8 +1276,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](MatmulOp m) -> LogicalResult {
-        auto epilogue = epilogueOf.find(m);
-        if (epilogue != epilogueOf.end()) {
+        auto lowerEarlyViews = [&] {
           for (Operation *view : earlyViews[m]) {
             if (failed(lowerOp(view))) {
               return failure();
@@ -1186,6 +1284,30 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             loweredEarly.insert(view);
           }
           tb.setLocation(m.getLoc());
+          return success();
+        };
+        if (auto chain = chainEpilogueOf.find(m);
+            chain != chainEpilogueOf.end()) {
+          if (failed(lowerEarlyViews())) {
+            return failure();
+          }
+          const PlannedRowChain &plan = chains[chain->second];
+          Epilogue e;
+          e.ops.assign(plan.ops.begin(), plan.ops.end());
+          e.product = m.getOutput();
+          e.outputs = groupOutputs(e.ops);
+          e.rowChain = true;
+          if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
+            return failure();
+          }
+          bindLoopResults(e.outputs, {});
+          return success();
+        }
+        auto epilogue = epilogueOf.find(m);
+        if (epilogue != epilogueOf.end()) {
+          if (failed(lowerEarlyViews())) {
+            return failure();
+          }
           Epilogue e;
           e.ops.assign(groups[epilogue->second].begin(),
                        groups[epilogue->second].end());

@@ -679,6 +679,37 @@ TEST(CompilerTest, WeightsReadTwiceShareOneBf16Copy) {
   expectMatches(graph, options);
 }
 
+TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
+  // Attention's scores Q . K^T, their scaled softmax and dropout, and the
+  // backward's softmax gradient from dP = dO . V^T: each softmax is the
+  // epilogue of the product that feeds it, four heads side by side in a
+  // PSUM tile, their rows folded a head at a time and the dropout's random
+  // numbers drawn per head (test/passes/tile/batched-row-chain.mlir).
+  // 5 heads (a group of four, then one alone), 40 rows and keys (partial
+  // partitions); in f32, then with --auto-cast=bf16, whose scores carry
+  // the bf16 rounding of 16-term products (about 2^-9 relative on each
+  // term: under 0.01 on a probability, 0.02 with dropout's 4/3).
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+    Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
+    Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
+    auto dropped = b.dropout(p, seed, 0.25);
+    out(b, dropped.output, "dropped");
+    out(b, p, "p");
+    Tensor dp = b.matmul(in(b, "g", {2, 5, 40, 16}), in(b, "v", {2, 5, 16, 40}));
+    out(b, b.softmaxBackward(dp, p, 3), "dscores");
+  });
+  DiffOptions options;
+  options.ranges["seed"] = {0.0, 2147483647.0};
+  options.atol = 2e-5; // f32 products accumulated in another order
+  expectMatches(graph, options);
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 0.02;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, TwoStageTensorScalarsMatchReference) {
   // Pairs of tensor_scalars joined into one two-stage instruction
   // (test/passes/tile/two-stage-tensor-scalar.mlir): a runtime scalar in
