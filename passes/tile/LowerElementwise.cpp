@@ -566,9 +566,13 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
     int64_t width = rowOp ? perRow : cols;
     auto type = llvm::cast<RankedTensorType>(result.getType());
     isa::DType dtype = deviceType(type.getElementType());
-    // A cast between types the device stores alike moves nothing.
+    // A cast between types the device stores alike moves nothing; nor
+    // does widening bf16 to f32: the engines read bf16 and compute in f32,
+    // so the cast's readers read the bf16 tile, exactly the f32 values.
     if (llvm::isa<CastOp>(op) && !args[0].immediate &&
-        args[0].tile.dtype == dtype &&
+        (args[0].tile.dtype == dtype ||
+         (args[0].tile.dtype == isa::DType::BF16 &&
+          dtype == isa::DType::F32)) &&
         !type.getElementType().isInteger(1)) {
       tiles[result] = args[0];
       continue;
@@ -579,8 +583,43 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
       dsts.push_back(tb.tile(isa::Memory::Sbuf,
                              deviceType(t.getElementType()), rows, width));
     }
-    if (failed(emitElementwiseOp(tb, op, args, dsts, index))) {
-      return failure();
+    // An op against a few rows' values per partition (a batched product's
+    // softmax, four heads to a partition): one op per row, each reading
+    // its row's value as a per-partition scalar, a tensor_scalar that
+    // ScalarE may run, instead of one tensor_tensor on the SBUF port
+    // VectorE and GpSimd share (2 cycles an element there, against about
+    // 1 and a fixed 64 on ScalarE).
+    int64_t segment = cols / perRow;
+    bool perSegment =
+        !rowOp && perRow > 1 && perRow <= 8 && segment >= 128 &&
+        !llvm::isa<DropoutOp>(op) && llvm::any_of(args, [&](const TileArg &a) {
+          return !a.immediate && a.tile.run == segment;
+        });
+    for (int64_t g = 0; g < (perSegment ? perRow : 1); ++g) {
+      llvm::SmallVector<TileArg> segmentArgs(args);
+      llvm::SmallVector<Tile, 2> segmentDsts(dsts);
+      TileIndex at = index;
+      if (perSegment) {
+        for (TileArg &a : segmentArgs) {
+          if (a.immediate) {
+            continue;
+          }
+          a.tile = a.tile.columns(g * segment, segment);
+          if (a.tile.run == segment) { // the row's value, read per column
+            a.tile.run = 0;
+            a.tile.freeStride = 0;
+          }
+        }
+        for (Tile &d : segmentDsts) {
+          d = d.columns(g * segment, segment);
+        }
+        at.first += index.segmentCols > 0 ? g * index.segmentStep
+                                          : g * segment * index.colStep;
+        at.segmentCols = 0;
+      }
+      if (failed(emitElementwiseOp(tb, op, segmentArgs, segmentDsts, at))) {
+        return failure();
+      }
     }
     for (auto [r, dst] : llvm::zip(op->getResults(), dsts)) {
       tiles[r] = TileArg{std::nullopt, dst};
