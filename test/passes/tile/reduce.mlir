@@ -93,12 +93,14 @@ func.func @chunks_and_reshapes(%x: tensor<8x10000xf32>) -> (tensor<8x1x1xf32>, t
 // A softmax's exp and row sums over rows of 128 keys: eight rows go to
 // each partition ([1024, 128] seen as [128, 8, 128]), so one iteration
 // covers all 1024 rows. The row maxima are loaded once per row, eight per
-// partition, and each is read against its row's 128 keys (stride 0); the
-// sums fold each run of 128 and leave in one store, eight per partition.
+// partition, and each is read against its row's 128 keys as a
+// per-partition scalar, a row at a time; the sums fold each run of 128
+// and leave in one store, eight per partition.
 // CHECK-LABEL: func.func @short_rows
 // CHECK: ktile.dma_copy %[[X:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1024]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1024], pstride = 1024>}
 // CHECK: ktile.dma_copy %[[M:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 8], pstride = 8>}
-// CHECK: ktile.tensor_tensor %{{.*}}, %[[X]], %[[M]] {{.*}}op = "sub", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8, 0 x 128]>}
+// CHECK: ktile.tensor_scalar %{{.*}}, %[[X]], %[[M]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, op0 = "sub", {{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK-COUNT-7: ktile.tensor_scalar %{{.*}}, %[[X]], %[[M]] {{.*}}op0 = "sub"
 // CHECK: ktile.activation %[[E:.*]], %{{.*}}func = "exp"
 // CHECK: ktile.tensor_reduce %[[S:.*]], %[[E]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 8]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 8, 1 x 128]>}
 // CHECK: ktile.dma_copy %{{.*}}, %[[S]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 8], pstride = 8>

@@ -4,21 +4,26 @@
 // shifted exponentials (one group), their row sum, the division. Rows of
 // 128 go four to a partition, so every iteration holds whole rows: one
 // loop nest loads the scores once and stores the probabilities once. Each
-// row's max and sum stay in SBUF ([128 x 4], a column per row) and are
-// read across their row's 128 columns (stride 0).
+// row's max and sum stay in SBUF ([128 x 4], a column per row); the shift
+// and the division run a row at a time, each a tensor_scalar reading its
+// row's value as a per-partition scalar (ScalarE may run it), not one
+// tensor_tensor reading the values across the rows (stride 0) on the
+// port VectorE and GpSimd share.
 // CHECK-LABEL: func.func @softmax
 // CHECK: ktile.dma_copy %[[X:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>
 // CHECK: ktile.tensor_scalar %[[S:.*]], %[[X]] {{.*}}op0 = "div", scalar0 = 8.0
 // CHECK-NOT: ktile.dma_copy
 // CHECK: ktile.tensor_reduce %[[MAX:.*]], %[[S]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op = "max", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 4, 1 x 128]>}
 // CHECK-NOT: ktile.dma_copy
-// CHECK: ktile.tensor_tensor %[[D:.*]], %[[S]], %[[MAX]] {{.*}}op = "sub", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4, 0 x 128]>
+// CHECK: ktile.tensor_scalar %[[D:.*]], %[[S]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, op0 = "sub", {{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK-NOT: ktile.dma_copy
+// CHECK: ktile.tensor_scalar %[[D]], %[[S]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 1536, dims = [1 x 128]>, op0 = "sub", {{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 12, dims = [1 x 1]>
 // CHECK-NOT: ktile.dma_copy
 // CHECK: ktile.activation %[[E:.*]], %[[D]] {{.*}}func = "exp"
 // CHECK-NOT: ktile.dma_copy
 // CHECK: ktile.tensor_reduce %[[SUM:.*]], %[[E]] {{.*}}op = "add"
 // CHECK-NOT: ktile.dma_copy
-// CHECK: ktile.tensor_tensor %[[P:.*]], %[[E]], %[[SUM]] {{.*}}op = "div", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4, 0 x 128]>
+// CHECK-COUNT-4: ktile.tensor_scalar %[[P:[0-9]+]], %[[E]], %[[SUM]] {{.*}}op0 = "div"
 // CHECK: ktile.dma_copy %{{.*}}, %[[P]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 512], pstride = 512>
 // CHECK-NOT: ktile.dma_copy
 // CHECK: return

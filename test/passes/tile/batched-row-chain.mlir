@@ -1,0 +1,69 @@
+// RUN: kiln-opt %s --convert-kgraph-to-ktile | FileCheck %s
+
+// Attention's scores [B, H, S, S] = Q . K^T and their softmax and dropout,
+// as fusion leaves them: the scaled scores, their row max, the shifted
+// exponentials, their row sum, the division, the dropout and the bf16
+// cast for the next product. The row chain is the epilogue of the batched
+// product: four heads leave PSUM side by side in one tile, each partition
+// holding one row of each, and the chain runs on that tile. The scores
+// never go to HBM; what leaves is what later ops read (the probabilities
+// for the backward pass, the dropped ones in bf16), one DMA each per four
+// heads.
+// CHECK-LABEL: func.func @scores_softmax
+// CHECK-COUNT-4: ktile.matmul %[[ACC:[0-9]+]]
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %[[ACC]]
+// CHECK: ktile.tensor_copy %[[P:.*]], %[[ACC]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum, f32
+// The f32 cast of the bf16 product copies nothing: the division reads it.
+// CHECK: ktile.tensor_scalar %[[S:.*]], %[[P]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 512]>, op0 = "div", scalar0 = 8.0{{.*}}src = #kisa.ap<sbuf, bf16
+// Each head's rows fold alone, and each row's max is read against its
+// 128 keys as a per-partition scalar, a head at a time.
+// CHECK: ktile.tensor_reduce %[[MAX:.*]], %[[S]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op = "max", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 4, 1 x 128]>}
+// CHECK: ktile.tensor_scalar %[[D:.*]], %[[S]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, op0 = "sub"
+// CHECK: ktile.tensor_scalar %[[D]], %[[S]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 1536, dims = [1 x 128]>, op0 = "sub", {{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 12, dims = [1 x 1]>
+// CHECK: ktile.activation %[[E:.*]], %[[D]] {{.*}}func = "exp"
+// CHECK: ktile.tensor_reduce %[[SUM:.*]], %[[E]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op = "add"
+// CHECK-COUNT-4: ktile.tensor_scalar %[[PROB:[0-9]+]], %[[E]], %[[SUM]] {{.*}}op0 = "div"
+// The dropout's counters follow each head's elements: one draw per head,
+// its rows 128 apart, the heads 128 x 128 apart.
+// CHECK: ktile.random %[[U:[0-9]+]], %{{.*}} {counter = 3298534883328 : i64, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, free_step = 1 : i64, partition_step = 128
+// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534899712 : i64, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 512, dims = [1 x 128]>
+// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534916096 : i64
+// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534932480 : i64
+// CHECK-NOT: ktile.dma_copy
+// CHECK: ktile.dma_copy %{{.*}}, %[[PROB]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [16384 x 4, 1 x 128], pstride = 128>
+// CHECK: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [16384 x 4, 1 x 128], pstride = 128>
+// The next four heads (the second batch element's; HBM offsets in bytes).
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}offset = 65536
+// CHECK: ktile.random %{{.*}} {counter = 3298534948864 : i64
+// CHECK: ktile.dma_copy %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 262144, dims = [16384 x 4, 1 x 128]
+func.func @scores_softmax(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<2x4x64x128xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}, %seed: tensor<i64> {kgraph.name = "seed", kgraph.role = "rng_seed"}) -> (tensor<2x4x128x128xf32> {kgraph.name = "p", kgraph.role = "metric"}, tensor<2x4x128x128xbf16> {kgraph.name = "dropped", kgraph.role = "metric"}) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %x = kgraph.matmul %q, %k : tensor<2x4x128x64xbf16>, tensor<2x4x64x128xbf16> -> tensor<2x4x128x128xbf16>
+  %xf = kgraph.cast %x {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xbf16> -> tensor<2x4x128x128xf32>
+  %s = kgraph.div %xf, %c {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xf32>, tensor<f32>
+  %m = kgraph.reduce_max %s, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %d = kgraph.sub %s, %m {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %o, %mask = kgraph.dropout %p, %seed {kgraph.fusion = 2 : i64, p = 0.25 : f64, stream = 3 : i64} : tensor<2x4x128x128xf32>, tensor<i64> -> tensor<2x4x128x128xf32>, tensor<2x4x128x128xi1>
+  %ob = kgraph.cast %o {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32> -> tensor<2x4x128x128xbf16>
+  return %p, %ob : tensor<2x4x128x128xf32>, tensor<2x4x128x128xbf16>
+}
+
+// The same softmax when the scores are also returned: the product is
+// stored, and the chain is a loop nest of its own that loads it back.
+// CHECK-LABEL: func.func @scores_read_elsewhere
+// CHECK: ktile.tensor_copy %[[OUT:.*]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, bf16
+// CHECK: ktile.tensor_reduce {{.*}}op = "max"
+func.func @scores_read_elsewhere(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<2x4x64x128xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}) -> (tensor<2x4x128x128xf32> {kgraph.name = "p", kgraph.role = "metric"}, tensor<2x4x128x128xbf16> {kgraph.name = "scores", kgraph.role = "metric"}) {
+  %x = kgraph.matmul %q, %k : tensor<2x4x128x64xbf16>, tensor<2x4x64x128xbf16> -> tensor<2x4x128x128xbf16>
+  %xf = kgraph.cast %x {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xbf16> -> tensor<2x4x128x128xf32>
+  %m = kgraph.reduce_max %xf, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %d = kgraph.sub %xf, %m {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  return %p, %x : tensor<2x4x128x128xf32>, tensor<2x4x128x128xbf16>
+}
