@@ -53,7 +53,12 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       deviation, for the backward pass) are stored as reductions are. A
       chain is formed only when nothing outside it reads its values before
       its last op; where rows are too long for one iteration its parts run
-      alone. `dropout` is one of them: GpSimd's `random`
+      alone. Against a few rows per partition (up to 8, of at least 128
+      columns), an op reading each row's statistic runs a row at a time, a
+      `tensor_scalar` with the statistic as per-partition scalar, which
+      ScalarE may run, not a `tensor_tensor` on the port VectorE and GpSimd
+      share. An f32 cast of a bf16 tile copies nothing: its readers read
+      the bf16 tile (the engines compute in f32). `dropout` is one of them: GpSimd's `random`
       draws each tile's numbers from the step's seed and the elements'
       row-major indices (offset by the stream), so the mask is the reference
       interpreter's whatever the tiling. In a chain, a square whose rows a
@@ -88,7 +93,14 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       back. A linear layer's bias and GELU and AdamW on a weight gradient
       (written over the weight, when its last read comes before the
       gradient) run this way, and row reductions of the group's values
-      over the product's columns fold tile by tile. An epilogue whose
+      over the product's columns fold tile by tile. A row chain that
+      reduces the last dimension of a batched product of one-tile elements
+      (attention's scores and their softmax, forward and backward), reads
+      the product alone and reads nothing computed after it, is that
+      product's epilogue: it runs on the tile of four heads side by side
+      as they leave PSUM, a row of each head on every partition, the
+      dropout's numbers drawn a head at a time, and the scores never go
+      to HBM. An epilogue whose
       stored values only leave the step (an optimizer update's) runs on
       spans of several PSUM banks, a row whole when the budget holds it,
       so that its loads and stores are one DMA per span. A row sum
