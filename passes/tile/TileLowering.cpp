@@ -14,6 +14,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <numeric>
+
 namespace kiln::tile_passes {
 #define GEN_PASS_DEF_CONVERTKGRAPHTOKTILE
 #include "passes/tile/Passes.h.inc"
@@ -119,6 +121,7 @@ private:
   void planRowSums();
   void planChains();
   void planChainEpilogues();
+  void interleaveRows(LoopOutput &out);
   unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
@@ -941,6 +944,42 @@ HbmView FunctionLowering::freshBuffer(Value result) {
   return viewOfBuffer(buffer, type);
 }
 
+/// Lays out a batched chain epilogue's output [..., G, M, N] as
+/// [..., M, G, N] in HBM when its rows are short runs (bf16 rows of 128
+/// keys are 256 bytes, which move at half bandwidth) and only batched
+/// products read it, directly or transposed: the epilogue's tile of
+/// several consecutive elements along G is then one run per partition,
+/// and so are the products' loads of several elements at a time. The
+/// value's view keeps its shape; only its strides change.
+void FunctionLowering::interleaveRows(LoopOutput &out) {
+  auto type = tensorType(out.value);
+  auto rank = type.getRank();
+  if (rank < 3 || inPlace.count(out.value) || destinations.count(out.value) ||
+      type.getShape()[rank - 1] * isa::dtypeBytes(out.dst.dtype) >= 512) {
+    return;
+  }
+  auto readByProducts = [](Value v) {
+    return llvm::all_of(v.getUsers(), [](Operation *user) {
+      return llvm::isa<MatmulOp>(user) ||
+             (llvm::isa<TransposeOp>(user) &&
+              llvm::all_of(user->getUsers(), [](Operation *u) {
+                return llvm::isa<MatmulOp>(u);
+              }));
+    });
+  };
+  if (!readByProducts(out.value)) {
+    return;
+  }
+  llvm::SmallVector<int64_t> swap(rank);
+  std::iota(swap.begin(), swap.end(), 0);
+  std::swap(swap[rank - 3], swap[rank - 2]);
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[rank - 3], shape[rank - 2]);
+  eraseIfUnused(out.dst);
+  isa::DType dtype = out.dst.dtype;
+  out.dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
+}
+
 /// The group's values used outside it, each with the view it is stored to.
 llvm::SmallVector<LoopOutput>
 FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
@@ -1296,6 +1335,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           e.ops.assign(plan.ops.begin(), plan.ops.end());
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
+          for (LoopOutput &out : e.outputs) {
+            interleaveRows(out);
+          }
           e.rowChain = true;
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
