@@ -697,8 +697,21 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
     Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
     Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
-    out(b, b.dropout(p, seed, 0.25).output, "dropped");
+    Tensor dropped = b.dropout(p, seed, 0.25).output;
+    out(b, dropped, "dropped");
     out(b, p, "p");
+  });
+  // The dropped probabilities read only by products, as attention's
+  // context and the value gradient read them: their rows (40 keys) are
+  // short, so the epilogue stores them with the heads inside the rows
+  // ([B, S, H, S]) and the products read that layout.
+  proto::Graph context_ = buildGraph(context, [](GraphBuilder &b) {
+    Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+    Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
+    Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
+    Tensor dropped = b.dropout(p, seed, 0.25).output;
+    out(b, b.matmul(dropped, in(b, "v", {2, 5, 40, 16})), "context");
+    out(b, b.matmul(b.transpose(dropped, {0, 1, 3, 2}), in(b, "g", {2, 5, 40, 16})), "dv");
   });
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
     Tensor dp = b.matmul(in(b, "g", {2, 5, 40, 16}), in(b, "v", {2, 5, 16, 40}));
@@ -709,11 +722,13 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   options.ranges["p"] = {0.0, 0.05};
   options.atol = 2e-5; // f32 products accumulated in another order
   expectMatches(forward, options);
+  expectMatches(context_, options);
   expectMatches(backward, options);
   options.compile.autoCast = "bf16";
   options.rtol = 0;
   options.atol = 0.02;
   expectMatches(forward, options);
+  expectMatches(context_, options);
   expectMatches(backward, options);
 }
 
