@@ -121,7 +121,7 @@ private:
   void planRowSums();
   void planChains();
   void planChainEpilogues();
-  void interleaveRows(LoopOutput &out);
+  void interleaveRows(Value value, HbmView &dst);
   unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
                    llvm::SetVector<Operation *> &views);
@@ -944,30 +944,31 @@ HbmView FunctionLowering::freshBuffer(Value result) {
   return viewOfBuffer(buffer, type);
 }
 
-/// Lays out a batched chain epilogue's output [..., G, M, N] as
-/// [..., M, G, N] in HBM when its rows are short runs (bf16 rows of 128
-/// keys are 256 bytes, which move at half bandwidth) and only batched
-/// products read it, directly or transposed: the epilogue's tile of
-/// several consecutive elements along G is then one run per partition,
-/// and so are the products' loads of several elements at a time. The
-/// value's view keeps its shape; only its strides change.
-void FunctionLowering::interleaveRows(LoopOutput &out) {
-  auto type = tensorType(out.value);
+/// Lays out a batched value [..., G, M, N] (a batched product's, or its
+/// row chain epilogue's) as [..., M, G, N] in HBM when its rows are short
+/// runs (bf16 rows of 128 keys are 256 bytes, which move at half
+/// bandwidth) and only products read it, directly or through views: a
+/// tile of several consecutive elements along G is then one run per
+/// partition, for the store and for the products' loads alike. Attention's
+/// context [B, H, S, D] so becomes the row-major [B, S, H·D] that the
+/// output projection reads. The value's view keeps its shape; only its
+/// strides change.
+void FunctionLowering::interleaveRows(Value value, HbmView &dst) {
+  auto type = tensorType(value);
   auto rank = type.getRank();
-  if (rank < 3 || inPlace.count(out.value) || destinations.count(out.value) ||
-      type.getShape()[rank - 1] * isa::dtypeBytes(out.dst.dtype) >= 512) {
+  if (rank < 3 || type.getShape()[rank - 3] < 2 || inPlace.count(value) ||
+      destinations.count(value) ||
+      type.getShape()[rank - 1] * isa::dtypeBytes(dst.dtype) >= 512) {
     return;
   }
-  auto readByProducts = [](Value v) {
-    return llvm::all_of(v.getUsers(), [](Operation *user) {
+  std::function<bool(Value)> readByProducts = [&](Value v) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
       return llvm::isa<MatmulOp>(user) ||
-             (llvm::isa<TransposeOp>(user) &&
-              llvm::all_of(user->getUsers(), [](Operation *u) {
-                return llvm::isa<MatmulOp>(u);
-              }));
+             (llvm::isa<TransposeOp, ReshapeOp>(user) &&
+              readByProducts(user->getResult(0)));
     });
   };
-  if (!readByProducts(out.value)) {
+  if (!readByProducts(value)) {
     return;
   }
   llvm::SmallVector<int64_t> swap(rank);
@@ -975,9 +976,9 @@ void FunctionLowering::interleaveRows(LoopOutput &out) {
   std::swap(swap[rank - 3], swap[rank - 2]);
   llvm::SmallVector<int64_t> shape(type.getShape());
   std::swap(shape[rank - 3], shape[rank - 2]);
-  eraseIfUnused(out.dst);
-  isa::DType dtype = out.dst.dtype;
-  out.dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
+  eraseIfUnused(dst);
+  isa::DType dtype = dst.dtype;
+  dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
 }
 
 /// The group's values used outside it, each with the view it is stored to.
@@ -1336,7 +1337,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
           for (LoopOutput &out : e.outputs) {
-            interleaveRows(out);
+            interleaveRows(out.value, out.dst);
           }
           e.rowChain = true;
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
@@ -1376,6 +1377,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         Operation *cast = matmulResultCast.lookup(m);
         Value result = cast ? Value(cast->getResult(0)) : Value(m.getOutput());
         HbmView dst = freshBuffer(result);
+        interleaveRows(result, dst);
         auto sums = sumsBeside(m);
         if (failed(lowering.lowerMatmul(m, dst, nullptr, sums))) {
           return failure();
