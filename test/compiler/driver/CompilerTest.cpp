@@ -704,13 +704,16 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   // The dropped probabilities read only by products, as attention's
   // context and the value gradient read them: their rows (40 keys) are
   // short, so the epilogue stores them with the heads inside the rows
-  // ([B, S, H, S]) and the products read that layout.
+  // ([B, S, H, S]) and the products read that layout. So does the
+  // context product, whose heads the output projection merges.
   proto::Graph context_ = buildGraph(context, [](GraphBuilder &b) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
     Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
     Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
     Tensor dropped = b.dropout(p, seed, 0.25).output;
-    out(b, b.matmul(dropped, in(b, "v", {2, 5, 40, 16})), "context");
+    Tensor heads = b.matmul(dropped, in(b, "v", {2, 5, 40, 16}));
+    Tensor merged = b.reshape(b.transpose(heads, {0, 2, 1, 3}), {80, 80});
+    out(b, b.matmul(merged, in(b, "w", {80, 24})), "projected");
     out(b, b.matmul(b.transpose(dropped, {0, 1, 3, 2}), in(b, "g", {2, 5, 40, 16})), "dv");
   });
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {

@@ -67,3 +67,32 @@ func.func @scores_read_elsewhere(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q",
   %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
   return %p, %x : tensor<2x4x128x128xf32>, tensor<2x4x128x128xbf16>
 }
+
+// Short rows that only products read are stored with the heads inside the
+// rows: the bf16 probabilities (rows of 256 bytes, half bandwidth) as
+// [B, S, H, S], so that the epilogue's four heads are one 1 KiB run per
+// partition, and so are the context product's loads of them; the context
+// [B, H, S, D] as [B, S, H, D], which the output projection then reads as
+// the row-major [B·S, H·D] it merges the heads into.
+// CHECK-LABEL: func.func @context
+// CHECK: %[[P:.*]] = ktile.alloc : memref<2x128x4x128xbf16, "hbm">
+// CHECK: ktile.dma_copy %[[P]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 512], pstride = 512>
+// CHECK: %[[C:.*]] = ktile.alloc : memref<2x128x4x64xbf16, "hbm">
+// CHECK: ktile.dma_copy %{{.*}}, %[[P]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 512], pstride = 512>
+// CHECK: ktile.dma_copy %[[C]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>
+// CHECK: ktile.dma_copy %{{.*}}, %[[C]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>
+func.func @context(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<2x4x64x128xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}, %v: tensor<2x4x128x64xbf16> {kgraph.name = "v", kgraph.role = "batch_input"}, %w: tensor<256x256xbf16> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<256x256xbf16> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %x = kgraph.matmul %q, %k : tensor<2x4x128x64xbf16>, tensor<2x4x64x128xbf16> -> tensor<2x4x128x128xbf16>
+  %xf = kgraph.cast %x {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xbf16> -> tensor<2x4x128x128xf32>
+  %m = kgraph.reduce_max %xf, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %d = kgraph.sub %xf, %m {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %pb = kgraph.cast %p {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32> -> tensor<2x4x128x128xbf16>
+  %c = kgraph.matmul %pb, %v : tensor<2x4x128x128xbf16>, tensor<2x4x128x64xbf16> -> tensor<2x4x128x64xbf16>
+  %t = kgraph.transpose %c, [0, 2, 1, 3] : tensor<2x4x128x64xbf16> -> tensor<2x128x4x64xbf16>
+  %r = kgraph.reshape %t : tensor<2x128x4x64xbf16> -> tensor<256x256xbf16>
+  %y = kgraph.matmul %r, %w : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
+  return %y : tensor<256x256xbf16>
+}
