@@ -100,7 +100,13 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       product's epilogue: it runs on the tile of four heads side by side
       as they leave PSUM, a row of each head on every partition, the
       dropout's numbers drawn a head at a time, and the scores never go
-      to HBM. An epilogue whose
+      to HBM. A batched value `[..., G, M, N]` with short rows (under 512
+      bytes, which move at half bandwidth) that only products read,
+      directly or through views, is laid out `[..., M, G, N]` in HBM: the
+      several elements along G that a tile holds are then one run per
+      partition, for its store and for the products' loads (attention's
+      bf16 probabilities as `[B, S, H, S]`, its context as the row-major
+      `[B, S, H·D]` that the output projection reads). An epilogue whose
       stored values only leave the step (an optimizer update's) runs on
       spans of several PSUM banks, a row whole when the budget holds it,
       so that its loads and stores are one DMA per span. A row sum
