@@ -498,12 +498,20 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   auto isRowValue = [&](Value v) {
     return !chainShape.empty() &&
-           llvm::cast<RankedTensorType>(v.getType()).getShape() != chainShape;
+           isRowValueShape(
+               llvm::cast<RankedTensorType>(v.getType()).getShape(),
+               chainShape);
   };
   // Row sums ScalarE computed beside the values they sum (see below).
   llvm::DenseMap<Value, Tile> summedAlready;
   for (Operation *op : ops) {
     Value result = op->getResult(0);
+    if (llvm::isa<ReshapeOp>(op)) {
+      // In a chain, a reshape that keeps the rows (TileLowering checks)
+      // reads the same tile.
+      tiles[result] = tiles.lookup(op->getOperand(0));
+      continue;
+    }
     bool rowOp = isRowValue(result);
     if (llvm::isa<ReduceSumOp>(op) && perRow == 1) {
       if (auto sums = summedAlready.find(op->getOperand(0));
@@ -1141,6 +1149,22 @@ Lowering::lowerElementwise(llvm::ArrayRef<Operation *> ops,
   return success();
 }
 
+bool isRowValueShape(llvm::ArrayRef<int64_t> shape,
+                     llvm::ArrayRef<int64_t> chainShape) {
+  if (chainShape.back() == 1) {
+    return shape != chainShape;
+  }
+  return shape.empty() || shape.back() != chainShape.back();
+}
+
+std::optional<HbmView> asRows(const HbmView &view) {
+  if (view.shape.size() <= 2) {
+    return view;
+  }
+  int64_t last = view.shape.back();
+  return view.reshaped({view.elements() / last, last});
+}
+
 LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
                                      int64_t m0, int64_t n0, int64_t n) {
   int64_t rows = product.rows, cols = product.cols;
@@ -1156,7 +1180,12 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
       tiles[v] = TileArg{operand.immediate, Tile{}};
       continue;
     }
-    HbmView view = operand.view.broadcastTo(shape);
+    std::optional<HbmView> flat = asRows(operand.view);
+    if (!flat) {
+      return mlir::emitError(v.getLoc())
+             << "epilogue input is not a view of the product's rows";
+    }
+    HbmView view = flat->broadcastTo(shape);
     int64_t rowStride = view.strides[0], colStride = view.strides[1];
     // A bias reads every row alike: one [128, cols] tile per column
     // offset serves every row tile; a scalar one column for all.
@@ -1182,8 +1211,14 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     tiles[v] = TileArg{std::nullopt, t};
   }
   TileIndex index{m0 * n + n0, n, 1};
-  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index))) {
+  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape))) {
     return failure();
+  }
+  // A chain's row values read later: a column per row tile (the span is
+  // the whole row, so each row tile passes once).
+  for (auto [k, out] : llvm::enumerate(e.rowOutputs)) {
+    tb.copy(e.rowGathered[k].columns(m0 / 128, 1).withRows(0, rows),
+            tiles.lookup(out.value).tile);
   }
   for (auto [k, r] : llvm::enumerate(e.reductions)) {
     auto key = std::make_pair(k, m0);
@@ -1201,9 +1236,13 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     }
     Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows,
                           cols);
-    tb.store(out.dst,
-             out.dst.offset + m0 * out.dst.strides[0] + n0 * out.dst.strides[1],
-             out.dst.strides[0], {FreeDim{out.dst.strides[1], cols}}, src);
+    std::optional<HbmView> dst = asRows(out.dst);
+    if (!dst) {
+      return mlir::emitError(out.value.getLoc())
+             << "epilogue output is not a view of the product's rows";
+    }
+    tb.store(*dst, dst->offset + m0 * dst->strides[0] + n0 * dst->strides[1],
+             dst->strides[0], {FreeDim{dst->strides[1], cols}}, src);
   }
   return success();
 }

@@ -398,6 +398,11 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
           tb.tile(isa::Memory::Sbuf, isa::DType::F32,
                   std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile));
     }
+    for (size_t r = 0; r < epilogue->rowOutputs.size(); ++r) {
+      epilogue->rowGathered.push_back(
+          tb.tile(isa::Memory::Sbuf, isa::DType::F32,
+                  std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile));
+    }
   }
   int64_t kTiles = (k + kTile - 1) / kTile;
   int64_t elementBytes = isa::dtypeBytes(lhsType);
@@ -470,9 +475,12 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // moves six per span). One whose outputs later ops read keeps to one N
   // tile, so that its first rows are ready sooner.
   int64_t spanTiles = 1;
-  EpilogueFootprint footprint =
-      epilogue ? epilogueFootprint(*epilogue) : EpilogueFootprint{};
-  if (epilogue && !footprint.outputsReadLater) {
+  EpilogueFootprint footprint = epilogue && !epilogue->rowChain
+                                    ? epilogueFootprint(*epilogue)
+                                    : EpilogueFootprint{};
+  if (epilogue && epilogue->rowChain) {
+    spanTiles = nTiles; // a row chain needs its rows whole
+  } else if (epilogue && !footprint.outputsReadLater) {
     int64_t perColumn =
         footprint.bytesPerColumn + mBlock * isa::dtypeBytes(resultType);
     int64_t fit = std::max<int64_t>(1, sbufBudget / perColumn / nTile);
@@ -632,6 +640,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
     for (auto [r, reduction] : llvm::enumerate(epilogue->reductions)) {
       storeGathered(tb, reduction.dst, reduction.dst.offset, 1, m,
                     epilogue->gathered[r]);
+    }
+    for (auto [r, out] : llvm::enumerate(epilogue->rowOutputs)) {
+      std::optional<HbmView> rows = asRows(out.dst);
+      if (!rows) {
+        return op.emitOpError("has an epilogue row value whose buffer is not "
+                              "one element per row");
+      }
+      storeGathered(tb, *rows, rows->offset, rows->strides[0], m,
+                    epilogue->rowGathered[r]);
     }
   }
   return success();

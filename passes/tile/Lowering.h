@@ -94,11 +94,18 @@ struct Epilogue {
   /// fold of the column tiles so far, keyed by (reduction, first row).
   std::vector<Tile> gathered;
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
-  /// A row chain (PlannedRowChain) on a batched product of one-tile
-  /// elements instead of a group on a 2-D one (see emitBatchedEpilogue):
-  /// its ops reduce the product's last dimension, and the row values they
-  /// compute stay in SBUF.
+  /// A row chain (PlannedRowChain) instead of a group: on a batched
+  /// product of one-tile elements (see emitBatchedEpilogue), or on a 2-D
+  /// product's whole rows, the group computing the product's values
+  /// followed by the chain over them (a linear layer's bias, dropout and
+  /// residual, then a layer norm). Its ops reduce the last dimension; the
+  /// row values they compute stay in SBUF but for `rowOutputs`.
   bool rowChain = false;
+  llvm::SmallVector<int64_t> chainShape;
+  /// Row values read after the chain (a layer norm's reciprocal
+  /// deviation), gathered a column per row tile and stored at the end.
+  llvm::SmallVector<LoopOutput> rowOutputs;
+  std::vector<Tile> rowGathered;
 };
 
 /// What the epilogue on one output tile holds in SBUF at its peak (the
@@ -239,6 +246,18 @@ public:
   /// the part it needs with GpSimd's iota instead of loading it.
   llvm::SmallPtrSet<mlir::Value, 4> iotaBuffers;
 };
+
+/// Whether a value of `shape` in a row chain over `chainShape` is a row
+/// value (one element per row: size 1 where the chain's values have their
+/// rows). A value with the chain's rows in another shape (a 2-D product's
+/// before its reshape to the chain's) is not one.
+bool isRowValueShape(llvm::ArrayRef<int64_t> shape,
+                     llvm::ArrayRef<int64_t> chainShape);
+
+/// `view` as [rows, last dimension] when it has more than two dimensions
+/// (a row chain's values, [B, S, H] over a product's [B·S, H]); none when
+/// its strides do not allow that without a copy.
+std::optional<HbmView> asRows(const HbmView &view);
 
 /// The offset of batch element `index` (row-major over `batch`, the leading
 /// dimensions of `strides`) from `offset`.

@@ -121,6 +121,7 @@ private:
   void planRowSums();
   void planChains();
   void planChainEpilogues();
+  void planEpilogueChains();
   void interleaveRows(Value value, HbmView &dst);
   unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
@@ -295,6 +296,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   planEpilogues();
   planChains();
   planChainEpilogues();
+  planEpilogueChains();
   planInPlace();
   planConcats();
 
@@ -944,6 +946,160 @@ HbmView FunctionLowering::freshBuffer(Value result) {
   return viewOfBuffer(buffer, type);
 }
 
+/// The row chains that run on the whole rows of a 2-D product whose
+/// epilogue group computes what they read: a layer norm after a linear
+/// layer's bias, dropout and residual add. The epilogue then takes the
+/// chain and the ops between the group and it (a reshape to the chain's
+/// shape, the layer norm's mean folded over each row, the mean's scale),
+/// on spans of whole rows, and the group's values go to HBM only if later
+/// ops read them: the residual stream is not stored and loaded back
+/// before each layer norm.
+void FunctionLowering::planEpilogueChains() {
+  Block &body = source.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.back());
+  llvm::DenseMap<int64_t, MatmulOp> productOf;
+  for (auto &[matmul, id] : epilogueOf) {
+    productOf[id] = llvm::cast<MatmulOp>(matmul);
+  }
+  for (auto [k, plan] : llvm::enumerate(chains)) {
+    auto rank = static_cast<int64_t>(plan.shape.size());
+    if (chainEpilogueAt.count(k) || rank < 2 || plan.from != rank - 1) {
+      continue;
+    }
+    int64_t n = plan.shape.back();
+    llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(),
+                                               plan.ops.end());
+    std::optional<int64_t> group;
+    bool oneGroup = true;
+    llvm::SetVector<Operation *> between;
+    // Whether `def` is the epilogue group's or an op between it and the
+    // chain (which joins `between`).
+    std::function<bool(Operation *)> absorb = [&](Operation *def) -> bool {
+      if (inChain.contains(def) || between.contains(def)) {
+        return true;
+      }
+      if (auto id = fusionId(def); id && epilogueAt.count(*id)) {
+        oneGroup = oneGroup && (!group || *group == *id);
+        group = id;
+        return true;
+      }
+      auto inside = [&](Value v) {
+        Operation *d = v.getDefiningOp();
+        return d && absorb(d);
+      };
+      auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
+      bool joins = false;
+      if (auto reshape = llvm::dyn_cast<ReshapeOp>(def)) {
+        joins = tensorType(reshape.getInput()).getRank() > 0 &&
+                lastDim(reshape.getInput()) == lastDim(reshape.getOutput()) &&
+                inside(reshape.getInput());
+      } else if (llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(def)) {
+        auto dims = def->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+        auto in = tensorType(def->getOperand(0));
+        joins = dims.size() == 1 && dims[0] == in.getRank() - 1 &&
+                tensorType(def->getResult(0)).getRank() == in.getRank() &&
+                inside(def->getOperand(0));
+      } else if (graph_passes::isElementwise(def) && !llvm::isa<DropoutOp>(def) &&
+                 def->getNumResults() == 1 &&
+                 tensorType(def->getResult(0)).getRank() > 0 &&
+                 lastDim(def->getResult(0)) == 1) {
+        // An op on row values: those from inside, and scalars.
+        joins = llvm::any_of(def->getOperands(), [&](Value v) {
+                  return tensorType(v).getNumElements() != 1;
+                }) &&
+                llvm::all_of(def->getOperands(), [&](Value v) {
+                  return tensorType(v).getNumElements() == 1 || inside(v);
+                });
+      }
+      if (joins) {
+        between.insert(def);
+      }
+      return joins;
+    };
+    for (Operation *op : plan.ops) {
+      for (Value v : op->getOperands()) {
+        if (Operation *def = v.getDefiningOp()) {
+          absorb(def); // what does not join is an input, checked below
+        }
+      }
+    }
+    if (!group || !oneGroup || !productOf.count(*group)) {
+      continue;
+    }
+    MatmulOp product = productOf[*group];
+    auto shape = tensorType(product.getOutput()).getShape();
+    int64_t elements = 1;
+    for (int64_t d : plan.shape) {
+      elements *= d;
+    }
+    if (shape.size() != 2 || shape[1] != n || shape[0] * n != elements ||
+        n > 1024 || columnSumsOf.count(product) ||
+        chainEpilogueOf.count(product)) {
+      continue;
+    }
+    llvm::SmallPtrSet<Operation *, 32> all(plan.ops.begin(), plan.ops.end());
+    all.insert(between.begin(), between.end());
+    all.insert(groups[*group].begin(), groups[*group].end());
+    unsigned at = position[product];
+    llvm::SetVector<Operation *> views(earlyViews[product].begin(),
+                                       earlyViews[product].end());
+    auto readsExisting = [&](Operation *op) {
+      return llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || def == product || all.contains(def) ||
+               availableBy(def, at, views);
+      });
+    };
+    // Values read after: the rows' (stored as the epilogue stores them) or
+    // one per row (gathered); a reshape between is read inside only.
+    auto readAfterFits = [&](Operation *op) {
+      for (Value r : op->getResults()) {
+        bool outside = llvm::any_of(r.getUsers(), [&](Operation *u) {
+          return !all.contains(u);
+        });
+        if (!outside) {
+          continue;
+        }
+        if (llvm::isa<ReshapeOp>(op)) {
+          return false;
+        }
+        auto rShape = tensorType(r).getShape();
+        if (isRowValueShape(rShape, plan.shape) &&
+            tensorType(r).getNumElements() != shape[0]) {
+          return false;
+        }
+      }
+      return true;
+    };
+    bool fits = llvm::all_of(plan.ops, readsExisting) &&
+                llvm::all_of(between, readsExisting) &&
+                llvm::all_of(all, readAfterFits);
+    for (unsigned r = 0; fits && r < ret.getNumOperands(); ++r) {
+      Operation *producer = ret.getOperand(r).getDefiningOp();
+      fits = !(producer && all.contains(producer) &&
+               source.getResultAttr(r, "kgraph.aliases"));
+    }
+    if (!fits) {
+      continue;
+    }
+    PlannedRowChain &joined = chains[k];
+    for (Operation *op : between) {
+      joined.ops.push_back(op);
+      chainOf[op] = k;
+    }
+    llvm::sort(joined.ops, [&](Operation *a, Operation *b) {
+      return position[a] < position[b];
+    });
+    chainEpilogueOf[product] = k;
+    chainEpilogueAt[k] = at;
+    llvm::SmallVector<Operation *> early(views.begin(), views.end());
+    llvm::sort(early, [&](Operation *a, Operation *b) {
+      return position[a] < position[b];
+    });
+    earlyViews[product] = std::move(early);
+  }
+}
+
 /// Lays out a batched value [..., G, M, N] (a batched product's, or its
 /// row chain epilogue's) as [..., M, G, N] in HBM when its rows are short
 /// runs (bf16 rows of 128 keys are 256 bytes, which move at half
@@ -1334,16 +1490,32 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           const PlannedRowChain &plan = chains[chain->second];
           Epilogue e;
           e.ops.assign(plan.ops.begin(), plan.ops.end());
-          e.product = m.getOutput();
-          e.outputs = groupOutputs(e.ops);
-          for (LoopOutput &out : e.outputs) {
-            interleaveRows(out.value, out.dst);
+          if (auto group = epilogueOf.find(m); group != epilogueOf.end()) {
+            // A 2-D product's: its group, then the chain on its rows.
+            e.ops.append(groups[group->second]);
+            llvm::sort(e.ops, [&](Operation *a, Operation *b) {
+              return position[a] < position[b];
+            });
           }
+          e.product = m.getOutput();
+          e.chainShape.assign(plan.shape.begin(), plan.shape.end());
           e.rowChain = true;
+          for (LoopOutput &out : groupOutputs(e.ops)) {
+            if (isRowValueShape(tensorType(out.value).getShape(),
+                                plan.shape)) {
+              e.rowOutputs.push_back(out);
+              continue;
+            }
+            interleaveRows(out.value, out.dst);
+            e.outputs.push_back(out);
+          }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
           }
           bindLoopResults(e.outputs, {});
+          for (const LoopOutput &out : e.rowOutputs) {
+            lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
+          }
           return success();
         }
         auto epilogue = epilogueOf.find(m);
