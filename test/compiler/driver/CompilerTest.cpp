@@ -735,6 +735,36 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(backward, options);
 }
 
+TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
+  // A linear layer's bias, dropout and residual add, then a layer norm, as
+  // after attention in an encoder layer: the layer norm is a row chain in
+  // the product's epilogue, on whole rows (two PSUM banks of 768 columns,
+  // a 512 and a 256), the residual stream never stored, the reciprocal
+  // deviation gathered a column per row tile
+  // (test/passes/tile/epilogue-row-chain.mlir). 200 rows: a partial row
+  // tile. In f32, then with --auto-cast=bf16 (the product's 64 terms
+  // rounded: about 0.01 on a normalized value, 0.03 where a row's
+  // deviation is small).
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+    Tensor x = in(b, "x", {2, 100, 64});
+    Tensor h = b.linear(x, in(b, "w", {768, 64}), in(b, "bias", {768}));
+    Tensor sum = b.add(b.dropout(h, seed, 0.1).output, in(b, "residual", {2, 100, 768}));
+    auto ln = b.layerNorm(sum, in(b, "gamma", {768}), in(b, "beta", {768}), 1);
+    out(b, ln.output, "y");
+    out(b, ln.rstd, "rstd");
+  });
+  DiffOptions options;
+  options.ranges["seed"] = {0.0, 2147483647.0};
+  options.atol = 2e-5; // f32 products accumulated in another order
+  expectMatches(graph, options);
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 0.03;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, TwoStageTensorScalarsMatchReference) {
   // Pairs of tensor_scalars joined into one two-stage instruction
   // (test/passes/tile/two-stage-tensor-scalar.mlir): a runtime scalar in
