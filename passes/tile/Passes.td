@@ -100,7 +100,14 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       product's epilogue: it runs on the tile of four heads side by side
       as they leave PSUM, a row of each head on every partition, the
       dropout's numbers drawn a head at a time, and the scores never go
-      to HBM. A batched value `[..., G, M, N]` with short rows (under 512
+      to HBM. So is a row chain over the last dimension whose input a 2-D
+      product's epilogue group computes (a layer norm after a linear
+      layer's bias, dropout and residual add), with the ops between them
+      (a reshape that keeps the rows, the mean's row sum and scale), when
+      the rows are at most 1024 columns: the epilogue runs on spans of
+      whole rows, the row values read later (the reciprocal deviation) are
+      gathered a column per row tile, and the group's values are stored
+      only if later ops read them. A batched value `[..., G, M, N]` with short rows (under 512
       bytes, which move at half bandwidth) that only products read,
       directly or through views, is laid out `[..., M, G, N]` in HBM: the
       several elements along G that a tile holds are then one run per
