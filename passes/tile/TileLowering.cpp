@@ -961,10 +961,13 @@ void FunctionLowering::planEpilogueChains() {
   for (auto &[matmul, id] : epilogueOf) {
     productOf[id] = llvm::cast<MatmulOp>(matmul);
   }
-  for (auto [k, plan] : llvm::enumerate(chains)) {
+  // Joins chain k to the epilogue whose group computes what it reads; a
+  // chain of one group (`alone`) only through a row reduction.
+  auto join = [&](size_t k, bool alone) -> bool {
+    const PlannedRowChain &plan = chains[k];
     auto rank = static_cast<int64_t>(plan.shape.size());
     if (chainEpilogueAt.count(k) || rank < 2 || plan.from != rank - 1) {
-      continue;
+      return false;
     }
     int64_t n = plan.shape.back();
     llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(),
@@ -1023,8 +1026,12 @@ void FunctionLowering::planEpilogueChains() {
         }
       }
     }
-    if (!group || !oneGroup || !productOf.count(*group)) {
-      continue;
+    bool reduces = llvm::any_of(between, [](Operation *op) {
+      return llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op);
+    });
+    if (!group || !oneGroup || !productOf.count(*group) ||
+        (alone && !reduces)) {
+      return false;
     }
     MatmulOp product = productOf[*group];
     auto shape = tensorType(product.getOutput()).getShape();
@@ -1035,7 +1042,7 @@ void FunctionLowering::planEpilogueChains() {
     if (shape.size() != 2 || shape[1] != n || shape[0] * n != elements ||
         n > 1024 || columnSumsOf.count(product) ||
         chainEpilogueOf.count(product)) {
-      continue;
+      return false;
     }
     llvm::SmallPtrSet<Operation *, 32> all(plan.ops.begin(), plan.ops.end());
     all.insert(between.begin(), between.end());
@@ -1080,7 +1087,7 @@ void FunctionLowering::planEpilogueChains() {
                source.getResultAttr(r, "kgraph.aliases"));
     }
     if (!fits) {
-      continue;
+      return false;
     }
     PlannedRowChain &joined = chains[k];
     for (Operation *op : between) {
@@ -1097,6 +1104,46 @@ void FunctionLowering::planEpilogueChains() {
       return position[a] < position[b];
     });
     earlyViews[product] = std::move(early);
+    return true;
+  };
+  for (size_t k = 0, planned = chains.size(); k < planned; ++k) {
+    join(k, /*alone=*/false);
+  }
+  // A group alone that reads the row values of an epilogue group's values
+  // (a layer norm's backward: the sums of dY·w and dY·w·xhat over each
+  // row, then one group) is a chain of one group for this. In program
+  // order, so that the plan is the same in every process.
+  llvm::SmallVector<int64_t> ids;
+  for (auto &entry : groups) {
+    ids.push_back(entry.first);
+  }
+  llvm::sort(ids, [&](int64_t a, int64_t b) {
+    return position[groups[a].back()] < position[groups[b].back()];
+  });
+  for (int64_t id : ids) {
+    auto &members = groups[id];
+    auto shape = tensorType(members.back()->getResult(0)).getShape();
+    if (epilogueAt.count(id) || rowSumsOf.count(members.back()) ||
+        shape.size() < 2 || llvm::any_of(members, [&](Operation *m) {
+          return chainOf.count(m) || absorbed.contains(m) ||
+                 llvm::any_of(m->getResults(), [&](Value r) {
+                   return tensorType(r).getShape() != shape;
+                 });
+        })) {
+      continue;
+    }
+    PlannedRowChain alone;
+    alone.ops.assign(members.begin(), members.end());
+    alone.shape.assign(shape.begin(), shape.end());
+    alone.from = static_cast<int64_t>(shape.size()) - 1;
+    chains.push_back(std::move(alone));
+    if (!join(chains.size() - 1, /*alone=*/true)) {
+      chains.pop_back();
+      continue;
+    }
+    for (Operation *m : members) {
+      chainOf[m] = chains.size() - 1;
+    }
   }
 }
 
