@@ -755,10 +755,26 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
     out(b, ln.output, "y");
     out(b, ln.rstd, "rstd");
   });
+  // Its backward: the input gradient of the next linear layer plus the
+  // residual stream's, then the layer norm's backward, whose two row sums
+  // and the one group after them run in that product's epilogue.
+  proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
+    Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
+    Tensor dy = b.add(b.reshape(dx, {2, 100, 768}), in(b, "residual", {2, 100, 768}));
+    Tensor x = in(b, "x", {2, 100, 768});
+    Tensor mean = b.reduceMean(x, {2}, true);
+    auto grads = b.layerNormBackward(dy, x, mean, in(b, "rstd", {2, 100, 1}),
+                                     in(b, "gamma", {768}), 1);
+    out(b, grads.input, "dx");
+    out(b, grads.weight, "dgamma");
+  });
   DiffOptions options;
   options.ranges["seed"] = {0.0, 2147483647.0};
+  options.ranges["rstd"] = {0.5, 2.0};
   options.atol = 2e-5; // f32 products accumulated in another order
   expectMatches(graph, options);
+  options.atol = 1e-4; // and sums over 768 and 200 of them
+  expectMatches(backward, options);
   options.compile.autoCast = "bf16";
   options.rtol = 0;
   options.atol = 0.03;
