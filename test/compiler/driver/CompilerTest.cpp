@@ -760,7 +760,8 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   // and the one group after them run in that product's epilogue.
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
     Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
-    Tensor dy = b.add(b.reshape(dx, {2, 100, 768}), in(b, "residual", {2, 100, 768}));
+    Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
+    Tensor dy = b.reshape(b.add(dx, residual), {2, 100, 768});
     Tensor x = in(b, "x", {2, 100, 768});
     Tensor mean = b.reduceMean(x, {2}, true);
     auto grads = b.layerNormBackward(dy, x, mean, in(b, "rstd", {2, 100, 1}),
