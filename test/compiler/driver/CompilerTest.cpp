@@ -755,19 +755,20 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
     out(b, ln.output, "y");
     out(b, ln.rstd, "rstd");
   });
-  // Its backward: the input gradient of the next linear layer plus the
-  // residual stream's, then the layer norm's backward, whose two row sums
-  // and the one group after them run in that product's epilogue.
+  // Its backward, as the traced BERT step has it: the input gradient of
+  // the next linear layer plus the residual stream's (the product's
+  // epilogue group, which also scales by gamma), then the layer norm's
+  // backward with the saved normalized input and reciprocal deviation:
+  // its two row sums and the one group after them join the epilogue.
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
+    Tensor xhat = in(b, "xhat", {2, 100, 768}), rstd = in(b, "rstd", {2, 100, 1});
     Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
     Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
-    Tensor dy = b.reshape(b.add(dx, residual), {2, 100, 768});
-    Tensor x = in(b, "x", {2, 100, 768});
-    Tensor mean = b.reduceMean(x, {2}, true);
-    auto grads = b.layerNormBackward(dy, x, mean, in(b, "rstd", {2, 100, 1}),
-                                     in(b, "gamma", {768}), 1);
-    out(b, grads.input, "dx");
-    out(b, grads.weight, "dgamma");
+    Tensor dyw = b.mul(b.add(dx, residual), in(b, "gamma", {768}));
+    Tensor rows = b.reshape(dyw, {2, 100, 768});
+    Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
+    Tensor c = b.mul(b.reduceSum(b.mul(rows, xhat), {2}, true), b.scalar(1.0 / 768));
+    out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
   });
   DiffOptions options;
   options.ranges["seed"] = {0.0, 2147483647.0};
