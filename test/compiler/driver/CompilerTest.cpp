@@ -756,18 +756,20 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
     out(b, ln.rstd, "rstd");
   });
   // Its backward, as the traced BERT step has it: the input gradient of
-  // the next linear layer plus the residual stream's (the product's
-  // epilogue group, which also scales by gamma), then the layer norm's
-  // backward with the saved normalized input and reciprocal deviation:
-  // its two row sums and the one group after them join the epilogue.
+  // the next linear layer plus the residual stream's, times gamma and
+  // times the saved normalized input (the product's epilogue group), then
+  // the layer norm's backward: the two row sums of those and the one
+  // group after them join the epilogue, a chain of one group.
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
     Tensor xhat = in(b, "xhat", {2, 100, 768}), rstd = in(b, "rstd", {2, 100, 1});
     Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
     Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
     Tensor dyw = b.mul(b.add(dx, residual), in(b, "gamma", {768}));
+    Tensor dywx = b.mul(dyw, b.reshape(xhat, {200, 768}));
     Tensor rows = b.reshape(dyw, {2, 100, 768});
     Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
-    Tensor c = b.mul(b.reduceSum(b.mul(rows, xhat), {2}, true), b.scalar(1.0 / 768));
+    Tensor c = b.mul(b.reduceSum(b.reshape(dywx, {2, 100, 768}), {2}, true),
+                     b.scalar(1.0 / 768));
     out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
   });
   DiffOptions options;
