@@ -1553,7 +1553,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               e.rowOutputs.push_back(out);
               continue;
             }
-            interleaveRows(out.value, out.dst);
+            if (tensorType(m.getOutput()).getRank() > 2) {
+              interleaveRows(out.value, out.dst); // rows of a 2-D one stay
+            }
             e.outputs.push_back(out);
           }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
