@@ -107,7 +107,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       the rows are at most 1024 columns: the epilogue runs on spans of
       whole rows, the row values read later (the reciprocal deviation) are
       gathered a column per row tile, and the group's values are stored
-      only if later ops read them. A batched value `[..., G, M, N]` with short rows (under 512
+      only if later ops read them. A group alone that reads row sums of
+      such an epilogue group's values (a layer norm's backward after the
+      next layer's input gradient) joins it the same way. A batched value `[..., G, M, N]` with short rows (under 512
       bytes, which move at half bandwidth) that only products read,
       directly or through views, is laid out `[..., M, G, N]` in HBM: the
       several elements along G that a tile holds are then one run per
