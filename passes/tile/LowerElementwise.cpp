@@ -1165,11 +1165,10 @@ std::optional<HbmView> asRows(const HbmView &view) {
   return view.reshaped({view.elements() / last, last});
 }
 
-LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
-                                     int64_t m0, int64_t n0, int64_t n) {
-  int64_t rows = product.rows, cols = product.cols;
-  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
-  llvm::DenseMap<Value, TileArg> tiles;
+LogicalResult Lowering::epilogueTiles(
+    const Epilogue &e, const Tile &product,
+    llvm::function_ref<FailureOr<Tile>(Value, const HbmView &)> load,
+    llvm::DenseMap<Value, TileArg> &tiles) {
   tiles[e.product] = TileArg{std::nullopt, product};
   for (Value v : externalInputs(e.ops)) {
     if (v == e.product) {
@@ -1180,7 +1179,22 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
       tiles[v] = TileArg{operand.immediate, Tile{}};
       continue;
     }
-    std::optional<HbmView> flat = asRows(operand.view);
+    FailureOr<Tile> t = load(v, operand.view);
+    if (failed(t)) {
+      return failure();
+    }
+    tiles[v] = TileArg{std::nullopt, *t};
+  }
+  return success();
+}
+
+LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
+                                     int64_t m0, int64_t n0, int64_t n) {
+  int64_t rows = product.rows, cols = product.cols;
+  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
+  llvm::DenseMap<Value, TileArg> tiles;
+  auto load = [&](Value v, const HbmView &input) -> FailureOr<Tile> {
+    std::optional<HbmView> flat = asRows(input);
     if (!flat) {
       return mlir::emitError(v.getLoc())
              << "epilogue input is not a view of the product's rows";
@@ -1208,7 +1222,10 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     if (scalar) {
       t.cols = cols; // one column, read with stride 0
     }
-    tiles[v] = TileArg{std::nullopt, t};
+    return t;
+  };
+  if (failed(epilogueTiles(e, product, load, tiles))) {
+    return failure();
   }
   TileIndex index{m0 * n + n0, n, 1};
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape))) {
@@ -1263,17 +1280,8 @@ LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
                                          FreeDim{v.strides[rank - 1], n}};
   };
   llvm::DenseMap<Value, TileArg> tiles;
-  tiles[e.product] = TileArg{std::nullopt, product};
-  for (Value v : externalInputs(e.ops)) {
-    if (v == e.product) {
-      continue;
-    }
-    TensorOperand &operand = operandOf(v);
-    if (operand.immediate) {
-      tiles[v] = TileArg{operand.immediate, Tile{}};
-      continue;
-    }
-    HbmView view = operand.view.broadcastTo(shape);
+  auto load = [&](Value v, const HbmView &input) -> FailureOr<Tile> {
+    HbmView view = input.broadcastTo(shape);
     bool scalar = llvm::all_of(view.strides, [](int64_t s) { return s == 0; });
     std::pair<const void *, int64_t> key{v.getAsOpaquePointer(), -1};
     auto keptTile = scalar ? e.kept.find(key) : e.kept.end();
@@ -1287,7 +1295,10 @@ LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
         e.kept.emplace(key, t);
       }
     }
-    tiles[v] = TileArg{std::nullopt, t.withRows(0, rows)};
+    return t.withRows(0, rows);
+  };
+  if (failed(epilogueTiles(e, product, load, tiles))) {
+    return failure();
   }
   int64_t m = shape[rank - 2];
   TileIndex index{first * m * n, n, 1, n, m * n};

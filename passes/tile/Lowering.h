@@ -206,6 +206,14 @@ public:
   /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
                                    int64_t m0, int64_t n0, int64_t n);
+  /// The tiles an epilogue starts from: the product's, and each input's
+  /// from outside the epilogue, an immediate or what `load` brings in
+  /// from its view.
+  mlir::LogicalResult epilogueTiles(
+      const Epilogue &epilogue, const Tile &product,
+      llvm::function_ref<mlir::FailureOr<Tile>(mlir::Value, const HbmView &)>
+          load,
+      llvm::DenseMap<mlir::Value, TileArg> &tiles);
   /// A row-chain epilogue on batch elements [first, first + count) of a
   /// batched product whose elements are one [M, N] tile each, `product`
   /// [M, count * N] in SBUF (element g in columns [g N, (g + 1) N)): each

@@ -122,6 +122,9 @@ private:
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();
+  bool returnsAliasedResult(const llvm::SmallPtrSetImpl<Operation *> &ops);
+  void runChainAt(size_t chain, MatmulOp product,
+                  const llvm::SetVector<Operation *> &views);
   void interleaveRows(Value value, HbmView &dst);
   unsigned readAt(Operation *op);
   bool availableBy(Operation *def, unsigned at,
@@ -546,8 +549,6 @@ void FunctionLowering::planChains() {
 /// save a store and a load of the product on every layer, and a hop on the
 /// forward pass's chain of dependent transfers.
 void FunctionLowering::planChainEpilogues() {
-  Block &body = source.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.back());
   int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
   for (auto [k, plan] : llvm::enumerate(chains)) {
     auto rank = static_cast<int64_t>(plan.shape.size());
@@ -606,23 +607,40 @@ void FunctionLowering::planChainEpilogues() {
                availableBy(def, at, views);
       });
     });
-    bool noAliases = true;
-    for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
-      Operation *producer = ret.getOperand(r).getDefiningOp();
-      noAliases = noAliases && !(producer && inChain.contains(producer) &&
-                                 source.getResultAttr(r, "kgraph.aliases"));
+    if (readOnlyByChain && rowValuesInside && available &&
+        !returnsAliasedResult(inChain)) {
+      runChainAt(k, product, views);
     }
-    if (!readOnlyByChain || !rowValuesInside || !available || !noAliases) {
-      continue;
-    }
-    chainEpilogueOf[product] = k;
-    chainEpilogueAt[k] = at;
-    llvm::SmallVector<Operation *> early(views.begin(), views.end());
-    llvm::sort(early, [&](Operation *a, Operation *b) {
-      return position[a] < position[b];
-    });
-    earlyViews[product] = std::move(early);
   }
+}
+
+/// Whether one of `ops` computes a result the function returns over an
+/// argument's buffer: an epilogue would write it before the argument's
+/// last reads.
+bool FunctionLowering::returnsAliasedResult(
+    const llvm::SmallPtrSetImpl<Operation *> &ops) {
+  auto ret = llvm::cast<func::ReturnOp>(source.getBody().front().back());
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    Operation *producer = ret.getOperand(r).getDefiningOp();
+    if (producer && ops.contains(producer) &&
+        source.getResultAttr(r, "kgraph.aliases")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Makes chain k the epilogue of `product`, the views its inputs need
+/// lowered before the product.
+void FunctionLowering::runChainAt(size_t k, MatmulOp product,
+                                  const llvm::SetVector<Operation *> &views) {
+  chainEpilogueOf[product] = k;
+  chainEpilogueAt[k] = position[product];
+  llvm::SmallVector<Operation *> early(views.begin(), views.end());
+  llvm::sort(early, [&](Operation *a, Operation *b) {
+    return position[a] < position[b];
+  });
+  earlyViews[product] = std::move(early);
 }
 
 /// Whether `def`'s result exists at position `at`: lowered before it, or a
@@ -955,8 +973,6 @@ HbmView FunctionLowering::freshBuffer(Value result) {
 /// ops read them: the residual stream is not stored and loaded back
 /// before each layer norm.
 void FunctionLowering::planEpilogueChains() {
-  Block &body = source.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.back());
   llvm::DenseMap<int64_t, MatmulOp> productOf;
   for (auto &[matmul, id] : epilogueOf) {
     productOf[id] = llvm::cast<MatmulOp>(matmul);
@@ -1080,12 +1096,7 @@ void FunctionLowering::planEpilogueChains() {
     };
     bool fits = llvm::all_of(plan.ops, readsExisting) &&
                 llvm::all_of(between, readsExisting) &&
-                llvm::all_of(all, readAfterFits);
-    for (unsigned r = 0; fits && r < ret.getNumOperands(); ++r) {
-      Operation *producer = ret.getOperand(r).getDefiningOp();
-      fits = !(producer && all.contains(producer) &&
-               source.getResultAttr(r, "kgraph.aliases"));
-    }
+                llvm::all_of(all, readAfterFits) && !returnsAliasedResult(all);
     if (!fits) {
       return false;
     }
@@ -1097,13 +1108,7 @@ void FunctionLowering::planEpilogueChains() {
     llvm::sort(joined.ops, [&](Operation *a, Operation *b) {
       return position[a] < position[b];
     });
-    chainEpilogueOf[product] = k;
-    chainEpilogueAt[k] = at;
-    llvm::SmallVector<Operation *> early(views.begin(), views.end());
-    llvm::sort(early, [&](Operation *a, Operation *b) {
-      return position[a] < position[b];
-    });
-    earlyViews[product] = std::move(early);
+    runChainAt(k, product, views);
     return true;
   };
   for (size_t k = 0, planned = chains.size(); k < planned; ++k) {
