@@ -263,8 +263,8 @@ LogicalResult emitDropout(OpEmitter &e, DropoutOp op, llvm::ArrayRef<TileArg> ar
   for (int64_t s = 0; s * segment < uniform.cols; ++s) {
     tb.random(uniform.columns(s * segment,
                               std::min(segment, uniform.cols - s * segment)),
-              seed, base + index.first + s * index.segmentStep,
-              index.rowStep, index.colStep);
+              seed, base + index.first + s * index.segmentStep, index.rowStep,
+              index.colStep);
   }
   double p = op.getP().convertToDouble();
   double threshold = reference::dropoutThreshold(p);
@@ -498,9 +498,8 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   auto isRowValue = [&](Value v) {
     return !chainShape.empty() &&
-           isRowValueShape(
-               llvm::cast<RankedTensorType>(v.getType()).getShape(),
-               chainShape);
+           isRowValueShape(llvm::cast<RankedTensorType>(v.getType()).getShape(),
+                           chainShape);
   };
   // Row sums ScalarE computed beside the values they sum (see below).
   llvm::DenseMap<Value, Tile> summedAlready;
@@ -598,11 +597,11 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
     // VectorE and GpSimd share (2 cycles an element there, against about
     // 1 and a fixed 64 on ScalarE).
     int64_t segment = cols / perRow;
-    bool perSegment =
-        !rowOp && perRow > 1 && perRow <= 8 && segment >= 128 &&
-        !llvm::isa<DropoutOp>(op) && llvm::any_of(args, [&](const TileArg &a) {
-          return !a.immediate && a.tile.run == segment;
-        });
+    bool perSegment = !rowOp && perRow > 1 && perRow <= 8 && segment >= 128 &&
+                      !llvm::isa<DropoutOp>(op) &&
+                      llvm::any_of(args, [&](const TileArg &a) {
+                        return !a.immediate && a.tile.run == segment;
+                      });
     for (int64_t g = 0; g < (perSegment ? perRow : 1); ++g) {
       llvm::SmallVector<TileArg> segmentArgs(args);
       llvm::SmallVector<Tile, 2> segmentDsts(dsts);
@@ -1306,8 +1305,8 @@ LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
     return failure();
   }
   for (const LoopOutput &out : e.outputs) {
-    Tile src = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows,
-                          cols);
+    Tile src =
+        storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows, cols);
     tb.store(out.dst, originOf(out.dst), out.dst.strides[rank - 2],
              freeOf(out.dst), src);
   }

@@ -577,25 +577,24 @@ void FunctionLowering::planChainEpilogues() {
     // The lowering's grouped path: one tile per element, several elements
     // of the innermost batch dimension to a PSUM bank.
     int64_t m = plan.shape[rank - 2], n = plan.shape[rank - 1];
-    int64_t depth = tensorType(product.getLhs())
-                        .getShape()[product.getTransposeLhs() ? rank - 2
-                                                              : rank - 1];
+    int64_t depth =
+        tensorType(product.getLhs())
+            .getShape()[product.getTransposeLhs() ? rank - 2 : rank - 1];
     if (depth > 128 || m > 128 || n > bankColumns || plan.shape[rank - 3] < 2 ||
         lowering.oneHotIndices.count(product.getLhs()) ||
         lowering.oneHotIndices.count(product.getRhs())) {
       continue;
     }
-    bool readOnlyByChain = llvm::all_of(product->getUsers(), [&](Operation *u) {
-      return inChain.contains(u);
-    });
+    bool readOnlyByChain = llvm::all_of(
+        product->getUsers(), [&](Operation *u) { return inChain.contains(u); });
     // Row values (a max, a sum) read after the chain would need their own
     // stores; the chains that have them run as loop nests.
     bool rowValuesInside = llvm::all_of(plan.ops, [&](Operation *op) {
       return llvm::all_of(op->getResults(), [&](Value r) {
-        return tensorType(r).getShape() == llvm::ArrayRef<int64_t>(plan.shape) ||
-               llvm::all_of(r.getUsers(), [&](Operation *u) {
-                 return inChain.contains(u);
-               });
+        return tensorType(r).getShape() ==
+                   llvm::ArrayRef<int64_t>(plan.shape) ||
+               llvm::all_of(r.getUsers(),
+                            [&](Operation *u) { return inChain.contains(u); });
       });
     });
     unsigned at = position[product];
@@ -1018,14 +1017,15 @@ void FunctionLowering::planEpilogueChains() {
         joins = dims.size() == 1 && dims[0] == in.getRank() - 1 &&
                 tensorType(def->getResult(0)).getRank() == in.getRank() &&
                 inside(def->getOperand(0));
-      } else if (graph_passes::isElementwise(def) && !llvm::isa<DropoutOp>(def) &&
-                 def->getNumResults() == 1 &&
+      } else if (graph_passes::isElementwise(def) &&
+                 !llvm::isa<DropoutOp>(def) && def->getNumResults() == 1 &&
                  tensorType(def->getResult(0)).getRank() > 0 &&
                  lastDim(def->getResult(0)) == 1) {
         // An op on row values: those from inside, and scalars.
-        joins = llvm::any_of(def->getOperands(), [&](Value v) {
-                  return tensorType(v).getNumElements() != 1;
-                }) &&
+        joins = llvm::any_of(def->getOperands(),
+                             [&](Value v) {
+                               return tensorType(v).getNumElements() != 1;
+                             }) &&
                 llvm::all_of(def->getOperands(), [&](Value v) {
                   return tensorType(v).getNumElements() == 1 || inside(v);
                 });
@@ -1077,9 +1077,8 @@ void FunctionLowering::planEpilogueChains() {
     // one per row (gathered); a reshape between is read inside only.
     auto readAfterFits = [&](Operation *op) {
       for (Value r : op->getResults()) {
-        bool outside = llvm::any_of(r.getUsers(), [&](Operation *u) {
-          return !all.contains(u);
-        });
+        bool outside = llvm::any_of(
+            r.getUsers(), [&](Operation *u) { return !all.contains(u); });
         if (!outside) {
           continue;
         }
@@ -1553,8 +1552,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           e.chainShape.assign(plan.shape.begin(), plan.shape.end());
           e.rowChain = true;
           for (LoopOutput &out : groupOutputs(e.ops)) {
-            if (isRowValueShape(tensorType(out.value).getShape(),
-                                plan.shape)) {
+            if (isRowValueShape(tensorType(out.value).getShape(), plan.shape)) {
               e.rowOutputs.push_back(out);
               continue;
             }

@@ -695,7 +695,8 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   mlir::MLIRContext context;
   proto::Graph forward = buildGraph(context, [](GraphBuilder &b) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
-    Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
+    Tensor scores =
+        b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
     Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
     Tensor dropped = b.dropout(p, seed, 0.25).output;
     out(b, dropped, "dropped");
@@ -708,16 +709,21 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   // context product, whose heads the output projection merges.
   proto::Graph context_ = buildGraph(context, [](GraphBuilder &b) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
-    Tensor scores = b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
+    Tensor scores =
+        b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
     Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
     Tensor dropped = b.dropout(p, seed, 0.25).output;
     Tensor heads = b.matmul(dropped, in(b, "v", {2, 5, 40, 16}));
     Tensor merged = b.reshape(b.transpose(heads, {0, 2, 1, 3}), {80, 80});
     out(b, b.matmul(merged, in(b, "w", {80, 24})), "projected");
-    out(b, b.matmul(b.transpose(dropped, {0, 1, 3, 2}), in(b, "g", {2, 5, 40, 16})), "dv");
+    out(b,
+        b.matmul(b.transpose(dropped, {0, 1, 3, 2}),
+                 in(b, "g", {2, 5, 40, 16})),
+        "dv");
   });
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
-    Tensor dp = b.matmul(in(b, "g", {2, 5, 40, 16}), in(b, "v", {2, 5, 16, 40}));
+    Tensor dp =
+        b.matmul(in(b, "g", {2, 5, 40, 16}), in(b, "v", {2, 5, 16, 40}));
     out(b, b.softmaxBackward(dp, in(b, "p", {2, 5, 40, 40}), 3), "dscores");
   });
   DiffOptions options;
@@ -750,7 +756,8 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
     Tensor x = in(b, "x", {2, 100, 64});
     Tensor h = b.linear(x, in(b, "w", {768, 64}), in(b, "bias", {768}));
-    Tensor sum = b.add(b.dropout(h, seed, 0.1).output, in(b, "residual", {2, 100, 768}));
+    Tensor sum =
+        b.add(b.dropout(h, seed, 0.1).output, in(b, "residual", {2, 100, 768}));
     auto ln = b.layerNorm(sum, in(b, "gamma", {768}), in(b, "beta", {768}), 1);
     out(b, ln.output, "y");
     out(b, ln.rstd, "rstd");
@@ -761,7 +768,8 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   // the layer norm's backward: the two row sums of those and the one
   // group after them join the epilogue, a chain of one group.
   proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
-    Tensor xhat = in(b, "xhat", {2, 100, 768}), rstd = in(b, "rstd", {2, 100, 1});
+    Tensor xhat = in(b, "xhat", {2, 100, 768}),
+           rstd = in(b, "rstd", {2, 100, 1});
     Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
     Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
     Tensor dyw = b.mul(b.add(dx, residual), in(b, "gamma", {768}));
