@@ -1001,6 +1001,10 @@ void FunctionLowering::planEpilogueChains() {
         group = id;
         return true;
       }
+      // An op another chain or a fusion group lowers stays there.
+      if (chainOf.count(def) || fusionId(def)) {
+        return false;
+      }
       auto inside = [&](Value v) {
         Operation *d = v.getDefiningOp();
         return d && absorb(d);
