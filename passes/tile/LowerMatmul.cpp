@@ -281,7 +281,7 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   auto outShape = llvm::cast<RankedTensorType>(op.getType()).getShape();
   size_t rank = outShape.size();
   Shape batch(outShape.begin(), outShape.end() - 2);
-  if (((epilogue && !epilogue->rowChain) || !columnSums.empty()) &&
+  if (((epilogue && !epilogue->rowChain()) || !columnSums.empty()) &&
       !batch.empty()) {
     return op.emitOpError("has an epilogue or column sums but is batched");
   }
@@ -393,15 +393,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   if (epilogue) {
     skipOutputsOnlyReducedOnes(epilogue->outputs, epilogue->ops,
                                epilogue->reductions);
+    auto columnPerRowTile = [&] {
+      return tb.tile(isa::Memory::Sbuf, isa::DType::F32,
+                     std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile);
+    };
     for (size_t r = 0; r < epilogue->reductions.size(); ++r) {
-      epilogue->gathered.push_back(
-          tb.tile(isa::Memory::Sbuf, isa::DType::F32,
-                  std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile));
+      epilogue->gathered.push_back(columnPerRowTile());
     }
     for (size_t r = 0; r < epilogue->rowOutputs.size(); ++r) {
-      epilogue->rowGathered.push_back(
-          tb.tile(isa::Memory::Sbuf, isa::DType::F32,
-                  std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile));
+      epilogue->rowGathered.push_back(columnPerRowTile());
     }
   }
   int64_t kTiles = (k + kTile - 1) / kTile;
@@ -475,10 +475,10 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // moves six per span). One whose outputs later ops read keeps to one N
   // tile, so that its first rows are ready sooner.
   int64_t spanTiles = 1;
-  EpilogueFootprint footprint = epilogue && !epilogue->rowChain
+  EpilogueFootprint footprint = epilogue && !epilogue->rowChain()
                                     ? epilogueFootprint(*epilogue)
                                     : EpilogueFootprint{};
-  if (epilogue && epilogue->rowChain) {
+  if (epilogue && epilogue->rowChain()) {
     spanTiles = nTiles; // a row chain needs its rows whole
   } else if (epilogue && !footprint.outputsReadLater) {
     int64_t perColumn =

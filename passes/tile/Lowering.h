@@ -94,14 +94,15 @@ struct Epilogue {
   /// fold of the column tiles so far, keyed by (reduction, first row).
   std::vector<Tile> gathered;
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
-  /// A row chain (PlannedRowChain) instead of a group: on a batched
-  /// product of one-tile elements (see emitBatchedEpilogue), or on a 2-D
-  /// product's whole rows, the group computing the product's values
-  /// followed by the chain over them (a linear layer's bias, dropout and
-  /// residual, then a layer norm). Its ops reduce the last dimension; the
-  /// row values they compute stay in SBUF but for `rowOutputs`.
-  bool rowChain = false;
+  /// The shape of a row chain (PlannedRowChain) the epilogue runs instead
+  /// of a group, empty for a group: on a batched product of one-tile
+  /// elements (see emitBatchedEpilogue), or on a 2-D product's whole rows,
+  /// the group computing the product's values followed by the chain over
+  /// them (a linear layer's bias, dropout and residual, then a layer
+  /// norm). Its ops reduce the last dimension; the row values they compute
+  /// stay in SBUF but for `rowOutputs`.
   llvm::SmallVector<int64_t> chainShape;
+  bool rowChain() const { return !chainShape.empty(); }
   /// Row values read after the chain (a layer norm's reciprocal
   /// deviation), gathered a column per row tile and stored at the end.
   llvm::SmallVector<LoopOutput> rowOutputs;

@@ -1554,7 +1554,6 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           }
           e.product = m.getOutput();
           e.chainShape.assign(plan.shape.begin(), plan.shape.end());
-          e.rowChain = true;
           for (LoopOutput &out : groupOutputs(e.ops)) {
             if (isRowValueShape(tensorType(out.value).getShape(), plan.shape)) {
               e.rowOutputs.push_back(out);

@@ -693,12 +693,16 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   // forward's last, and the chain would read two products. The backward's
   // probabilities are drawn about 1/40, as 40 keys' would be.
   mlir::MLIRContext context;
-  proto::Graph forward = buildGraph(context, [](GraphBuilder &b) {
+  // The probabilities of the scaled scores Q . K^T, and them dropped.
+  auto attention = [](GraphBuilder &b) {
     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
     Tensor scores =
         b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
     Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
-    Tensor dropped = b.dropout(p, seed, 0.25).output;
+    return std::make_pair(p, b.dropout(p, seed, 0.25).output);
+  };
+  proto::Graph forward = buildGraph(context, [&](GraphBuilder &b) {
+    auto [p, dropped] = attention(b);
     out(b, dropped, "dropped");
     out(b, p, "p");
   });
@@ -707,12 +711,8 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   // short, so the epilogue stores them with the heads inside the rows
   // ([B, S, H, S]) and the products read that layout. So does the
   // context product, whose heads the output projection merges.
-  proto::Graph context_ = buildGraph(context, [](GraphBuilder &b) {
-    Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
-    Tensor scores =
-        b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
-    Tensor p = b.softmax(b.div(scores, b.scalar(4.0)), 3);
-    Tensor dropped = b.dropout(p, seed, 0.25).output;
+  proto::Graph products = buildGraph(context, [&](GraphBuilder &b) {
+    Tensor dropped = attention(b).second;
     Tensor heads = b.matmul(dropped, in(b, "v", {2, 5, 40, 16}));
     Tensor merged = b.reshape(b.transpose(heads, {0, 2, 1, 3}), {80, 80});
     out(b, b.matmul(merged, in(b, "w", {80, 24})), "projected");
@@ -731,13 +731,13 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   options.ranges["p"] = {0.0, 0.05};
   options.atol = 2e-5; // f32 products accumulated in another order
   expectMatches(forward, options);
-  expectMatches(context_, options);
+  expectMatches(products, options);
   expectMatches(backward, options);
   options.compile.autoCast = "bf16";
   options.rtol = 0;
   options.atol = 0.02;
   expectMatches(forward, options);
-  expectMatches(context_, options);
+  expectMatches(products, options);
   expectMatches(backward, options);
 }
 
