@@ -125,6 +125,14 @@ bool HbmView::operator==(const HbmView &other) const {
          strides == other.strides;
 }
 
+bool HbmView::sameElements(const HbmView &other) const {
+  if (buffer != other.buffer || elements() != other.elements()) {
+    return false;
+  }
+  std::optional<HbmView> seen = other.reshaped(shape);
+  return seen && *seen == *this;
+}
+
 HbmView HbmView::whole(Value buffer) {
   auto type = llvm::cast<MemRefType>(buffer.getType());
   HbmView v;

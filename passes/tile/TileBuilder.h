@@ -44,6 +44,10 @@ struct HbmView {
   HbmView transposed(llvm::ArrayRef<int64_t> permutation) const;
   /// The same elements of the same buffer in the same order.
   bool operator==(const HbmView &other) const;
+  /// The same elements of the same buffer in the same row-major order,
+  /// whatever the two shapes (a value and a reshape of it that moves
+  /// nothing).
+  bool sameElements(const HbmView &other) const;
   static HbmView whole(mlir::Value buffer);
 };
 
