@@ -131,6 +131,16 @@ def KGraphRematerialize : Pass<"kgraph-rematerialize", "mlir::func::FuncOp"> {
     row-major index, so the values are the same); a reader in no group
     starts one. Originals nothing reads any more are erased. The mask then
     never goes to HBM: each group draws the random numbers it needs.
+
+    Then a group value that other groups' elementwise ops read (and nothing
+    else outside its group) is computed again in each of those groups when
+    that reads fewer bytes: its computation, up to four elementwise ops of
+    its own group, has as other operands only leaves, arguments that are
+    row vectors along its last dimension, values in HBM anyway (arguments,
+    values other groups read), and matmul products of a narrower type
+    (whose epilogue then stores them). A GELU's f32 input, a bias plus a
+    bf16 product, which the GELU's backward reads, is so read as the bf16
+    product and the bias instead.
   }];
 }
 

@@ -5,7 +5,9 @@
 // it again in the backward pass, so the mask (scaled to f32) is stored in HBM
 // and loaded back: for BERT-base, 0.38 GB of the step's traffic. Recomputing
 // it in each fusion group that reads it costs GpSimd a `random` per tile and
-// moves nothing.
+// moves nothing. Likewise a GELU's f32 input, a bias plus a bf16 product,
+// which the backward reads: its group recomputes it from the bf16 product
+// (2 bytes an element stored and loaded rather than 4).
 
 #include "passes/graph/OpClasses.h"
 #include "passes/graph/Passes.h"
@@ -73,7 +75,9 @@ llvm::DenseSet<Value> recomputableValues(Block &block) {
 /// index, which a reshape keeps, so the values are the same.
 class Recomputer {
 public:
-  Recomputer(OpBuilder &builder, int64_t id) : builder(builder), id(id) {}
+  Recomputer(OpBuilder &builder, int64_t id,
+             const llvm::DenseSet<Value> *stored = nullptr)
+      : builder(builder), id(id), stored(stored) {}
 
   Value build(Value v, Shape shape) {
     Type element = tensorType(v).getElementType();
@@ -86,7 +90,16 @@ public:
     }
     Operation *def = v.getDefiningOp();
     Value result;
-    if (auto constant = llvm::dyn_cast<ConstantOp>(def)) {
+    if (stored && stored->contains(v)) {
+      // Read where it is: a row vector broadcasts alike in both shapes, a
+      // full-shape value is seen in the new shape (a fresh row-major
+      // buffer, so the reshape moves nothing).
+      bool asIs = tensorType(v).getShape() == shape ||
+                  tensorType(v).getNumElements() != type.getNumElements();
+      result =
+          asIs ? v
+               : ReshapeOp::create(builder, v.getLoc(), type, v).getOutput();
+    } else if (auto constant = llvm::dyn_cast<ConstantOp>(def)) {
       auto dense = llvm::cast<DenseElementsAttr>(constant.getValue());
       if (dense.getType() == type) {
         result = v;
@@ -127,8 +140,146 @@ public:
 private:
   OpBuilder &builder;
   int64_t id;
+  /// Values in HBM anyway: read, not recomputed.
+  const llvm::DenseSet<Value> *stored;
   llvm::DenseMap<std::pair<Value, Type>, Value> built;
 };
+
+/// The uses of `v` and of the reshapes of it, followed through the
+/// reshapes.
+void readersThroughReshapes(Value v, llvm::SmallVectorImpl<OpOperand *> &out) {
+  for (OpOperand &use : v.getUses()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(use.getOwner())) {
+      readersThroughReshapes(reshape.getOutput(), out);
+    } else {
+      out.push_back(&use);
+    }
+  }
+}
+
+/// Whether `v` is in HBM whatever becomes of its other readers: an argument,
+/// or a group's value that an op outside the group reads (the group stores
+/// it for that op).
+bool inHbmAnyway(Value v) {
+  if (llvm::isa<BlockArgument>(v)) {
+    return true;
+  }
+  std::optional<int64_t> group = fusionId(v.getDefiningOp());
+  if (!group) {
+    return false; // a matmul's product may never leave its epilogue
+  }
+  llvm::SmallVector<OpOperand *> readers;
+  readersThroughReshapes(v, readers);
+  return llvm::any_of(readers, [&](OpOperand *use) {
+    return fusionId(use->getOwner()) != group;
+  });
+}
+
+/// The computation of `v` within its group, if it is a short chain of
+/// elementwise ops whose other operands are leaves or values in HBM anyway
+/// (`stored`): full-shape ones no wider than `v` in all, row vectors along
+/// `v`'s last dimension (a layer norm's scale and shift).
+bool cheapToRecompute(Value v, llvm::DenseSet<Value> &stored) {
+  constexpr int kMaxOps = 4;
+  auto type = tensorType(v);
+  std::optional<int64_t> group = fusionId(v.getDefiningOp());
+  int64_t bytesRead = 0, width = type.getElementTypeBitWidth();
+  llvm::SmallVector<Value> pending{v};
+  llvm::DenseSet<Value> chain;
+  while (!pending.empty()) {
+    Value x = pending.pop_back_val();
+    if (isLeaf(x) || chain.contains(x) || stored.contains(x)) {
+      continue;
+    }
+    auto xType = tensorType(x);
+    bool fullShape = xType.getShape() == type.getShape();
+    // A matmul's product that a narrower type rounds (bf16 under auto-cast)
+    // goes to HBM from its epilogue for the copies to read.
+    bool narrowProduct = fullShape && x.getDefiningOp<MatmulOp>() &&
+                         xType.getElementTypeBitWidth() < width;
+    if (fullShape && x != v && (narrowProduct || inHbmAnyway(x))) {
+      stored.insert(x);
+      bytesRead += xType.getElementTypeBitWidth();
+      continue;
+    }
+    if (!fullShape) {
+      bool rowVector = xType.getRank() == 1 &&
+                       xType.getShape()[0] == type.getShape().back() &&
+                       llvm::isa<BlockArgument>(x);
+      if (!rowVector) {
+        return false;
+      }
+      stored.insert(x);
+      continue;
+    }
+    Operation *def = x.getDefiningOp();
+    if (!def || def->getNumResults() != 1 ||
+        !kiln::graph_passes::isElementwise(def) || fusionId(def) != group ||
+        chain.size() == kMaxOps) {
+      return false;
+    }
+    chain.insert(x);
+    pending.append(def->operand_begin(), def->operand_end());
+  }
+  return bytesRead < width;
+}
+
+/// A group value that other groups read, when those readers can compute it
+/// from values in HBM anyway for no more bytes than reading it: each
+/// reader's group gets a copy of its computation and the value never goes
+/// to HBM. A layer norm's output (x_hat * gamma + beta), which the residual
+/// add after the next linear layer read, is then computed there from x_hat,
+/// which the backward pass reads anyway.
+void recomputeFromStoredValues(Block &block, OpBuilder &builder) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    std::optional<int64_t> group = fusionId(&op);
+    if (!group || op.getNumResults() != 1 ||
+        !kiln::graph_passes::isElementwise(&op) ||
+        tensorType(op.getResult(0)).getRank() == 0) {
+      continue;
+    }
+    Value v = op.getResult(0);
+    Shape shape = tensorType(v).getShape();
+    llvm::SmallVector<OpOperand *> readers, outside;
+    readersThroughReshapes(v, readers);
+    bool movable = true;
+    for (OpOperand *use : readers) {
+      Operation *reader = use->getOwner();
+      std::optional<int64_t> id = fusionId(reader);
+      if (id == group) {
+        continue;
+      }
+      // The copy must compute in the reader's shape with the row vectors
+      // still broadcasting along the last dimension.
+      movable = movable && id && kiln::graph_passes::isElementwise(reader) &&
+                tensorType(use->get()).getShape().back() == shape.back();
+      outside.push_back(use);
+    }
+    llvm::DenseSet<Value> stored;
+    if (outside.empty() || !movable || !cheapToRecompute(v, stored)) {
+      continue;
+    }
+    // A group's first reader gets the copy; later ones, which it
+    // dominates, reuse it.
+    llvm::sort(outside, [](OpOperand *a, OpOperand *b) {
+      return a->getOwner()->isBeforeInBlock(b->getOwner());
+    });
+    std::map<int64_t, Recomputer> copies;
+    for (OpOperand *use : outside) {
+      int64_t id = *fusionId(use->getOwner());
+      Recomputer &copy =
+          copies.try_emplace(id, builder, id, &stored).first->second;
+      builder.setInsertionPoint(use->getOwner());
+      use->set(copy.build(v, tensorType(use->get()).getShape()));
+    }
+  }
+  // Reshapes nothing reads any more.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block))) {
+    if (llvm::isa<ReshapeOp>(op) && op.use_empty()) {
+      op.erase();
+    }
+  }
+}
 
 struct KGraphRematerialize
     : kiln::graph_passes::impl::KGraphRematerializeBase<KGraphRematerialize> {
@@ -188,6 +339,7 @@ struct KGraphRematerialize
         op.erase();
       }
     }
+    recomputeFromStoredValues(block, builder);
   }
 };
 

@@ -779,11 +779,12 @@ void FunctionLowering::planRowSums() {
 }
 
 /// The elementwise groups 2-D matmuls compute on their output tiles (see
-/// Epilogue): every use of the product is in the group, every group op has
-/// the product's shape, the group's other inputs are computed before the
-/// matmul, and a result written over an argument has no read of the
-/// argument left after the matmul (so it stays in place). The product then
-/// never goes to HBM, nor does the group read it back.
+/// Epilogue): the group of the product's first reader, when every reader is
+/// in a group, every group op has the product's shape, the group's other
+/// inputs are computed before the matmul, and a result written over an
+/// argument has no read of the argument left after the matmul (so it stays
+/// in place). The group never reads the product back from HBM, and the
+/// product goes there only for readers in other groups.
 void FunctionLowering::planEpilogues() {
   Block &body = source.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.back());
@@ -794,14 +795,18 @@ void FunctionLowering::planEpilogues() {
       continue;
     }
     auto shape = tensorType(matmul.getOutput()).getShape();
-    std::optional<int64_t> id;
-    bool oneGroup = shape.size() == 2;
-    for (Operation *user : matmul->getUsers()) {
-      auto userId = fusionId(user);
-      oneGroup = oneGroup && userId && (!id || *id == *userId);
-      id = userId;
-    }
-    if (!oneGroup || epilogueAt.count(*id)) {
+    // The group of the first reader; readers in later groups (a backward
+    // group recomputing a value from the product, see kgraph-rematerialize)
+    // read the product, which the epilogue then stores too.
+    Operation *first =
+        *llvm::min_element(matmul->getUsers(), [&](Operation *a, Operation *b) {
+          return position[a] < position[b];
+        });
+    std::optional<int64_t> id = fusionId(first);
+    bool grouped = shape.size() == 2 && id &&
+                   llvm::all_of(matmul->getUsers(),
+                                [](Operation *u) { return fusionId(u); });
+    if (!grouped || epilogueAt.count(*id)) {
       continue;
     }
     auto &members = groups[*id];
@@ -1583,6 +1588,11 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
                        groups[epilogue->second].end());
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
+          if (!llvm::all_of(m->getUsers(), [&](Operation *u) {
+                return fusionId(u) == epilogue->second;
+              })) {
+            e.outputs.push_back(LoopOutput{e.product, freshBuffer(e.product)});
+          }
           // Only reductions over the product's columns fold on its tiles;
           // the others run where they stand.
           auto shape = tensorType(m.getOutput()).getShape();

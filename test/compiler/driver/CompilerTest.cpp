@@ -5,6 +5,8 @@
 
 #include "compiler/builder/GraphBuilder.h"
 #include "compiler/driver/Compiler.h"
+#include "compiler/graph/GraphConversion.h"
+#include "dialects/kgraph/KGraphDialect.h"
 #include "examples/cpp/MlpStep.h"
 #include "runtime/artifact/Artifact.h"
 
@@ -791,6 +793,54 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   options.rtol = 0;
   options.atol = 0.03;
   expectMatches(graph, options);
+}
+
+TEST(CompilerTest, BackwardRecomputesGeluInputFromBf16Product) {
+  // A linear layer's bf16 product, its bias and GELU, then the next layer
+  // and the GELU's backward, as a traced step has them: the backward's
+  // group recomputes the GELU's f32 input from the bf16 product, which the
+  // forward epilogue stores instead of the f32 input
+  // (test/passes/graph/rematerialize.mlir,
+  // test/passes/tile/epilogue.mlir). Explicit bf16 casts, so that the
+  // reference rounds where the device does. 200 x 300: a partial row tile
+  // and column block, whose missing or misplaced tiles would read as NaN
+  // or as other elements.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    auto bf16 = [&](Tensor t) { return b.cast(t, proto::BF16); };
+    auto f32 = [&](Tensor t) { return b.cast(t, proto::F32); };
+    auto linear = [&](Tensor x, Tensor w) {
+      return f32(b.matmul(bf16(x), bf16(w)));
+    };
+    Tensor h = b.add(linear(in(b, "x", {200, 64}), in(b, "w1", {64, 300})),
+                     in(b, "bias", {300}));
+    Tensor z = linear(b.gelu(h), in(b, "w2", {300, 96}));
+    out(b, z, "z");
+    // The output gradient after the forward pass, as a loss's is, but not
+    // made of z: z's bf16 roundings would flip apart between the device
+    // and the reference and swamp the comparison.
+    Tensor dz = b.add(in(b, "dz", {200, 96}), b.mul(z, b.scalar(0.0)));
+    Tensor dy = linear(dz, in(b, "w2t", {96, 300}));
+    out(b, b.geluBackward(dy, h), "dh");
+  });
+  DiffOptions options;
+  options.rtol = 1.0 / 128; // bf16 inputs rounded apart by a sum's order
+  options.atol = 1e-3;
+  expectMatches(graph, options);
+
+  // The GELU's backward reads an input its own group computes.
+  prepareContext(context);
+  auto module = graph::importGraph(graph, context);
+  ASSERT_TRUE(static_cast<bool>(module));
+  ASSERT_FALSE(
+      static_cast<bool>(lowerModule(**module, options.compile, Phase::Graph)));
+  int recomputed = 0;
+  (*module)->walk([&](kgraph::GeluBackwardOp op) {
+    auto group = op->getAttrOfType<mlir::IntegerAttr>("kgraph.fusion");
+    mlir::Operation *input = op.getOperand(1).getDefiningOp();
+    recomputed += group && input && input->getAttr("kgraph.fusion") == group;
+  });
+  EXPECT_EQ(recomputed, 1);
 }
 
 TEST(CompilerTest, TwoStageTensorScalarsMatchReference) {
