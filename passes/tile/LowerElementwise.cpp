@@ -719,13 +719,14 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
   }
   // A reader the loop nest takes care of: a group op, a fused reduction or
   // sum, or a reshape only those read.
+  // (directly or through reshapes and the bf16 casts its loads would do).
+  std::function<bool(Operation *)> summed = [&](Operation *user) {
+    return fused.contains(user) ||
+           (llvm::isa<ReshapeOp, CastOp>(user) && !user->use_empty() &&
+            llvm::all_of(user->getUsers(), summed));
+  };
   auto handled = [&](Operation *user) {
-    if (inside.contains(user) || fused.contains(user)) {
-      return true;
-    }
-    return llvm::isa<ReshapeOp>(user) && !user->use_empty() &&
-           llvm::all_of(user->getUsers(),
-                        [&](Operation *u) { return fused.contains(u); });
+    return inside.contains(user) || summed(user);
   };
   for (LoopOutput &out : outputs) {
     Operation *def = out.value.getDefiningOp();
@@ -1255,6 +1256,25 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
   TileIndex index{m0 * n + n0, n, 1};
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape))) {
     return failure();
+  }
+  // Column sums: each 128 columns of the value against a column of ones,
+  // into the sum's column of `sums` (its partitions the columns).
+  int64_t blocks = (n + 127) / 128;
+  for (auto [k, c] : llvm::enumerate(e.columnSums)) {
+    isa::DType type =
+        deviceType(llvm::cast<RankedTensorType>(c.op->getOperand(1).getType()).getElementType());
+    Tile v = tiles.lookup(c.value).tile;
+    if (v.dtype != type || v.freeStride != 1 || v.run > 0) {
+      Tile rounded = tb.tile(isa::Memory::Sbuf, type, rows, cols);
+      tb.copy(rounded, v);
+      v = rounded;
+    }
+    for (int64_t c0 = 0; c0 < cols; c0 += 128) {
+      int64_t cc = std::min<int64_t>(128, cols - c0);
+      int64_t column = static_cast<int64_t>(k) * blocks + (n0 + c0) / 128;
+      tb.matmul(e.sums.columns(column, 1).withRows(0, cc), v.columns(c0, cc),
+                e.ones[type].withRows(0, rows), /*accumulate=*/m0 > 0);
+    }
   }
   // A chain's row values read later: a column per row tile (the span is
   // the whole row, so each row tile passes once).

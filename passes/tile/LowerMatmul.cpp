@@ -391,8 +391,25 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
   // An epilogue's reductions gather a result per row, a column per row
   // tile, stored once the last column tile has passed.
   if (epilogue) {
+    if (!epilogue->columnSums.empty()) {
+      int64_t blocks = (n + 127) / 128;
+      epilogue->sums = tb.tile(
+          isa::Memory::Psum, isa::DType::F32, std::min<int64_t>(128, n),
+          blocks * static_cast<int64_t>(epilogue->columnSums.size()));
+      for (LoopColumnSum &c : epilogue->columnSums) {
+        c.fused = true;
+        isa::DType type = deviceType(
+            llvm::cast<RankedTensorType>(c.op->getOperand(1).getType())
+                .getElementType());
+        Tile &column = epilogue->ones[type];
+        if (!column.buffer) {
+          column = tb.tile(isa::Memory::Sbuf, type, 128, 1);
+          tb.memset(column, 1.0);
+        }
+      }
+    }
     skipOutputsOnlyReducedOnes(epilogue->outputs, epilogue->ops,
-                               epilogue->reductions);
+                               epilogue->reductions, epilogue->columnSums);
     auto columnPerRowTile = [&] {
       return tb.tile(isa::Memory::Sbuf, isa::DType::F32,
                      std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile);
@@ -637,6 +654,15 @@ LogicalResult Lowering::lowerMatmul(MatmulOp op, const HbmView &dst,
     storeGathered(tb, sums, sums.offset, sums.strides.back(), m, gathered);
   }
   if (epilogue) {
+    int64_t blocks = (n + 127) / 128;
+    for (auto [k, c] : llvm::enumerate(epilogue->columnSums)) {
+      // Rounded to the sum's type as the product's evacuation would.
+      Tile out = tb.tile(isa::Memory::Sbuf, c.dst.dtype,
+                         std::min<int64_t>(128, n), blocks);
+      tb.copy(out, epilogue->sums.columns(static_cast<int64_t>(k) * blocks,
+                                          blocks));
+      storeGathered(tb, c.dst, c.dst.offset, 1, n, out);
+    }
     for (auto [r, reduction] : llvm::enumerate(epilogue->reductions)) {
       storeGathered(tb, reduction.dst, reduction.dst.offset, 1, m,
                     epilogue->gathered[r]);

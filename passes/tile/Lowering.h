@@ -107,6 +107,13 @@ struct Epilogue {
   /// deviation), gathered a column per row tile and stored at the end.
   llvm::SmallVector<LoopOutput> rowOutputs;
   std::vector<Tile> rowGathered;
+  /// Row sums `ones[1, M] . V` of group values (a layer norm's bias and
+  /// scale gradients), each folded on TensorE from the value's tiles as
+  /// they pass: a column per 128 product columns in `sums`, accumulated
+  /// over the row tiles. V's tiles are rounded to the sum's operand type.
+  llvm::SmallVector<LoopColumnSum> columnSums;
+  Tile sums;                      // PSUM, a block of columns per sum
+  std::map<isa::DType, Tile> ones; // [128 x 1]
 };
 
 /// What the epilogue on one output tile holds in SBUF at its peak (the

@@ -121,7 +121,13 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       so that its loads and stores are one DMA per span. A row sum
       `ones[1, K] . dY` after a product `transpose(dY) . X` (a bias
       gradient beside its weight gradient) is computed by that product
-      from the dY tiles it holds as stationary operand. A one-hot operand,
+      from the dY tiles it holds as stationary operand. A 2-D product's
+      epilogue computes row sums of its values (through reshapes and the
+      bf16 cast of the sum's loads) the same way as a loop nest, each tile
+      against a column of ones, all sums in one PSUM tile; a group that
+      only such sums read, and that reads only the epilogue's values and
+      what exists by the product, joins the epilogue for them (a layer
+      norm's bias and weight gradients in the backward pass). A one-hot operand,
       `compare("eq", indices [n, 1], iota [1, C])` cast to a float type
       (an embedding's gradient `one-hot(ids)^T . dY`, or a gather's) read
       by products only, with its n rows along K, is computed where it

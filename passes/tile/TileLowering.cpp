@@ -122,6 +122,9 @@ private:
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();
+  void planEpilogueSums();
+  Value sumResult(Operation *sum);
+  void bindEpilogueSums(const Epilogue &e);
   bool returnsAliasedResult(const llvm::SmallPtrSetImpl<Operation *> &ops);
   void runChainAt(size_t chain, MatmulOp product,
                   const llvm::SetVector<Operation *> &views);
@@ -169,6 +172,14 @@ private:
   llvm::DenseMap<Operation *, llvm::SmallVector<std::pair<MatmulOp, Value>, 2>>
       rowSumsOf;
   llvm::SmallPtrSet<Operation *, 8> rowSumCandidates;
+  /// Row sums a 2-D product's epilogue computes (see planEpilogueSums),
+  /// by matmul, the groups that join epilogues for them, and the reshapes
+  /// and casts between a sum and its value, which the epilogue does.
+  llvm::DenseMap<Operation *, llvm::SmallVector<std::pair<MatmulOp, Value>, 2>>
+      epilogueSumsOf;
+  llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> joinedEpilogue;
+  llvm::DenseSet<int64_t> groupsInEpilogues;
+  llvm::SmallPtrSet<Operation *, 16> doneByEpilogues;
   /// Reductions a group's loop nest computed.
   llvm::SmallPtrSet<Operation *, 16> fusedReductions;
   /// Row chains (see PlanRowChains.cpp), each run where its last op
@@ -300,6 +311,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   planChains();
   planChainEpilogues();
   planEpilogueChains();
+  planEpilogueSums();
   planInPlace();
   planConcats();
 
@@ -872,6 +884,194 @@ bool FunctionLowering::readsEndBefore(
   return true;
 }
 
+/// Row sums `ones[1, M] . V` (a layer norm's bias and scale gradients)
+/// that a 2-D product's epilogue computes from its tiles of V (see
+/// Epilogue::columnSums), V seen through reshapes and the bf16 cast the
+/// sum's loads would do: V is a value of the epilogue, or of a group that
+/// joins the epilogue because only such sums read it and everything it
+/// reads is there by the matmul (the scale gradient's dY * x_hat). V then
+/// goes to HBM only for other readers; in BERT's backward a layer norm's
+/// dY and dY * x_hat no longer go at all, nor are read back twice.
+void FunctionLowering::planEpilogueSums() {
+  // Each 2-D product's epilogue ops, in program order of the products.
+  llvm::SmallVector<MatmulOp> products;
+  llvm::DenseMap<Operation *, Operation *> epilogueOfOp;
+  for (Operation &op : source.getBody().front()) {
+    auto m = llvm::dyn_cast<MatmulOp>(&op);
+    if (!m || tensorType(m.getOutput()).getRank() != 2 ||
+        !(epilogueOf.count(m) || chainEpilogueOf.count(m))) {
+      continue;
+    }
+    products.push_back(m);
+    if (auto id = epilogueOf.find(m); id != epilogueOf.end()) {
+      for (Operation *member : groups[id->second]) {
+        epilogueOfOp[member] = m;
+      }
+    }
+    if (auto k = chainEpilogueOf.find(m); k != chainEpilogueOf.end()) {
+      for (Operation *member : chains[k->second].ops) {
+        epilogueOfOp[member] = m;
+      }
+    }
+  }
+  // The value a row sum reads, through single-use reshapes and absorbed
+  // casts (`via`).
+  auto summedValue = [&](MatmulOp sum, llvm::SmallVectorImpl<Operation *> &via) {
+    Value v = sum.getRhs();
+    while (Operation *def = v.getDefiningOp()) {
+      if (!(llvm::isa<ReshapeOp>(def) || absorbed.contains(def)) ||
+          !def->hasOneUse()) {
+        break;
+      }
+      via.push_back(def);
+      v = def->getOperand(0);
+    }
+    return v;
+  };
+  auto isSum = [&](Operation *op) {
+    auto m = llvm::dyn_cast<MatmulOp>(op);
+    return m && isRowSum(m) && !summedBySibling.contains(m);
+  };
+  // Whether every reader of `v` outside `inside` is a row sum (through
+  // single-use reshapes and absorbed casts).
+  std::function<bool(Value, const llvm::SmallPtrSetImpl<Operation *> &)>
+      onlySummed = [&](Value v, const llvm::SmallPtrSetImpl<Operation *> &inside) {
+        return llvm::all_of(v.getUsers(), [&](Operation *u) {
+          if (inside.contains(u) || isSum(u)) {
+            return true;
+          }
+          return (llvm::isa<ReshapeOp>(u) || absorbed.contains(u)) &&
+                 u->hasOneUse() && onlySummed(u->getResult(0), inside);
+        });
+      };
+  for (Operation &op : source.getBody().front()) {
+    if (!isSum(&op)) {
+      continue;
+    }
+    auto sum = llvm::cast<MatmulOp>(&op);
+    llvm::SmallVector<Operation *> via;
+    Value v = summedValue(sum, via);
+    Operation *def = v.getDefiningOp();
+    auto rhsShape = tensorType(sum.getRhs()).getShape();
+    if (!def || tensorType(v).getShape().back() != rhsShape.back()) {
+      continue;
+    }
+    auto at = epilogueOfOp.find(def);
+    if (at == epilogueOfOp.end()) {
+      // A group that may join: of V's shape, in no epilogue or chain, its
+      // values read outside only by row sums, the rest of what it reads an
+      // epilogue's values (directly or through reshapes) or there by the
+      // product.
+      auto id = fusionId(def);
+      if (!id || epilogueAt.count(*id) || groupsInEpilogues.count(*id)) {
+        continue;
+      }
+      auto &members = groups[*id];
+      llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(),
+                                                 members.end());
+      auto shape = tensorType(v).getShape();
+      bool fits = llvm::all_of(members, [&](Operation *m) {
+        return !chainOf.count(m) && !absorbed.contains(m) &&
+               m->getNumResults() == 1 &&
+               tensorType(m->getResult(0)).getShape() == shape &&
+               onlySummed(m->getResult(0), inGroup);
+      });
+      // The product whose epilogue computes what the group reads last;
+      // the reshapes between its values and the group join too.
+      auto baseOf = [](Value operand) {
+        Operation *d = operand.getDefiningOp();
+        while (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(d)) {
+          d = reshape.getInput().getDefiningOp();
+        }
+        return d;
+      };
+      std::optional<MatmulOp> product;
+      for (Operation *m : members) {
+        for (Value operand : m->getOperands()) {
+          Operation *base = baseOf(operand);
+          if (base && epilogueOfOp.count(base)) {
+            auto p = llvm::cast<MatmulOp>(epilogueOfOp[base]);
+            if (!product || position[p] > position[*product]) {
+              product = p;
+            }
+          }
+        }
+      }
+      if (!fits || !product) {
+        continue;
+      }
+      llvm::SmallVector<Operation *> reshapes;
+      for (Operation *m : members) {
+        for (Value operand : m->getOperands()) {
+          Operation *base = baseOf(operand);
+          if (!base || epilogueOfOp.lookup(base) != *product) {
+            continue;
+          }
+          for (Operation *d = operand.getDefiningOp(); d != base;
+               d = d->getOperand(0).getDefiningOp()) {
+            reshapes.push_back(d);
+          }
+        }
+      }
+      unsigned start = position[*product];
+      llvm::SetVector<Operation *> views(earlyViews[*product].begin(),
+                                         earlyViews[*product].end());
+      llvm::SmallPtrSet<Operation *, 16> joins(inGroup.begin(), inGroup.end());
+      joins.insert(reshapes.begin(), reshapes.end());
+      fits = llvm::all_of(members, [&](Operation *m) {
+        return llvm::all_of(m->getOperands(), [&](Value operand) {
+          Operation *d = operand.getDefiningOp();
+          return !d || joins.contains(d) ||
+                 epilogueOfOp.lookup(d) == *product ||
+                 availableBy(d, start, views);
+        });
+      });
+      if (!fits) {
+        continue;
+      }
+      auto &joined = joinedEpilogue[*product];
+      for (Operation *m : llvm::concat<Operation *const>(reshapes, members)) {
+        if (!llvm::is_contained(joined, m)) {
+          joined.push_back(m);
+          epilogueOfOp[m] = *product;
+          doneByEpilogues.insert(m);
+        }
+      }
+      llvm::SmallVector<Operation *> early(views.begin(), views.end());
+      llvm::sort(early, [&](Operation *a, Operation *b) {
+        return position[a] < position[b];
+      });
+      earlyViews[*product] = std::move(early);
+      groupsInEpilogues.insert(*id);
+      rowSumsOf.erase(members.back());
+      at = epilogueOfOp.find(def);
+    }
+    // The product's columns are V's last dimension, its rows the rest.
+    auto product = llvm::cast<MatmulOp>(at->second);
+    auto outShape = tensorType(product.getOutput()).getShape();
+    if (rhsShape.back() != outShape[1] ||
+        tensorType(v).getNumElements() != outShape[0] * outShape[1]) {
+      continue;
+    }
+    epilogueSumsOf[product].push_back({sum, v});
+    doneByEpilogues.insert(sum);
+    doneByEpilogues.insert(via.begin(), via.end());
+  }
+}
+
+/// A row sum's result, or the f32 cast folded into it.
+Value FunctionLowering::sumResult(Operation *sum) {
+  Operation *cast = matmulResultCast.lookup(sum);
+  return cast ? cast->getResult(0) : sum->getResult(0);
+}
+
+/// Binds the results of the row sums `e` computed to their buffers.
+void FunctionLowering::bindEpilogueSums(const Epilogue &e) {
+  for (const LoopColumnSum &c : e.columnSums) {
+    lowering.bind(sumResult(c.op), TensorOperand{std::nullopt, c.dst});
+  }
+}
+
 /// Which concat inputs their producers can write straight into the concat's
 /// buffer. Attention's backward concatenates the Q, K and V gradients, each
 /// a matmul result seen through a head-merging transpose and reshape: the
@@ -1403,7 +1603,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
                : success(); // the last op runs it, or its product does
   }
   if (absorbed.contains(op) || loweredEarly.contains(op) ||
-      fusedReductions.contains(op)) {
+      fusedReductions.contains(op) || doneByEpilogues.contains(op)) {
     return success();
   }
   tb.setLocation(op->getLoc());
@@ -1557,6 +1757,10 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               return position[a] < position[b];
             });
           }
+          e.ops.append(joinedEpilogue.lookup(m));
+          llvm::sort(e.ops, [&](Operation *a, Operation *b) {
+            return position[a] < position[b];
+          });
           e.product = m.getOutput();
           e.chainShape.assign(plan.shape.begin(), plan.shape.end());
           for (LoopOutput &out : groupOutputs(e.ops)) {
@@ -1569,10 +1773,15 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             }
             e.outputs.push_back(out);
           }
+          for (auto [sum, value] : epilogueSumsOf.lookup(m)) {
+            e.columnSums.push_back(
+                LoopColumnSum{sum, value, freshBuffer(sumResult(sum))});
+          }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
           }
           bindLoopResults(e.outputs, {});
+          bindEpilogueSums(e);
           for (const LoopOutput &out : e.rowOutputs) {
             lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
           }
@@ -1586,8 +1795,16 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           Epilogue e;
           e.ops.assign(groups[epilogue->second].begin(),
                        groups[epilogue->second].end());
+          e.ops.append(joinedEpilogue.lookup(m));
+          llvm::sort(e.ops, [&](Operation *a, Operation *b) {
+            return position[a] < position[b];
+          });
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
+          for (auto [sum, value] : epilogueSumsOf.lookup(m)) {
+            e.columnSums.push_back(
+                LoopColumnSum{sum, value, freshBuffer(sumResult(sum))});
+          }
           if (!llvm::all_of(m->getUsers(), [&](Operation *u) {
                 return fusionId(u) == epilogue->second;
               })) {
@@ -1609,6 +1826,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             return failure();
           }
           bindLoopResults(e.outputs, reductions);
+          bindEpilogueSums(e);
           return success();
         }
         Operation *cast = matmulResultCast.lookup(m);

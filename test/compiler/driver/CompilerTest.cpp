@@ -795,6 +795,45 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   expectMatches(graph, options);
 }
 
+TEST(CompilerTest, LayerNormParameterGradientsSumInTheEpilogue) {
+  // A layer norm's backward as the traced BERT step has it (see
+  // LayerNormRunsOnItsLinearLayersRows), with its parameters' gradients:
+  // the sums over rows of dY (beta's) and of dY * x_hat (gamma's). Both
+  // fold on TensorE from the product epilogue's tiles, the second's group
+  // joining the epilogue (test/passes/tile/epilogue-column-sums.mlir):
+  // dY is never stored nor read back. 200 rows (a partial row tile), 768
+  // columns (a 512- and a 256-column span). In f32, then with
+  // --auto-cast=bf16, where the sums' loads round each summand to bf16
+  // (2^-9 relative: the error is bounded by 2^-9 times the sum of |dY|
+  // over 200 rows, about 2 here, and runs to about 0.5; the same as the
+  // sums computed on their own).
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor xhat = in(b, "xhat", {2, 100, 768}),
+           rstd = in(b, "rstd", {2, 100, 1});
+    Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
+    Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
+    Tensor dy = b.add(dx, residual);
+    Tensor dyw = b.mul(dy, in(b, "gamma", {768}));
+    Tensor dywx = b.mul(dyw, b.reshape(xhat, {200, 768}));
+    Tensor rows = b.reshape(dyw, {2, 100, 768});
+    Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
+    Tensor c = b.mul(b.reduceSum(b.reshape(dywx, {2, 100, 768}), {2}, true),
+                     b.scalar(1.0 / 768));
+    out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
+    out(b, b.reduceSum(b.mul(dy, b.reshape(xhat, {200, 768})), {0}), "dgamma");
+    out(b, b.reduceSum(dy, {0}), "dbeta");
+  });
+  DiffOptions options;
+  options.ranges["rstd"] = {0.5, 2.0};
+  options.atol = 1e-4; // f32 sums over 768, 64 and 200 terms in any order
+  expectMatches(graph, options);
+  options.compile.autoCast = "bf16";
+  options.rtol = 0;
+  options.atol = 1.0;
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, BackwardRecomputesGeluInputFromBf16Product) {
   // A linear layer's bf16 product, its bias and GELU, then the next layer
   // and the GELU's backward, as a traced step has them: the backward's
