@@ -175,10 +175,10 @@ bool inHbmAnyway(Value v) {
   });
 }
 
-/// The computation of `v` within its group, if it is a short chain of
+/// Whether `v`'s computation within its group is a short chain of
 /// elementwise ops whose other operands are leaves or values in HBM anyway
-/// (`stored`): full-shape ones no wider than `v` in all, row vectors along
-/// `v`'s last dimension (a layer norm's scale and shift).
+/// (collected in `stored`): full-shape ones narrower than `v` in all, and
+/// argument row vectors along `v`'s last dimension (a bias).
 bool cheapToRecompute(Value v, llvm::DenseSet<Value> &stored) {
   constexpr int kMaxOps = 4;
   auto type = tensorType(v);
@@ -224,12 +224,13 @@ bool cheapToRecompute(Value v, llvm::DenseSet<Value> &stored) {
   return bytesRead < width;
 }
 
-/// A group value that other groups read, when those readers can compute it
-/// from values in HBM anyway for no more bytes than reading it: each
-/// reader's group gets a copy of its computation and the value never goes
-/// to HBM. A layer norm's output (x_hat * gamma + beta), which the residual
-/// add after the next linear layer read, is then computed there from x_hat,
-/// which the backward pass reads anyway.
+/// A group value that only other groups' elementwise ops read outside its
+/// group, when they can compute it from values in HBM anyway for fewer
+/// bytes than reading it: each reader's group gets a copy of its
+/// computation, and the value never goes to HBM. A value that costs as many
+/// bytes to recompute (a layer norm's output from x_hat, which the backward
+/// keeps) stays: only its store would go, and the forward pass's
+/// latency-bound groups would grow longer.
 void recomputeFromStoredValues(Block &block, OpBuilder &builder) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
     std::optional<int64_t> group = fusionId(&op);

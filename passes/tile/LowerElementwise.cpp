@@ -715,18 +715,18 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
   for (const LoopColumnSum &c : columnSums) {
     if (c.fused) {
       fused.insert(c.op);
+      fused.insert(c.via.begin(), c.via.end());
     }
   }
   // A reader the loop nest takes care of: a group op, a fused reduction or
   // sum, or a reshape only those read.
-  // (directly or through reshapes and the bf16 casts its loads would do).
-  std::function<bool(Operation *)> summed = [&](Operation *user) {
-    return fused.contains(user) ||
-           (llvm::isa<ReshapeOp, CastOp>(user) && !user->use_empty() &&
-            llvm::all_of(user->getUsers(), summed));
-  };
   auto handled = [&](Operation *user) {
-    return inside.contains(user) || summed(user);
+    if (inside.contains(user) || fused.contains(user)) {
+      return true;
+    }
+    return llvm::isa<ReshapeOp>(user) && !user->use_empty() &&
+           llvm::all_of(user->getUsers(),
+                        [&](Operation *u) { return fused.contains(u); });
   };
   for (LoopOutput &out : outputs) {
     Operation *def = out.value.getDefiningOp();
@@ -1263,7 +1263,8 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
   for (auto [k, c] : llvm::enumerate(e.columnSums)) {
     isa::DType type =
         deviceType(llvm::cast<RankedTensorType>(c.op->getOperand(1).getType()).getElementType());
-    Tile v = tiles.lookup(c.value).tile;
+    TileArg arg = tiles.lookup(c.value);
+    Tile v = arg.immediate ? storedTile(tb, arg, type, rows, cols) : arg.tile;
     if (v.dtype != type || v.freeStride != 1 || v.run > 0) {
       Tile rounded = tb.tile(isa::Memory::Sbuf, type, rows, cols);
       tb.copy(rounded, v);

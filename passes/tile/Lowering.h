@@ -74,6 +74,9 @@ struct LoopColumnSum {
   mlir::Value value;   // the group value it sums
   HbmView dst;         // [1, C], a fresh row-major buffer
   bool fused = false;  // set by the loop nest
+  /// The reshapes and casts between the value and the sum, if any, which
+  /// the sum's loads would do: done with it.
+  llvm::SmallVector<mlir::Operation *, 2> via = {};
 };
 
 /// An elementwise group computed on a 2-D matmul's output tiles as they

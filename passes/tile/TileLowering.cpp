@@ -175,7 +175,7 @@ private:
   /// Row sums a 2-D product's epilogue computes (see planEpilogueSums),
   /// by matmul, the groups that join epilogues for them, and the reshapes
   /// and casts between a sum and its value, which the epilogue does.
-  llvm::DenseMap<Operation *, llvm::SmallVector<std::pair<MatmulOp, Value>, 2>>
+  llvm::DenseMap<Operation *, llvm::SmallVector<LoopColumnSum, 2>>
       epilogueSumsOf;
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> joinedEpilogue;
   llvm::DenseSet<int64_t> groupsInEpilogues;
@@ -1013,6 +1013,11 @@ void FunctionLowering::planEpilogueSums() {
           }
         }
       }
+      auto outShape = tensorType(product->getOutput()).getShape();
+      if (rhsShape.back() != outShape[1] ||
+          tensorType(v).getNumElements() != outShape[0] * outShape[1]) {
+        continue;
+      }
       unsigned start = position[*product];
       llvm::SetVector<Operation *> views(earlyViews[*product].begin(),
                                          earlyViews[*product].end());
@@ -1046,14 +1051,19 @@ void FunctionLowering::planEpilogueSums() {
       rowSumsOf.erase(members.back());
       at = epilogueOfOp.find(def);
     }
-    // The product's columns are V's last dimension, its rows the rest.
+    // The product's columns are V's last dimension, its rows the rest; the
+    // sums' columns (one per 128 product columns) share one PSUM bank.
     auto product = llvm::cast<MatmulOp>(at->second);
     auto outShape = tensorType(product.getOutput()).getShape();
+    int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+    int64_t sums = static_cast<int64_t>(epilogueSumsOf[product].size()) + 1;
     if (rhsShape.back() != outShape[1] ||
-        tensorType(v).getNumElements() != outShape[0] * outShape[1]) {
+        tensorType(v).getNumElements() != outShape[0] * outShape[1] ||
+        sums * ((outShape[1] + 127) / 128) > bankColumns) {
       continue;
     }
-    epilogueSumsOf[product].push_back({sum, v});
+    epilogueSumsOf[product].push_back(
+        LoopColumnSum{sum, v, {}, false, {via.begin(), via.end()}});
     doneByEpilogues.insert(sum);
     doneByEpilogues.insert(via.begin(), via.end());
   }
@@ -1773,9 +1783,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             }
             e.outputs.push_back(out);
           }
-          for (auto [sum, value] : epilogueSumsOf.lookup(m)) {
-            e.columnSums.push_back(
-                LoopColumnSum{sum, value, freshBuffer(sumResult(sum))});
+          for (LoopColumnSum c : epilogueSumsOf.lookup(m)) {
+            c.dst = freshBuffer(sumResult(c.op));
+            e.columnSums.push_back(c);
           }
           if (failed(lowering.lowerMatmul(m, HbmView{}, &e))) {
             return failure();
@@ -1801,9 +1811,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           });
           e.product = m.getOutput();
           e.outputs = groupOutputs(e.ops);
-          for (auto [sum, value] : epilogueSumsOf.lookup(m)) {
-            e.columnSums.push_back(
-                LoopColumnSum{sum, value, freshBuffer(sumResult(sum))});
+          for (LoopColumnSum c : epilogueSumsOf.lookup(m)) {
+            c.dst = freshBuffer(sumResult(c.op));
+            e.columnSums.push_back(c);
           }
           if (!llvm::all_of(m->getUsers(), [&](Operation *u) {
                 return fusionId(u) == epilogue->second;

@@ -55,6 +55,12 @@ Tensor in(GraphBuilder &b, const char *name, llvm::ArrayRef<int64_t> shape,
 void out(GraphBuilder &b, Tensor t, const char *name = "out") {
   b.output(name, t, proto::METRIC);
 }
+/// `lhs . rhs` as auto-cast writes it, its casts explicit so that the
+/// reference rounds where the device does.
+Tensor bf16Product(GraphBuilder &b, Tensor lhs, Tensor rhs) {
+  return b.cast(b.matmul(b.cast(lhs, proto::BF16), b.cast(rhs, proto::BF16)),
+                proto::F32);
+}
 
 /// One graph per op of the kgraph op set, at shapes that are not multiples
 /// of 128.
@@ -668,12 +674,10 @@ TEST(CompilerTest, WeightsReadTwiceShareOneBf16Copy) {
   mlir::MLIRContext context;
   proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
     Tensor w = in(b, "w", {200, 300});
-    auto bf16 = [&](Tensor t) { return b.cast(t, proto::BF16); };
-    auto f32 = [&](Tensor t) { return b.cast(t, proto::F32); };
     Tensor wt = b.transpose(w, {1, 0});
-    out(b, f32(b.matmul(bf16(in(b, "x", {64, 300})), bf16(wt))), "y");
-    out(b, f32(b.matmul(bf16(in(b, "g", {64, 200})), bf16(w))), "dx");
-    out(b, f32(b.matmul(bf16(in(b, "x2", {16, 300})), bf16(wt))), "y2");
+    out(b, bf16Product(b, in(b, "x", {64, 300}), wt), "y");
+    out(b, bf16Product(b, in(b, "g", {64, 200}), w), "dx");
+    out(b, bf16Product(b, in(b, "x2", {16, 300}), wt), "y2");
   });
   DiffOptions options;
   options.rtol = 1.0 / 256;
@@ -840,17 +844,13 @@ TEST(CompilerTest, BackwardRecomputesGeluInputFromBf16Product) {
   // group recomputes the GELU's f32 input from the bf16 product, which the
   // forward epilogue stores instead of the f32 input
   // (test/passes/graph/rematerialize.mlir,
-  // test/passes/tile/epilogue.mlir). Explicit bf16 casts, so that the
-  // reference rounds where the device does. 200 x 300: a partial row tile
-  // and column block, whose missing or misplaced tiles would read as NaN
+  // test/passes/tile/epilogue-stores-product.mlir). Explicit bf16 casts, so
+  // that the reference rounds where the device does. 200 x 300: a partial row
+  // tile and column block, whose missing or misplaced tiles would read as NaN
   // or as other elements.
   mlir::MLIRContext context;
   proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
-    auto bf16 = [&](Tensor t) { return b.cast(t, proto::BF16); };
-    auto f32 = [&](Tensor t) { return b.cast(t, proto::F32); };
-    auto linear = [&](Tensor x, Tensor w) {
-      return f32(b.matmul(bf16(x), bf16(w)));
-    };
+    auto linear = [&](Tensor x, Tensor w) { return bf16Product(b, x, w); };
     Tensor h = b.add(linear(in(b, "x", {200, 64}), in(b, "w1", {64, 300})),
                      in(b, "bias", {300}));
     Tensor z = linear(b.gelu(h), in(b, "w2", {300, 96}));
