@@ -1,0 +1,158 @@
+//===- FunctionLowering.h - one kgraph function to ktile --------*- C++ -*-===//
+//
+// The state of lowering one kgraph function to a ktile function, shared by
+// the planning (PlanEpilogues.cpp: which groups and row chains run as
+// matmul epilogues or loop nests; PlanLowering.cpp: in place or in a
+// concat's slice, operands computed on chip, layouts) and the lowering
+// proper (TileLowering.cpp), which walks the function in program order
+// following the plan. Private to the tile passes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_TILE_FUNCTIONLOWERING_H
+#define KILN_PASSES_TILE_FUNCTIONLOWERING_H
+
+#include "passes/tile/Lowering.h"
+
+#include "passes/graph/OpClasses.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+
+namespace kiln::tile_passes {
+
+/// The ranked tensor type of a kgraph value.
+mlir::RankedTensorType tensorType(mlir::Value v);
+/// The memref an HBM buffer for a tensor of `type` has (rank 0 as [1]).
+mlir::MemRefType hbmTypeOf(mlir::RankedTensorType type);
+/// The row-major view of a whole buffer holding a tensor of `type`.
+HbmView viewOfBuffer(mlir::Value buffer, mlir::RankedTensorType type);
+/// Elements [at, at + size) along `dim` of a concat's result view.
+HbmView concatPart(const HbmView &whole, int64_t dim, int64_t at, int64_t size);
+/// Erases a buffer nothing reads or writes.
+void eraseIfUnused(const HbmView &view);
+/// Whether `op` only views its operand (reshape, transpose, broadcast,
+/// slice): it computes nothing.
+bool isViewOp(mlir::Operation *op);
+/// Whether `cast` narrows its group's output for matmuls (see
+/// planNarrowedOutputs).
+bool narrowsGroupOutput(kgraph::CastOp cast);
+/// A 2-D product with neither operand transposed.
+bool isPlain2d(kgraph::MatmulOp m);
+/// A sum over rows as layout assignment writes it: `ones[1, R] . V`.
+bool isRowSum(kgraph::MatmulOp m);
+
+class FunctionLowering {
+public:
+  FunctionLowering(mlir::func::FuncOp source,
+                   const target::TargetDescription &t, int64_t sbufBudget)
+      : source(source), builder(source.getContext()),
+        tb(builder, source.getLoc(), t), lowering(tb, sbufBudget) {}
+
+  mlir::FailureOr<mlir::func::FuncOp> run();
+
+private:
+  mlir::LogicalResult lowerOp(mlir::Operation *op);
+  mlir::LogicalResult lowerGroup(llvm::ArrayRef<mlir::Operation *> members);
+  mlir::LogicalResult lowerChain(size_t chain);
+  llvm::SmallVector<LoopOutput>
+  groupOutputs(llvm::ArrayRef<mlir::Operation *> members);
+  llvm::SmallVector<LoopReduction> groupReductions(
+      llvm::ArrayRef<mlir::Operation *> members, llvm::ArrayRef<int64_t> shape,
+      unsigned at,
+      const llvm::SmallPtrSetImpl<mlir::Operation *> *computed = nullptr);
+  void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
+                       llvm::ArrayRef<LoopReduction> reductions);
+  void planOneHotOperands();
+  void planBf16Copies();
+  void planEpilogues();
+  void planColumnSums();
+  void planNarrowedOutputs();
+  bool readOnlyNarrowed(mlir::Value value);
+  void planRowSums();
+  void planChains();
+  void planChainEpilogues();
+  void planEpilogueChains();
+  void planEpilogueSums();
+  mlir::Value sumResult(mlir::Operation *sum);
+  void bindEpilogueSums(const Epilogue &e);
+  bool
+  returnsAliasedResult(const llvm::SmallPtrSetImpl<mlir::Operation *> &ops);
+  void runChainAt(size_t chain, kgraph::MatmulOp product,
+                  const llvm::SetVector<mlir::Operation *> &views);
+  void interleaveRows(mlir::Value value, HbmView &dst);
+  unsigned readAt(mlir::Operation *op);
+  bool availableBy(mlir::Operation *def, unsigned at,
+                   llvm::SetVector<mlir::Operation *> &views);
+  mlir::LogicalResult lowerReturn(mlir::func::ReturnOp ret);
+  HbmView freshBuffer(mlir::Value result);
+  void planInPlace();
+  void planConcats();
+  unsigned loweredAt(mlir::Operation *op);
+  bool readsEndBefore(mlir::Value value, unsigned at,
+                      const llvm::SmallPtrSetImpl<mlir::Operation *> &group,
+                      bool throughView);
+
+  mlir::func::FuncOp source;
+  mlir::OpBuilder builder;
+  TileBuilder tb;
+  Lowering lowering;
+  mlir::func::FuncOp target;
+  llvm::DenseMap<mlir::Operation *, unsigned> position;
+  llvm::DenseMap<int64_t, llvm::SmallVector<mlir::Operation *>> groups;
+  /// Results computed straight into an argument's buffer.
+  llvm::DenseMap<mlir::Value, unsigned> inPlace;
+  /// Results computed straight into their part of a concat's buffer, and
+  /// the concat buffers not yet moved to their first writer.
+  llvm::DenseMap<mlir::Value, HbmView> destinations;
+  llvm::SmallPtrSet<mlir::Operation *, 4> unplacedBuffers;
+  /// Ops another op's lowering performs (casts folded into matmuls).
+  llvm::SmallPtrSet<mlir::Operation *, 16> absorbed;
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> matmulResultCast;
+  /// Groups a matmul computes on its output tiles, and where they run.
+  llvm::DenseMap<mlir::Operation *, int64_t> epilogueOf;
+  llvm::DenseMap<int64_t, unsigned> epilogueAt;
+  /// Views an epilogue reads that stand after its matmul: lowered before it.
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>
+      earlyViews;
+  llvm::SmallPtrSet<mlir::Operation *, 8> loweredEarly;
+  /// Bias gradients `ones[1, K] . dY` a weight gradient `dY^T . X`
+  /// computes beside its product (see Lowering::lowerMatmul).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<kgraph::MatmulOp, 1>>
+      columnSumsOf;
+  llvm::SmallPtrSet<mlir::Operation *, 8> summedBySibling;
+  /// Sums over rows of a group value that its loop nest may compute (see
+  /// LoopColumnSum), keyed by the group's last op.
+  llvm::DenseMap<mlir::Operation *,
+                 llvm::SmallVector<std::pair<kgraph::MatmulOp, mlir::Value>, 2>>
+      rowSumsOf;
+  llvm::SmallPtrSet<mlir::Operation *, 8> rowSumCandidates;
+  /// Row sums a 2-D product's epilogue computes (see planEpilogueSums),
+  /// by matmul, the groups that join epilogues for them, and the reshapes
+  /// and casts between a sum and its value, which the epilogue does.
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<LoopColumnSum, 2>>
+      epilogueSumsOf;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>
+      joinedEpilogue;
+  llvm::DenseSet<int64_t> groupsInEpilogues;
+  llvm::SmallPtrSet<mlir::Operation *, 16> doneByEpilogues;
+  /// Reductions a group's loop nest computed.
+  llvm::SmallPtrSet<mlir::Operation *, 16> fusedReductions;
+  /// Row chains (see PlanRowChains.cpp), each run where its last op
+  /// stands, and those whose loop nest declined (their parts run alone).
+  std::vector<PlannedRowChain> chains;
+  llvm::DenseMap<mlir::Operation *, size_t> chainOf;
+  llvm::DenseSet<size_t> declinedChains;
+  /// Row chains a batched product computes on its tiles (see
+  /// planChainEpilogues), keyed by the matmul, and where they run.
+  llvm::DenseMap<mlir::Operation *, size_t> chainEpilogueOf;
+  llvm::DenseMap<size_t, unsigned> chainEpilogueAt;
+  std::map<mlir::Operation *, mlir::Operation *> loneGroups; // stable storage
+  /// f32 values of elementwise ops stored in bf16 (see planNarrowedOutputs).
+  llvm::DenseSet<mlir::Value> narrowed;
+};
+
+} // namespace kiln::tile_passes
+
+#endif // KILN_PASSES_TILE_FUNCTIONLOWERING_H

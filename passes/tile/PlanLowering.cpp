@@ -1,0 +1,473 @@
+//===- PlanLowering.cpp - how the tile phase lowers a function -----------===//
+//
+// Before emitting anything, the tile phase decides for the whole function
+// which results are computed in place in an argument or in their slice of
+// a concat, which matmul operands are computed on chip (one-hot matrices)
+// or read from a bf16 copy, which values are stored narrowed or in another
+// layout, and which row sums a product or a loop nest folds as it goes;
+// what matmuls compute on their output tiles, and the row chains, are
+// planned in PlanEpilogues.cpp. FunctionLowering::lowerOp then follows the
+// plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/FunctionLowering.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kgraph;
+using namespace kiln::tile_passes;
+using graph_passes::fusionId;
+
+namespace kiln::tile_passes {
+
+/// The integer column [n, 1] broadcast to [n, C] that `value` is, or null.
+Value broadcastColumn(Value value) {
+  auto broadcast = value.getDefiningOp<BroadcastOp>();
+  if (!broadcast) {
+    return {};
+  }
+  auto shape = tensorType(broadcast.getInput()).getShape();
+  return shape.size() == 2 && shape[1] == 1 ? broadcast.getInput() : Value();
+}
+
+/// The ops of `broadcast(reshape(iota [C]) : [1, C])`, outermost first,
+/// when `value` is that, or none.
+llvm::SmallVector<Operation *, 3> broadcastIotaRow(Value value) {
+  auto broadcast = value.getDefiningOp<BroadcastOp>();
+  auto reshape =
+      broadcast ? broadcast.getInput().getDefiningOp<ReshapeOp>() : nullptr;
+  auto iota = reshape ? reshape.getInput().getDefiningOp<IotaOp>() : nullptr;
+  if (!iota || iota.getType().getRank() != 1 ||
+      tensorType(reshape.getOutput()).getShape() !=
+          llvm::ArrayRef<int64_t>{1, iota.getType().getShape()[0]}) {
+    return {};
+  }
+  return {broadcast, reshape, iota};
+}
+
+/// One-hot matrices as GraphEmitter::oneHot builds them, a group casting
+/// `compare("eq", broadcast(indices [n, 1]), broadcast(iota [1, C]))`,
+/// that only 2-D matmuls read with the n rows along K (an embedding's or a
+/// gather's gradient): those matmuls compute the tiles on chip from the
+/// indices (Lowering::oneHotIndices), and the group, and the iota if
+/// nothing else reads it, emit nothing. BERT's [1024 x 30522] one was 61 MB
+/// stored and loaded again on the step's last stretch.
+void FunctionLowering::planOneHotOperands() {
+  for (Operation &op : source.getBody().front()) {
+    auto compare = llvm::dyn_cast<CompareOp>(&op);
+    auto id = fusionId(&op);
+    if (!compare || compare.getDirection() != "eq" || !id ||
+        !llvm::isa<IntegerType>(
+            tensorType(compare.getLhs()).getElementType())) {
+      continue;
+    }
+    // The group: the comparison, then casts, each reading the one before.
+    llvm::SmallVector<Operation *> chain{compare};
+    Value matrix = compare.getOutput();
+    while (matrix.hasOneUse()) {
+      auto cast = llvm::dyn_cast<CastOp>(*matrix.getUsers().begin());
+      if (!cast || fusionId(cast) != id) {
+        break;
+      }
+      chain.push_back(cast);
+      matrix = cast.getOutput();
+    }
+    if (chain.size() != groups[*id].size() ||
+        !llvm::isa<FloatType>(tensorType(matrix).getElementType())) {
+      continue;
+    }
+    auto alongK = [&](OpOperand &use) {
+      auto m = llvm::dyn_cast<MatmulOp>(use.getOwner());
+      if (!m || tensorType(m.getOutput()).getRank() != 2 ||
+          m.getLhs() == m.getRhs()) {
+        return false;
+      }
+      return use.getOperandNumber() == 0 ? m.getTransposeLhs()
+                                         : !m.getTransposeRhs();
+    };
+    // Iota values must be exact in the f32 compare that computes the tiles.
+    int64_t classes = tensorType(matrix).getShape()[1];
+    if (matrix.use_empty() || !llvm::all_of(matrix.getUses(), alongK) ||
+        classes > (int64_t(1) << 24)) {
+      continue;
+    }
+    Value indices = broadcastColumn(compare.getLhs());
+    auto iotaRow = broadcastIotaRow(compare.getRhs());
+    if (!indices || iotaRow.empty()) {
+      indices = broadcastColumn(compare.getRhs());
+      iotaRow = broadcastIotaRow(compare.getLhs());
+    }
+    if (!indices || iotaRow.empty()) {
+      continue;
+    }
+    absorbed.insert(chain.begin(), chain.end());
+    if (llvm::all_of(iotaRow, [](Operation *o) { return o->hasOneUse(); })) {
+      absorbed.insert(iotaRow.begin(), iotaRow.end());
+    }
+    lowering.oneHotIndices[matrix] = indices;
+  }
+}
+
+/// Arguments (weights) that two or more 2-D matmuls load through bf16 casts
+/// of their views, transposed or not: the forward pass's product reads
+/// W^T, the backward's input gradient W. The first product stores the bf16
+/// tiles it loads into a bf16 mirror of W's buffer, and the later ones read
+/// that instead of W: half the bytes, moved out of the backward pass,
+/// whose DMA queues are the step's bottleneck, into the forward's, which
+/// have room. The bits are the same: the same cast, rounded once.
+void FunctionLowering::planBf16Copies() {
+  llvm::MapVector<Value, llvm::SmallVector<Value, 2>> castsOf;
+  for (Operation &op : source.getBody().front()) {
+    auto matmul = llvm::dyn_cast<MatmulOp>(&op);
+    if (!matmul || tensorType(matmul.getOutput()).getRank() != 2) {
+      continue;
+    }
+    llvm::SmallVector<Value, 2> roots;
+    for (Value operand : {matmul.getLhs(), matmul.getRhs()}) {
+      auto cast = operand.getDefiningOp<CastOp>();
+      if (!cast || !absorbed.contains(cast) ||
+          !tensorType(cast.getOutput()).getElementType().isBF16()) {
+        continue;
+      }
+      Value root = cast.getInput();
+      while (root.getDefiningOp<TransposeOp>() ||
+             root.getDefiningOp<ReshapeOp>()) {
+        root = root.getDefiningOp()->getOperand(0);
+      }
+      // One cast of a root per product: the copy must be stored before
+      // anything reads it.
+      if (llvm::isa<BlockArgument>(root) && !llvm::is_contained(roots, root)) {
+        roots.push_back(root);
+        castsOf[root].push_back(cast.getOutput());
+      }
+    }
+  }
+  // A cast several products read (canonicalisation merged their casts) is
+  // among the later ones too: the first product stores the copy before any
+  // other lowers.
+  for (auto &[root, casts] : castsOf) {
+    if (casts.size() > 1) {
+      auto &later = lowering.copiedBy[casts.front()];
+      later.assign(casts.begin() + 1, casts.end());
+    }
+  }
+}
+
+/// Which aliasing results (updated parameters and state) their producer
+/// can write straight into the argument's buffer.
+void FunctionLowering::planInPlace() {
+  auto ret = llvm::cast<func::ReturnOp>(source.getBody().front().back());
+  llvm::SmallPtrSet<Value, 8> taken;
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+    if (!alias) {
+      continue;
+    }
+    Value result = ret.getOperand(r);
+    Value arg = source.getArgument(alias.getInt());
+    Operation *producer = result.getDefiningOp();
+    if (!producer || !graph_passes::isElementwise(producer) ||
+        absorbed.contains(producer) || !taken.insert(result).second ||
+        tensorType(result) != tensorType(arg)) {
+      continue;
+    }
+    llvm::SmallVector<Operation *> members{producer};
+    if (auto id = fusionId(producer)) {
+      members = groups[*id];
+    }
+    unsigned at = loweredAt(producer);
+    llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+    if (readsEndBefore(arg, at, inGroup, /*throughView=*/false)) {
+      inPlace[result] = alias.getInt();
+    }
+  }
+}
+
+/// Where `op`'s reads happen: a fused op runs with its group's last member,
+/// or with the matmul whose epilogue the group is.
+unsigned FunctionLowering::loweredAt(Operation *op) {
+  auto chain = chainOf.find(op);
+  if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
+    auto epilogue = chainEpilogueAt.find(chain->second);
+    return epilogue != chainEpilogueAt.end()
+               ? epilogue->second
+               : position[chains[chain->second].ops.back()];
+  }
+  auto id = fusionId(op);
+  if (!id) {
+    return position[op];
+  }
+  auto epilogue = epilogueAt.find(*id);
+  return epilogue != epilogueAt.end() ? epilogue->second
+                                      : position[groups[*id].back()];
+}
+
+/// Where `op`'s lowering reads its operands: an absorbed cast's are read by
+/// the matmuls it feeds; a view early for an epilogue reads at its matmul.
+unsigned FunctionLowering::readAt(Operation *op) {
+  if (absorbed.contains(op)) {
+    unsigned at = std::numeric_limits<unsigned>::max();
+    for (Operation *user : op->getUsers()) {
+      at = std::min(at, readAt(user));
+    }
+    return at;
+  }
+  unsigned at = loweredAt(op);
+  for (auto &[matmul, views] : earlyViews) {
+    if (llvm::is_contained(views, op)) {
+      at = std::min(at, position[matmul]);
+    }
+  }
+  return at;
+}
+
+/// Whether `def`'s result exists at position `at`: lowered before it, or a
+/// view (reshape, transpose, broadcast, slice: they compute nothing) of
+/// values that are, which then joins `views` to be lowered early.
+bool FunctionLowering::availableBy(Operation *def, unsigned at,
+                                   llvm::SetVector<Operation *> &views) {
+  if (absorbed.contains(def)) {
+    return false;
+  }
+  if (loweredAt(def) < at || views.contains(def)) {
+    return true;
+  }
+  if (!isViewOp(def)) {
+    return false;
+  }
+  for (Value v : def->getOperands()) {
+    Operation *inner = v.getDefiningOp();
+    if (inner && !availableBy(inner, at, views)) {
+      return false;
+    }
+  }
+  views.insert(def);
+  return true;
+}
+
+/// A 2-D product with neither operand transposed.
+bool isPlain2d(MatmulOp m) {
+  return !m.getTransposeLhs() && !m.getTransposeRhs() &&
+         tensorType(m.getOutput()).getRank() == 2;
+}
+
+/// A sum over rows as layout assignment writes it: `ones[1, R] . V`, the
+/// ones a floating-point splat constant.
+bool isRowSum(MatmulOp m) {
+  auto constant = m.getLhs().getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : nullptr;
+  return isPlain2d(m) && tensorType(m.getLhs()).getShape()[0] == 1 && dense &&
+         dense.isSplat() && llvm::isa<FloatType>(dense.getElementType()) &&
+         dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
+}
+
+/// Whether everything that reads `value`, through views, is a bf16 cast
+/// that the loads of the matmuls it feeds perform.
+bool FunctionLowering::readOnlyNarrowed(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUsers(), [&](Operation *user) {
+           if (auto cast = llvm::dyn_cast<CastOp>(user)) {
+             return absorbed.contains(cast) &&
+                    cast.getOutput().getType().getElementType().isBF16();
+           }
+           return isViewOp(user) && readOnlyNarrowed(user->getResult(0));
+         });
+}
+
+/// f32 values computed by elementwise ops that only bf16 matmul operands
+/// read (through slices, reshapes and transposes): attention's fused QKV
+/// projection, which the forward and the backward pass both read as bf16
+/// Q, K and V. The producer rounds its tiles to bf16 on an engine and
+/// stores those, half the bytes out and in, instead of storing f32 for
+/// every load to narrow. The matmuls see the same bits either way.
+void FunctionLowering::planNarrowedOutputs() {
+  for (Operation &op : source.getBody().front()) {
+    if (!graph_passes::isElementwise(&op) || absorbed.contains(&op)) {
+      continue;
+    }
+    for (Value result : op.getResults()) {
+      if (tensorType(result).getElementType().isF32() &&
+          readOnlyNarrowed(result)) {
+        narrowed.insert(result);
+      }
+    }
+  }
+}
+
+/// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
+/// writes a reduction over rows) with an earlier 2-D product whose
+/// stationary operand is G itself, `transpose(G) . X` (the weight
+/// gradient): that product computes the sums from the G tiles it holds.
+void FunctionLowering::planColumnSums() {
+  for (Operation &op : source.getBody().front()) {
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (!sum || !isRowSum(sum)) {
+      continue;
+    }
+    for (Operation *user : sum.getRhs().getUsers()) {
+      auto transpose = llvm::dyn_cast<TransposeOp>(user);
+      if (!transpose ||
+          transpose.getPermutation() != llvm::ArrayRef<int64_t>{1, 0}) {
+        continue;
+      }
+      auto product = llvm::find_if(transpose->getUsers(), [&](Operation *u) {
+        auto m = llvm::dyn_cast<MatmulOp>(u);
+        return m && isPlain2d(m) && m.getLhs() == transpose.getOutput() &&
+               position[m] < position[sum];
+      });
+      if (product != transpose->getUsers().end()) {
+        columnSumsOf[*product].push_back(sum);
+        summedBySibling.insert(sum);
+        break;
+      }
+    }
+  }
+}
+
+/// The row sums `ones[1, R] . V` left after planColumnSums whose V, seen
+/// as [R, C], is a value of a group of V's shape computed before them:
+/// candidates for the group's loop nest (which may not take them; then
+/// they run where they stand, without an epilogue).
+void FunctionLowering::planRowSums() {
+  for (Operation &op : source.getBody().front()) {
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (!sum || summedBySibling.contains(sum) || !isRowSum(sum)) {
+      continue;
+    }
+    Value v = sum.getRhs();
+    if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+      v = reshape.getInput();
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def || !graph_passes::isElementwise(def)) {
+      continue;
+    }
+    // A group runs where its last op stands; a lone op is a group of one.
+    auto id = fusionId(def);
+    Operation *last = id ? groups[*id].back() : def;
+    auto shape = tensorType(v).getShape();
+    if (shape.size() < 2 ||
+        tensorType(last->getResult(0)).getShape() != shape ||
+        shape.back() != tensorType(sum.getRhs()).getShape().back() ||
+        position[last] > position[sum]) {
+      continue;
+    }
+    rowSumsOf[last].push_back({sum, v});
+    rowSumCandidates.insert(sum);
+  }
+}
+
+/// Which concat inputs their producers can write straight into the concat's
+/// buffer. Attention's backward concatenates the Q, K and V gradients, each
+/// a matmul result seen through a head-merging transpose and reshape: the
+/// matmul can store into the slice seen through the inverse views, the
+/// transpose and reshape then become views of the slice, and the concat
+/// copies nothing. A chain qualifies when each value in it has one use
+/// and the producer writes a fresh buffer of the concat's element type.
+void FunctionLowering::planConcats() {
+  for (Operation &op : source.getBody().front()) {
+    auto concat = llvm::dyn_cast<ConcatOp>(&op);
+    if (!concat || inPlace.count(concat.getOutput()) ||
+        destinations.count(concat.getOutput())) {
+      continue;
+    }
+    auto type = tensorType(concat.getOutput());
+    HbmView whole = viewOfBuffer(
+        tb.hbm(type.getShape(), deviceType(type.getElementType())), type);
+    bool used = false;
+    int64_t dim = concat.getDim(), at = 0;
+    for (Value input : concat.getInputs()) {
+      int64_t size = tensorType(input).getShape()[dim];
+      HbmView want = concatPart(whole, dim, at, size);
+      at += size;
+      Value v = input;
+      while (v.hasOneUse() && !inPlace.count(v)) {
+        Operation *def = v.getDefiningOp();
+        if (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(def)) {
+          auto split = want.reshaped(tensorType(reshape.getInput()).getShape());
+          if (!split) {
+            break;
+          }
+          want = *split;
+          v = reshape.getInput();
+          continue;
+        }
+        if (auto transpose = llvm::dyn_cast_if_present<TransposeOp>(def)) {
+          llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
+          llvm::SmallVector<int64_t> inverse(perm.size());
+          for (auto [i, p] : llvm::enumerate(perm)) {
+            inverse[p] = static_cast<int64_t>(i);
+          }
+          want = want.transposed(inverse);
+          v = transpose.getInput();
+          continue;
+        }
+        // Matmuls (into their folded result cast's value, when they have
+        // one) and elementwise groups ask freshBuffer for their results.
+        auto *producer = def && def->getNumOperands() > 0
+                             ? def->getOperand(0).getDefiningOp()
+                             : nullptr;
+        bool resultCast = llvm::isa_and_present<MatmulOp>(producer) &&
+                          matmulResultCast.lookup(producer) == def;
+        bool writesFresh =
+            def &&
+            (llvm::isa<MatmulOp>(def) || resultCast ||
+             (graph_passes::isElementwise(def) && !absorbed.contains(def)));
+        if (writesFresh &&
+            deviceType(tensorType(v).getElementType()) == want.dtype) {
+          destinations[v] = want;
+          used = true;
+        }
+        break;
+      }
+    }
+    Operation *alloc = whole.buffer.getDefiningOp();
+    if (used) {
+      destinations[concat.getOutput()] = whole;
+      unplacedBuffers.insert(alloc);
+    } else {
+      alloc->erase();
+    }
+  }
+}
+
+/// Lays out a batched value [..., G, M, N] (a batched product's, or its
+/// row chain epilogue's) as [..., M, G, N] in HBM when its rows are short
+/// runs (bf16 rows of 128 keys are 256 bytes, which move at half
+/// bandwidth) and only products read it, directly or through views: a
+/// tile of several consecutive elements along G is then one run per
+/// partition, for the store and for the products' loads alike. Attention's
+/// context [B, H, S, D] so becomes the row-major [B, S, H·D] that the
+/// output projection reads. The value's view keeps its shape; only its
+/// strides change.
+void FunctionLowering::interleaveRows(Value value, HbmView &dst) {
+  auto type = tensorType(value);
+  auto rank = type.getRank();
+  if (rank < 3 || type.getShape()[rank - 3] < 2 || inPlace.count(value) ||
+      destinations.count(value) ||
+      type.getShape()[rank - 1] * isa::dtypeBytes(dst.dtype) >= 512) {
+    return;
+  }
+  std::function<bool(Value)> readByProducts = [&](Value v) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return llvm::isa<MatmulOp>(user) ||
+             (llvm::isa<TransposeOp, ReshapeOp>(user) &&
+              readByProducts(user->getResult(0)));
+    });
+  };
+  if (!readByProducts(value)) {
+    return;
+  }
+  llvm::SmallVector<int64_t> swap(rank);
+  std::iota(swap.begin(), swap.end(), 0);
+  std::swap(swap[rank - 3], swap[rank - 2]);
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[rank - 3], shape[rank - 2]);
+  eraseIfUnused(dst);
+  isa::DType dtype = dst.dtype;
+  dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
+}
+
+} // namespace kiln::tile_passes
