@@ -862,9 +862,13 @@ TEST(CompilerTest, BackwardRecomputesGeluInputFromBf16Product) {
     Tensor dy = linear(dz, in(b, "w2t", {96, 300}));
     out(b, b.geluBackward(dy, h), "dh");
   });
+  // A bf16 rounding may flip between the device and the reference where
+  // their f32 sums differ in the last bit (another accumulation order, or
+  // a compiler contracting the reference's multiply-adds): a flip of one
+  // of z's 300 bf16 terms moves it by up to 2^-8 of the term, about 0.02.
   DiffOptions options;
-  options.rtol = 1.0 / 128; // bf16 inputs rounded apart by a sum's order
-  options.atol = 1e-3;
+  options.rtol = 1.0 / 128;
+  options.atol = 0.05;
   expectMatches(graph, options);
 
   // The GELU's backward reads an input its own group computes.
