@@ -39,8 +39,12 @@ void sgd(GraphBuilder &b, const OptimizerSpec &s, llvm::StringRef name,
     Tensor buf = b.input(stateName, proto::F32, shape, proto::OPTIMIZER_STATE);
     // PyTorch starts the buffer as a copy of the first gradient, not as a
     // damped update of zeros; the two differ when dampening is non-zero.
-    Tensor damped = b.add(b.mul(buf, b.scalar(s.momentum)),
-                          b.mul(d, b.scalar(1.0 - s.dampening)));
+    // One op per statement: the order of a call's arguments is
+    // unspecified, and the graph (and its cache key) must not depend on the
+    // compiler that built Kiln.
+    Tensor kept = b.mul(buf, b.scalar(s.momentum));
+    Tensor added = b.mul(d, b.scalar(1.0 - s.dampening));
+    Tensor damped = b.add(kept, added);
     Tensor first = b.compare("eq", step, b.scalar(1.0));
     Tensor updatedBuf = b.select(first, d, damped);
     b.output(stateName, updatedBuf, proto::UPDATED_STATE, buf);
@@ -64,15 +68,21 @@ void adam(GraphBuilder &b, const OptimizerSpec &s, llvm::StringRef name,
   } else if (s.weightDecay != 0.0) {
     grad = b.add(grad, b.mul(param, b.scalar(s.weightDecay)));
   }
-  Tensor m2 =
-      b.add(b.mul(m, b.scalar(s.beta1)), b.mul(grad, b.scalar(1.0 - s.beta1)));
-  Tensor v2 = b.add(b.mul(v, b.scalar(s.beta2)),
-                    b.mul(b.mul(grad, grad), b.scalar(1.0 - s.beta2)));
+  // One op per statement, as above.
+  Tensor mKept = b.mul(m, b.scalar(s.beta1));
+  Tensor mAdded = b.mul(grad, b.scalar(1.0 - s.beta1));
+  Tensor m2 = b.add(mKept, mAdded);
+  Tensor vKept = b.mul(v, b.scalar(s.beta2));
+  Tensor squares = b.mul(grad, grad);
+  Tensor vAdded = b.mul(squares, b.scalar(1.0 - s.beta2));
+  Tensor v2 = b.add(vKept, vAdded);
   Tensor correction1 = b.sub(one, b.pow(b.scalar(s.beta1), step));
   Tensor correction2 = b.sub(one, b.pow(b.scalar(s.beta2), step));
   Tensor stepSize = b.div(lr, correction1);
-  Tensor denom =
-      b.add(b.div(b.sqrt(v2), b.sqrt(correction2)), b.scalar(s.epsilon));
+  Tensor root = b.sqrt(v2);
+  Tensor rootCorrection = b.sqrt(correction2);
+  Tensor ratio = b.div(root, rootCorrection);
+  Tensor denom = b.add(ratio, b.scalar(s.epsilon));
   Tensor updated = b.sub(param, b.mul(stepSize, b.div(m2, denom)));
   b.output(name, updated, proto::UPDATED_PARAMETER, original);
   b.output(mName, m2, proto::UPDATED_STATE, m);

@@ -72,12 +72,16 @@ Values layerNorm(GraphEmitter &e, LayerNormOp op) {
   Shape dims = trailingDims(rank, op.getNormalizedRank());
   Type t = GraphEmitter::elementOf(x);
   double inverseWidth = 1.0 / product(GraphEmitter::shapeOf(op.getWeight()));
-  Value mean = e.mul(e.reduceSum(x, dims, true), e.scalar(inverseWidth, t));
+  // Each op is made in a statement of its own: the order of a call's
+  // arguments is unspecified, and GCC and clang would emit them apart.
+  Value perElement = e.scalar(inverseWidth, t);
+  Value sum = e.reduceSum(x, dims, true);
+  Value mean = e.mul(sum, perElement);
   Value centered = e.sub(x, mean);
-  Value var = e.mul(e.reduceSum(e.mul(centered, centered), dims, true),
-                    e.scalar(inverseWidth, t));
-  Value rstd = e.rsqrt(
-      e.add(var, e.scalar(op.getEpsilon().convertToDouble(), t)));
+  Value squares = e.reduceSum(e.mul(centered, centered), dims, true);
+  Value var = e.mul(squares, perElement);
+  Value epsilon = e.scalar(op.getEpsilon().convertToDouble(), t);
+  Value rstd = e.rsqrt(e.add(var, epsilon));
   Value y = e.add(e.mul(e.mul(centered, rstd), op.getWeight()), op.getBias());
   return {y, mean, rstd};
 }
@@ -95,12 +99,15 @@ Values layerNormBackward(GraphEmitter &e, LayerNormBackwardOp op) {
   double inverseWidth = 1.0 / product(GraphEmitter::shapeOf(op.getWeight()));
   Value xhat = e.mul(e.sub(x, op.getMean()), op.getRstd());
   Value dxhat = e.mul(g, op.getWeight());
-  Value meanD =
-      e.mul(e.reduceSum(dxhat, normDims, true), e.scalar(inverseWidth, t));
-  Value meanDX = e.mul(e.reduceSum(e.mul(dxhat, xhat), normDims, true),
-                       e.scalar(inverseWidth, t));
-  Value gradInput =
-      e.mul(op.getRstd(), e.sub(e.sub(dxhat, meanD), e.mul(xhat, meanDX)));
+  // One op per statement, as in layerNorm.
+  Value perElement = e.scalar(inverseWidth, t);
+  Value sumD = e.reduceSum(dxhat, normDims, true);
+  Value meanD = e.mul(sumD, perElement);
+  Value sumDX = e.reduceSum(e.mul(dxhat, xhat), normDims, true);
+  Value meanDX = e.mul(sumDX, perElement);
+  Value centeredD = e.sub(dxhat, meanD);
+  Value alongX = e.mul(xhat, meanDX);
+  Value gradInput = e.mul(op.getRstd(), e.sub(centeredD, alongX));
   Value gradWeight = e.mul(g, xhat), gradBias = g;
   if (!rowDims.empty()) {
     gradWeight = e.reduceSum(gradWeight, rowDims, false);
@@ -179,8 +186,9 @@ Values argmax(GraphEmitter &e, ArgmaxOp op) {
   iotaShape[dim] = xs[dim];
   Value index = e.reshape(e.iota1d(xs[dim], t), iotaShape);
   // The first maximum: the smallest index among the maxima.
-  Value candidates =
-      e.select(isMax, e.broadcast(index, xs), e.scalar(xs[dim], t));
+  Value indices = e.broadcast(index, xs);
+  Value past = e.scalar(xs[dim], t);
+  Value candidates = e.select(isMax, indices, past);
   Value first = e.reduceMin(candidates, {dim}, op.getKeepdim());
   return {e.cast(first, GraphEmitter::elementOf(op.getOutput()))};
 }
@@ -293,8 +301,8 @@ Values indexSelect(GraphEmitter &e, IndexSelectOp op) {
   Value index = e.reshape(op.getIndex(), {product(
                                   GraphEmitter::shapeOf(op.getIndex()))});
   int64_t picked = GraphEmitter::shapeOf(index)[0];
-  Value rows = e.matmul(e.oneHot(index, is[dim], work),
-                        e.reshape(front, {is[dim], rest}));
+  Value hot = e.oneHot(index, is[dim], work);
+  Value rows = e.matmul(hot, e.reshape(front, {is[dim], rest}));
   Shape outMoved(moved);
   outMoved[0] = picked;
   Value out = e.reshape(rows, outMoved);
@@ -403,7 +411,8 @@ std::optional<Values> decompose(GraphEmitter &e, Operation *op) {
       .Case([&](SigmoidBackwardOp o) {
         Value y = o.getSaved();
         Value one = e.scalar(1.0, t(y));
-        return R(Values{e.mul(e.mul(o.getGradOutput(), y), e.sub(one, y))});
+        Value scaled = e.mul(o.getGradOutput(), y);
+        return R(Values{e.mul(scaled, e.sub(one, y))});
       })
       .Case([&](ReluBackwardOp o) {
         Value x = o.getSaved();

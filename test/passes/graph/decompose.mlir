@@ -73,3 +73,24 @@ func.func @mean(%x: tensor<3x4xf32>) -> tensor<3xf32> {
   %0 = kgraph.reduce_mean %x, [1] : tensor<3x4xf32> -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// A layer norm's backward, one op per statement in a fixed order: the
+// graph (and so the artifact) must not depend on the order in which the
+// compiler that built Kiln evaluates a call's arguments (GCC and clang
+// differ; a nested `sub(sub(...), mul(...))` made them apart).
+// CHECK-LABEL: func.func @layer_norm_backward
+// CHECK: %[[XHAT:.*]] = kgraph.mul %{{.*}}, %arg3
+// CHECK: %[[DXHAT:.*]] = kgraph.mul %arg0, %arg4
+// CHECK: %[[SUMD:.*]] = kgraph.reduce_sum %[[DXHAT]], [1] {keepdim = true}
+// CHECK: %[[MEAND:.*]] = kgraph.mul %[[SUMD]]
+// CHECK: %[[DX:.*]] = kgraph.mul %[[DXHAT]], %[[XHAT]]
+// CHECK: %[[SUMDX:.*]] = kgraph.reduce_sum %[[DX]], [1] {keepdim = true}
+// CHECK: %[[MEANDX:.*]] = kgraph.mul %[[SUMDX]]
+// CHECK-NEXT: %[[CENTRED:.*]] = kgraph.sub %[[DXHAT]], %[[MEAND]]
+// CHECK-NEXT: %[[ALONG:.*]] = kgraph.mul %[[XHAT]], %[[MEANDX]]
+// CHECK-NEXT: %[[DIFF:.*]] = kgraph.sub %[[CENTRED]], %[[ALONG]]
+// CHECK-NEXT: kgraph.mul %arg3, %[[DIFF]]
+func.func @layer_norm_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %mean: tensor<4x1xf32>, %rstd: tensor<4x1xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = kgraph.layer_norm_backward %g, %x, %mean, %rstd, %w {normalized_rank = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %dx, %dw, %db : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
