@@ -58,8 +58,9 @@ void out(GraphBuilder &b, Tensor t, const char *name = "out") {
 /// `lhs . rhs` as auto-cast writes it, its casts explicit so that the
 /// reference rounds where the device does.
 Tensor bf16Product(GraphBuilder &b, Tensor lhs, Tensor rhs) {
-  return b.cast(b.matmul(b.cast(lhs, proto::BF16), b.cast(rhs, proto::BF16)),
-                proto::F32);
+  Tensor narrowLhs = b.cast(lhs, proto::BF16);
+  Tensor narrowRhs = b.cast(rhs, proto::BF16);
+  return b.cast(b.matmul(narrowLhs, narrowRhs), proto::F32);
 }
 
 /// One graph per op of the kgraph op set, at shapes that are not multiples
