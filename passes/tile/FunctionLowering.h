@@ -35,8 +35,8 @@ void eraseIfUnused(const HbmView &view);
 /// Whether `op` only views its operand (reshape, transpose, broadcast,
 /// slice): it computes nothing.
 bool isViewOp(mlir::Operation *op);
-/// Whether `cast` narrows its group's output for matmuls (see
-/// planNarrowedOutputs).
+/// Whether `cast` is a bf16 cast ending a fusion group whose f32 input
+/// nothing outside the group reads: the group then stores the bf16 value.
 bool narrowsGroupOutput(kgraph::CastOp cast);
 /// A 2-D product with neither operand transposed.
 bool isPlain2d(kgraph::MatmulOp m);

@@ -22,7 +22,7 @@ using graph_passes::fusionId;
 namespace kiln::tile_passes {
 
 /// The integer column [n, 1] broadcast to [n, C] that `value` is, or null.
-Value broadcastColumn(Value value) {
+static Value broadcastColumn(Value value) {
   auto broadcast = value.getDefiningOp<BroadcastOp>();
   if (!broadcast) {
     return {};
@@ -33,7 +33,7 @@ Value broadcastColumn(Value value) {
 
 /// The ops of `broadcast(reshape(iota [C]) : [1, C])`, outermost first,
 /// when `value` is that, or none.
-llvm::SmallVector<Operation *, 3> broadcastIotaRow(Value value) {
+static llvm::SmallVector<Operation *, 3> broadcastIotaRow(Value value) {
   auto broadcast = value.getDefiningOp<BroadcastOp>();
   auto reshape =
       broadcast ? broadcast.getInput().getDefiningOp<ReshapeOp>() : nullptr;
