@@ -63,6 +63,26 @@ Tensor bf16Product(GraphBuilder &b, Tensor lhs, Tensor rhs) {
   return b.cast(b.matmul(narrowLhs, narrowRhs), proto::F32);
 }
 
+/// A layer norm's input gradient as the traced BERT step has it: the input
+/// gradient of the next linear layer plus the residual stream's, dY, times
+/// gamma and times the saved normalized input (the product's epilogue
+/// group), then the two row sums of those and the one group after them.
+/// Outputs "dx"; returns dY [200, 768] and xhat [2, 100, 768].
+std::pair<Tensor, Tensor> layerNormBackwardAsTraced(GraphBuilder &b) {
+  Tensor xhat = in(b, "xhat", {2, 100, 768}), rstd = in(b, "rstd", {2, 100, 1});
+  Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
+  Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
+  Tensor dy = b.add(dx, residual);
+  Tensor dyw = b.mul(dy, in(b, "gamma", {768}));
+  Tensor dywx = b.mul(dyw, b.reshape(xhat, {200, 768}));
+  Tensor rows = b.reshape(dyw, {2, 100, 768});
+  Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
+  Tensor c = b.mul(b.reduceSum(b.reshape(dywx, {2, 100, 768}), {2}, true),
+                   b.scalar(1.0 / 768));
+  out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
+  return {dy, xhat};
+}
+
 /// One graph per op of the kgraph op set, at shapes that are not multiples
 /// of 128.
 std::vector<OpCase> opCases() {
@@ -769,24 +789,11 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
     out(b, ln.output, "y");
     out(b, ln.rstd, "rstd");
   });
-  // Its backward, as the traced BERT step has it: the input gradient of
-  // the next linear layer plus the residual stream's, times gamma and
-  // times the saved normalized input (the product's epilogue group), then
-  // the layer norm's backward: the two row sums of those and the one
-  // group after them join the epilogue, a chain of one group.
-  proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
-    Tensor xhat = in(b, "xhat", {2, 100, 768}),
-           rstd = in(b, "rstd", {2, 100, 1});
-    Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
-    Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
-    Tensor dyw = b.mul(b.add(dx, residual), in(b, "gamma", {768}));
-    Tensor dywx = b.mul(dyw, b.reshape(xhat, {200, 768}));
-    Tensor rows = b.reshape(dyw, {2, 100, 768});
-    Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
-    Tensor c = b.mul(b.reduceSum(b.reshape(dywx, {2, 100, 768}), {2}, true),
-                     b.scalar(1.0 / 768));
-    out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
-  });
+  // Its backward, as the traced BERT step has it: the two row sums and
+  // the one group after them join the product's epilogue, a chain of one
+  // group.
+  proto::Graph backward = buildGraph(
+      context, [](GraphBuilder &b) { layerNormBackwardAsTraced(b); });
   DiffOptions options;
   options.ranges["seed"] = {0.0, 2147483647.0};
   options.ranges["rstd"] = {0.5, 2.0};
@@ -814,18 +821,7 @@ TEST(CompilerTest, LayerNormParameterGradientsSumInTheEpilogue) {
   // sums computed on their own).
   mlir::MLIRContext context;
   proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
-    Tensor xhat = in(b, "xhat", {2, 100, 768}),
-           rstd = in(b, "rstd", {2, 100, 1});
-    Tensor dx = b.matmul(in(b, "g", {200, 64}), in(b, "w", {64, 768}));
-    Tensor residual = b.reshape(in(b, "residual", {2, 100, 768}), {200, 768});
-    Tensor dy = b.add(dx, residual);
-    Tensor dyw = b.mul(dy, in(b, "gamma", {768}));
-    Tensor dywx = b.mul(dyw, b.reshape(xhat, {200, 768}));
-    Tensor rows = b.reshape(dyw, {2, 100, 768});
-    Tensor a = b.mul(b.reduceSum(rows, {2}, true), b.scalar(1.0 / 768));
-    Tensor c = b.mul(b.reduceSum(b.reshape(dywx, {2, 100, 768}), {2}, true),
-                     b.scalar(1.0 / 768));
-    out(b, b.mul(rstd, b.sub(b.sub(rows, a), b.mul(xhat, c))), "dx");
+    auto [dy, xhat] = layerNormBackwardAsTraced(b);
     out(b, b.reduceSum(b.mul(dy, b.reshape(xhat, {200, 768})), {0}), "dgamma");
     out(b, b.reduceSum(dy, {0}), "dbeta");
   });
