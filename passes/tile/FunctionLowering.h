@@ -135,7 +135,6 @@ private:
       epilogueSumsOf;
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>
       joinedEpilogue;
-  llvm::DenseSet<int64_t> groupsInEpilogues;
   llvm::SmallPtrSet<mlir::Operation *, 16> doneByEpilogues;
   /// Reductions a group's loop nest computed.
   llvm::SmallPtrSet<mlir::Operation *, 16> fusedReductions;

@@ -321,7 +321,7 @@ void FunctionLowering::planEpilogueSums() {
       // epilogue's values (directly or through reshapes) or there by the
       // product.
       auto id = fusionId(def);
-      if (!id || epilogueAt.count(*id) || groupsInEpilogues.count(*id)) {
+      if (!id || epilogueAt.count(*id)) {
         continue;
       }
       auto &members = groups[*id];
@@ -405,7 +405,6 @@ void FunctionLowering::planEpilogueSums() {
         return position[a] < position[b];
       });
       earlyViews[*product] = std::move(early);
-      groupsInEpilogues.insert(*id);
       rowSumsOf.erase(members.back());
       at = epilogueOfOp.find(def);
     }
