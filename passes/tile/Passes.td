@@ -154,6 +154,16 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
     `(src op0 s0) op1 s1`, when at most one of them takes a per-partition
     scalar: the engines compute in f32, so the result is the same.
 
+    Then an elementwise instruction (`tensor_tensor`, `tensor_scalar`,
+    `activation`, `tensor_copy`) that reads an SBUF tile of its result's
+    type for the last time, with the result's own access pattern, writes
+    the result over it instead of a tile of its own: each element is read
+    before it is written, and readers before it on other engines are
+    ordered by the engine phase's write-after-read dependencies. Fewer tiles
+    per iteration let the memory plan's rotating SBUF hold more iterations
+    at once, so loads run further ahead (AdamW's update allocated fifteen
+    tiles per iteration, where about eight are ever live).
+
     An updated parameter or optimizer state (a result that aliases an
     argument) is written in place when its producer is an elementwise group
     that reads the argument tile for tile and nothing reads the argument

@@ -221,6 +221,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     }
   }
   fuseTensorScalarPairs(target);
+  reuseDeadTiles(target);
   return target;
 }
 

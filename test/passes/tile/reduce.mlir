@@ -64,20 +64,21 @@ func.func @fused_into_group(%x: tensor<2x128x768xf32>, %m: tensor<2x128x1xf32>) 
 }
 
 // Columns in three chunks: each chunk's fold combines with those before,
-// the last straight into the gathered results. The reduction reads the
+// in the first chunk's tile (an elementwise result written over the source
+// it reads last), which holds the gathered results at the end. Each
+// chunk's exp overwrites the loaded tile it reads. The reduction reads the
 // group value through a reshape whose reduced elements are the group's
 // trailing ones ([8, 10000] -> [8, 100, 100], reducing the last two); a
 // reshape that regroups them ([8, 10000] -> [16, 5000]) leaves its
 // reduction to load the stored value.
 // CHECK-LABEL: func.func @chunks_and_reshapes
-// CHECK: %[[MAXES:.*]] = ktile.alloc : memref<8x1xf32, "sbuf">
-// CHECK: ktile.activation {{.*}}func = "exp"
-// CHECK: ktile.dma_copy %[[E:.*]], %{{.*}} {dst = #kisa.ap<hbm
-// CHECK: ktile.tensor_reduce %[[FIRST:.*]], %{{.*}}op = "max"
+// CHECK: ktile.activation %[[X:.*]], %[[X]] {{.*}}func = "exp"
+// CHECK: ktile.dma_copy %[[E:.*]], %[[X]] {dst = #kisa.ap<hbm
+// CHECK: ktile.tensor_reduce %[[MAXES:.*]], %[[X]] {{.*}}op = "max"
 // CHECK: ktile.tensor_reduce %[[SECOND:.*]], %{{.*}}op = "max"
-// CHECK: ktile.tensor_tensor %[[TWO:.*]], %[[FIRST]], %[[SECOND]] {{.*}}op = "max"
+// CHECK: ktile.tensor_tensor %[[MAXES]], %[[MAXES]], %[[SECOND]] {{.*}}op = "max"
 // CHECK: ktile.tensor_reduce %[[THIRD:.*]], %{{.*}}op = "max"
-// CHECK-NEXT: ktile.tensor_tensor %[[MAXES]], %[[TWO]], %[[THIRD]] {{.*}}op = "max"
+// CHECK-NEXT: ktile.tensor_tensor %[[MAXES]], %[[MAXES]], %[[THIRD]] {{.*}}op = "max"
 // CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[MAXES]] {dst = #kisa.ap<hbm
 // CHECK: ktile.dma_copy %{{.*}}, %[[E]] {dst = #kisa.ap<sbuf
 // CHECK: ktile.tensor_reduce {{.*}}op = "min"
