@@ -67,8 +67,8 @@ ktile::AllocOp deadSource(Operation *op, const isa::Instruction &inst) {
         isa::writesOperand(inst.opcode, static_cast<int>(k))) {
       continue;
     }
-    // Every read of the source is this op's, element for element with the
-    // result (a per-partition scalar from the same tile would be clobbered).
+    // This op reads the source only element for element with the result
+    // (a per-partition scalar from the same tile would be clobbered).
     bool alike = llvm::all_of(op->getOpOperands(), [&](OpOperand &use) {
       unsigned at = use.getOperandNumber();
       return use.get() != source ||
