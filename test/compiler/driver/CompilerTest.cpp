@@ -642,9 +642,7 @@ TEST(CompilerTest, AutoCastMatmulStaysNearF32) {
     out(b, b.matmul(in(b, "x", {64, 256}), in(b, "w", {256, 96})));
   });
   DiffOptions options;
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 0.06;
+  options.autoCastBf16(0.06);
   expectMatches(graph, options);
   auto artifact = compile(graph, options.compile);
   ASSERT_TRUE(static_cast<bool>(artifact));
@@ -678,9 +676,7 @@ TEST(CompilerTest, EmbeddingGradientsComputeTheirOneHotOnChip) {
   options.ranges["idx"] = {0.0, 1000.0};
   options.ranges["crowded"] = {0.0, 5.0};
   expectMatches(graph, options);
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 0.06;
+  options.autoCastBf16(0.06);
   expectMatches(graph, options);
 }
 
@@ -760,9 +756,7 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(forward, options);
   expectMatches(products, options);
   expectMatches(backward, options);
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 0.02;
+  options.autoCastBf16(0.02);
   expectMatches(forward, options);
   expectMatches(products, options);
   expectMatches(backward, options);
@@ -801,9 +795,7 @@ TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   expectMatches(graph, options);
   options.atol = 1e-4; // and sums over 768 and 200 of them
   expectMatches(backward, options);
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 0.03;
+  options.autoCastBf16(0.03);
   expectMatches(graph, options);
 }
 
@@ -829,9 +821,7 @@ TEST(CompilerTest, LayerNormParameterGradientsSumInTheEpilogue) {
   options.ranges["rstd"] = {0.5, 2.0};
   options.atol = 1e-4; // f32 sums over 768, 64 and 200 terms in any order
   expectMatches(graph, options);
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 1.0;
+  options.autoCastBf16(1.0);
   expectMatches(graph, options);
 }
 
@@ -939,9 +929,7 @@ TEST(CompilerTest, AutoCastConcatOfPartsStaysNearF32) {
     out(b, b.matmul(c, in(b, "w", {192, 40})));
   });
   DiffOptions options;
-  options.compile.autoCast = "bf16";
-  options.rtol = 0;
-  options.atol = 0.3;
+  options.autoCastBf16(0.3);
   expectMatches(graph, options);
 }
 

@@ -33,6 +33,15 @@ struct DiffOptions {
   llvm::StringMap<Range> ranges;
   /// An element passes when |sim - ref| <= atol + rtol * |ref|.
   double rtol = 1e-5, atol = 1e-6;
+
+  /// Compiles with `--auto-cast=bf16` from then on and judges elements by
+  /// `absolute` alone: a bf16 rounding's error scales with the operands,
+  /// not with the (possibly cancelled) result.
+  void autoCastBf16(double absolute) {
+    compile.autoCast = "bf16";
+    rtol = 0;
+    atol = absolute;
+  }
 };
 
 struct DiffReport {
