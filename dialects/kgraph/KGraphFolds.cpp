@@ -299,7 +299,67 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// A float splat constant that is finite and positive.
+bool isPositiveConstant(Value v) {
+  auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(
+      v.getDefiningOp<ConstantOp>() ? v.getDefiningOp<ConstantOp>().getValue()
+                                    : Attribute());
+  if (!dense || !dense.isSplat() ||
+      !llvm::isa<FloatType>(dense.getElementType())) {
+    return false;
+  }
+  APFloat c = dense.getSplatValue<APFloat>();
+  return c.isFiniteNonZero() && !c.isNegative();
+}
+
+/// The largest (or smallest) of x scaled by a positive constant is the
+/// largest of x, scaled alike: rounding to nearest is monotone, so
+/// max(x_i / c) = max(x_i) / c exactly for c > 0 (a NaN stays a NaN, an
+/// infinity an infinity). A softmax over scaled scores then folds each
+/// row's max on the scores themselves (a bf16 product's, which VectorE
+/// folds at twice the rate) instead of after a pass that scales them, and
+/// the scaling's one remaining reader, the subtraction of the max, takes
+/// it in the same instruction (the tile phase's fuseTensorScalarPairs).
+template <typename Reduce>
+struct ReduceBeforePositiveScale : OpRewritePattern<Reduce> {
+  using OpRewritePattern<Reduce>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(Reduce op,
+                                PatternRewriter &rewriter) const override {
+    Operation *scale = op.getInput().getDefiningOp();
+    if (!llvm::isa_and_present<DivOp, MulOp>(scale)) {
+      return failure();
+    }
+    Value x = scale->getOperand(0), c = scale->getOperand(1);
+    if (llvm::isa<MulOp>(scale) && !isPositiveConstant(c)) {
+      std::swap(x, c);
+    }
+    auto cType = llvm::cast<RankedTensorType>(c.getType());
+    if (!isPositiveConstant(c) || cType.getRank() != 0 ||
+        x.getType() != op.getInput().getType()) {
+      return failure();
+    }
+    Value reduced = Reduce::create(rewriter, op.getLoc(), x, op.getDimsAttr(),
+                                   op.getKeepdimAttr());
+    Operation *rescaled =
+        rewriter.create(op.getLoc(), scale->getName().getIdentifier(),
+                        {reduced, c}, {op.getType()}, scale->getAttrs());
+    rewriter.replaceOp(op, rescaled->getResults());
+    return success();
+  }
+};
+
 } // namespace
+
+void ReduceMaxOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<ReduceBeforePositiveScale<ReduceMaxOp>>(context);
+}
+
+void ReduceMinOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<ReduceBeforePositiveScale<ReduceMinOp>>(context);
+}
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                            MLIRContext *context) {

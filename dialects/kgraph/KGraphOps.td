@@ -346,8 +346,12 @@ class KGraph_ReduceOp<string mnemonic, Type tensorType, string doc>
 
 def KGraph_ReduceSumOp : KGraph_ReduceOp<"reduce_sum", KGraph_NumericTensor, "sum over dims">;
 def KGraph_ReduceMeanOp : KGraph_ReduceOp<"reduce_mean", KGraph_FloatTensor, "mean over dims">;
-def KGraph_ReduceMaxOp : KGraph_ReduceOp<"reduce_max", KGraph_NumericTensor, "maximum over dims">;
-def KGraph_ReduceMinOp : KGraph_ReduceOp<"reduce_min", KGraph_NumericTensor, "minimum over dims">;
+def KGraph_ReduceMaxOp : KGraph_ReduceOp<"reduce_max", KGraph_NumericTensor, "maximum over dims"> {
+  let hasCanonicalizer = 1;
+}
+def KGraph_ReduceMinOp : KGraph_ReduceOp<"reduce_min", KGraph_NumericTensor, "minimum over dims"> {
+  let hasCanonicalizer = 1;
+}
 
 def KGraph_ArgmaxOp : KGraph_PureOp<"argmax", [InferTypeOpAdaptor]> {
   let summary = "Index of the first maximum along one dimension (i64)";

@@ -8,6 +8,11 @@
 // of two. The intermediate was f32, which is what the first stage hands the
 // second (engines compute in f32), so the result is the same.
 //
+// A first stage over a whole tile that several tensor_scalars read in
+// column ranges (a softmax's scores divided by the scale, then each head's
+// row max subtracted with a per-partition scalar of its own) joins each of
+// them on its range: the first stage's pass over the tile goes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/tile/Lowering.h"
@@ -76,6 +81,77 @@ ktile::TensorScalarOp joinableFirst(ktile::TensorScalarOp second) {
   return first;
 }
 
+/// A pattern of one partition range and `size` consecutive elements.
+bool isRun(kisa::AccessPatternAttr ap) {
+  return ap.getStrides().size() == 1 && ap.getStrides()[0] == 1;
+}
+
+/// The readers of `first`'s result when each is a tensor_scalar that may
+/// join it on its own column range: `first` writes a run of f32 elements of
+/// a tile that nothing else touches, reads a run of as many on the same
+/// partitions, and each reader reads a run inside what `first` wrote on the
+/// same partitions, with no write between them to what `first` reads.
+llvm::SmallVector<ktile::TensorScalarOp>
+joinableRangeReaders(ktile::TensorScalarOp first) {
+  Value middle = first->getOperand(0);
+  kisa::AccessPatternAttr dst = first.getDst(), src = first.getSrc();
+  if (first.getOp1() || !middle.getDefiningOp<ktile::AllocOp>() ||
+      !dst.getDtype().isF32() || !isRun(dst) || !isRun(src) ||
+      dst.getSizes() != src.getSizes() ||
+      dst.getPartition() != src.getPartition() ||
+      dst.getPartitions() != src.getPartitions() ||
+      llvm::hasNItemsOrLess(middle.getUses(), 2)) {
+    return {};
+  }
+  int64_t begin = dst.getOffset(), end = begin + dst.getSizes()[0] * 4;
+  llvm::SmallVector<ktile::TensorScalarOp> readers;
+  for (OpOperand &use : middle.getUses()) {
+    if (use.getOwner() == first.getOperation()) {
+      continue;
+    }
+    auto reader = llvm::dyn_cast<ktile::TensorScalarOp>(use.getOwner());
+    if (!reader || use.getOperandNumber() != 1 || reader.getOp1() ||
+        reader->getBlock() != first->getBlock() ||
+        !first->isBeforeInBlock(reader) ||
+        (first.getScalars() && reader.getScalars()) ||
+        (reader.getScalars() && llvm::isa<IntegerType>(src.getDtype()))) {
+      return {};
+    }
+    kisa::AccessPatternAttr part = reader.getSrc();
+    int64_t from = part.getOffset();
+    if (!isRun(part) || part.getPartition() != dst.getPartition() ||
+        part.getPartitions() != dst.getPartitions() || from < begin ||
+        (from - begin) % 4 != 0 || from + part.getSizes()[0] * 4 > end) {
+      return {};
+    }
+    for (Operation *op = first->getNextNode(); op != reader.getOperation();
+         op = op->getNextNode()) {
+      for (Value read : first->getOperands().drop_front()) {
+        if (writes(op, read)) {
+          return {};
+        }
+      }
+    }
+    readers.push_back(reader);
+  }
+  return readers;
+}
+
+/// `first`'s source pattern for the elements `second` reads of its result.
+kisa::AccessPatternAttr sourceFor(ktile::TensorScalarOp first,
+                                  ktile::TensorScalarOp second) {
+  kisa::AccessPatternAttr src = first.getSrc(), part = second.getSrc();
+  if (part == first.getDst()) {
+    return src;
+  }
+  int64_t skipped = (part.getOffset() - first.getDst().getOffset()) / 4;
+  int64_t bytes = src.getDtype().getIntOrFloatBitWidth() / 8;
+  return kisa::AccessPatternAttr::get(
+      src.getContext(), src.getMemory(), src.getDtype(), src.getPartition(),
+      src.getPartitions(), src.getOffset() + skipped * bytes,
+      src.getPartitionStride(), src.getStrides(), part.getSizes());
+}
+
 } // namespace
 
 void fuseTensorScalarPairs(func::FuncOp func) {
@@ -90,14 +166,32 @@ void fuseTensorScalarPairs(func::FuncOp func) {
       pairs.push_back({first, second});
     }
   }
+  for (auto first : func.getBody().front().getOps<ktile::TensorScalarOp>()) {
+    if (taken.contains(first)) {
+      continue;
+    }
+    llvm::SmallVector<ktile::TensorScalarOp> readers =
+        joinableRangeReaders(first);
+    if (readers.empty() ||
+        llvm::any_of(readers, [&](auto r) { return taken.contains(r); })) {
+      continue;
+    }
+    taken.insert(first);
+    for (ktile::TensorScalarOp reader : readers) {
+      taken.insert(reader);
+      pairs.push_back({first, reader});
+    }
+  }
+  llvm::SmallPtrSet<Operation *, 32> firsts;
   for (auto [first, second] : pairs) {
+    firsts.insert(first);
     OpBuilder b(second);
     MLIRContext *context = b.getContext();
     llvm::SmallVector<Value, 3> buffers{second->getOperand(0),
                                         first->getOperand(1)};
     llvm::SmallVector<NamedAttribute> attrs{
         b.getNamedAttr("dst", second.getDstAttr()),
-        b.getNamedAttr("src", first.getSrcAttr()),
+        b.getNamedAttr("src", sourceFor(first, second)),
         b.getNamedAttr("op0", first.getOp0Attr()),
         b.getNamedAttr("scalar0", first.getScalar0Attr()),
         b.getNamedAttr("op1", second.getOp0Attr()),
@@ -118,8 +212,10 @@ void fuseTensorScalarPairs(func::FuncOp func) {
     state.addOperands(buffers);
     state.addAttributes(attrs);
     b.create(state);
-    Operation *alloc = first->getOperand(0).getDefiningOp();
     second->erase();
+  }
+  for (Operation *first : firsts) {
+    Operation *alloc = first->getOperand(0).getDefiningOp();
     first->erase();
     alloc->erase();
   }

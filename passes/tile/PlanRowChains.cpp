@@ -124,6 +124,35 @@ private:
         }
       }
     }
+    // Reductions of what the group reads, folded before anything reads the
+    // group's values: a softmax's row max taken on the scores themselves
+    // (see kgraph's ReduceBeforePositiveScale), beside the group scaling
+    // them. The loop nest holds its inputs' tiles as it holds its values'.
+    unsigned firstReader = ~0u;
+    for (Operation *member : current) {
+      for (Operation *user : member->getUsers()) {
+        if (!llvm::is_contained(current, user)) {
+          firstReader = std::min(firstReader, position[user]);
+        }
+      }
+    }
+    for (Operation *member : current) {
+      for (Value input : member->getOperands()) {
+        Operation *def = input.getDefiningOp();
+        if (shapeOf(input) != shape || (def && chain.contains(def))) {
+          continue;
+        }
+        for (Operation *user : input.getUsers()) {
+          std::optional<int64_t> k = trailingReduction(user, shape);
+          if (k && !chain.contains(user) && (!n || *k == *n) &&
+              position[user] > position[current.front()] &&
+              position[user] < firstReader) {
+            n = k;
+            rowOps.insert(user);
+          }
+        }
+      }
+    }
     if (rowOps.empty()) {
       return std::nullopt;
     }

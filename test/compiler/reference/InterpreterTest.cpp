@@ -6,7 +6,14 @@
 #include "compiler/reference/Random.h"
 #include "test/support/TestSupport.h"
 
+#include "dialects/kgraph/KGraphDialect.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 using namespace kiln;
 using reference::HostTensor;
@@ -368,6 +375,53 @@ TEST(RandomTest, DropoutThresholdComparesLikeTheProbability) {
     for (int64_t k = near - 2; k <= near + 2; ++k) {
       double u = k * 0x1p-24;
       EXPECT_EQ(u >= t, u >= p) << p << " " << k;
+    }
+  }
+}
+
+TEST_F(InterpreterTest, MaxOfScaledValuesIsScaledMaxBitForBit) {
+  // kgraph's canonicalization takes a row's max (min) of x * c or x / c,
+  // c > 0, on x and scales it after (KGraphFolds.cpp): rounding is
+  // monotone, so the reference gives the same bits either way, here with
+  // a divisor whose quotients round, extremes, a NaN row and signed zeros.
+  llvm::StringRef ir = R"(
+    func.func @f(%x: tensor<4x6xf32>) -> (tensor<4x1xf32>, tensor<4x1xf32>, tensor<4xf32>) {
+      %c = kgraph.constant dense<0.7> : tensor<f32>
+      %h = kgraph.constant dense<3.0> : tensor<f32>
+      %s = kgraph.div %x, %c : tensor<4x6xf32>, tensor<f32>
+      %m = kgraph.reduce_max %s, [1] {keepdim = true} : tensor<4x6xf32> -> tensor<4x1xf32>
+      %n = kgraph.reduce_min %s, [1] {keepdim = true} : tensor<4x6xf32> -> tensor<4x1xf32>
+      %t = kgraph.mul %h, %x : tensor<f32>, tensor<4x6xf32>
+      %k = kgraph.reduce_max %t, [1] : tensor<4x6xf32> -> tensor<4xf32>
+      return %m, %n, %k : tensor<4x1xf32>, tensor<4x1xf32>, tensor<4xf32>
+    })";
+  double inf = std::numeric_limits<double>::infinity();
+  HostTensor x = f32(
+      {4, 6}, {1.1,    2.3000001, 2.3,    -7.0, 1e-40,        0.3,  -0.0, 0.0,
+               -1e-38, -3e38,     3.4e38, 5.0,  std::nan(""), 1.0,  -2.0, 0.5,
+               0.25,   8.0,       -inf,   inf,  1.0,          -1.0, 0.1,  0.2});
+  std::vector<HostTensor> before = run(ir, {x});
+  ASSERT_EQ(before.size(), 3u);
+  mlir::PassManager pm(context.get());
+  pm.addPass(mlir::createCanonicalizerPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  int reductionsOfX = 0;
+  module->walk([&](mlir::Operation *op) {
+    if (llvm::isa<kgraph::ReduceMaxOp, kgraph::ReduceMinOp>(op) &&
+        llvm::isa<mlir::BlockArgument>(op->getOperand(0))) {
+      ++reductionsOfX;
+    }
+  });
+  EXPECT_EQ(reductionsOfX, 3) << "the canonicalization did not apply";
+  auto after = reference::interpret(*graph::getStepFunction(*module), {x});
+  ASSERT_TRUE(static_cast<bool>(after)) << llvm::toString(after.takeError());
+  for (size_t r = 0; r < before.size(); ++r) {
+    ASSERT_EQ(before[r].data.size(), (*after)[r].data.size());
+    for (size_t i = 0; i < before[r].data.size(); ++i) {
+      float a = static_cast<float>(before[r].data[i]);
+      float b = static_cast<float>((*after)[r].data[i]);
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0)
+          << "result " << r << " element " << i << ": " << a << " vs " << b;
     }
   }
 }

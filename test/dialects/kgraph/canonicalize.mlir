@@ -177,3 +177,51 @@ func.func @unmerged_transposed(%x: tensor<2x3x5x4xf32>, %g: tensor<6x5x7xf32>, %
   %3 = kgraph.matmul %0, %w {transpose_lhs = true} : tensor<6x5x4xf32>, tensor<5x9xf32> -> tensor<6x4x9xf32>
   return %2, %3 : tensor<6x4x7xf32>, tensor<6x4x9xf32>
 }
+
+// -----
+
+// A row's max (or min) of x scaled by a positive constant is taken on x
+// and scaled after: rounding is monotone, so the bits are the same, and a
+// softmax over scaled scores folds the max on the scores themselves.
+// CHECK-LABEL: func.func @reduce_before_positive_scale
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-DAG: %[[C:.*]] = kgraph.constant dense<8.000000e+00> : tensor<f32>
+// CHECK-DAG: %[[H:.*]] = kgraph.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-DAG: %[[S:.*]] = kgraph.div %[[X]], %[[C]]
+// CHECK-DAG: %[[M:.*]] = kgraph.reduce_max %[[X]], [1] {keepdim = true}
+// CHECK-DAG: %[[MS:.*]] = kgraph.div %[[M]], %[[C]] : tensor<4x1xf32>, tensor<f32>
+// CHECK-DAG: %[[N:.*]] = kgraph.reduce_min %[[X]], [0, 1] :
+// CHECK-DAG: %[[NS:.*]] = kgraph.mul %[[N]], %[[H]] : tensor<f32>, tensor<f32>
+// CHECK: return %[[S]], %[[MS]], %[[NS]]
+func.func @reduce_before_positive_scale(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<f32>) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %h = kgraph.constant dense<0.5> : tensor<f32>
+  %s = kgraph.div %x, %c : tensor<4x8xf32>, tensor<f32>
+  %m = kgraph.reduce_max %s, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %t = kgraph.mul %h, %x : tensor<f32>, tensor<4x8xf32>
+  %n = kgraph.reduce_min %t, [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %s, %m, %n : tensor<4x8xf32>, tensor<4x1xf32>, tensor<f32>
+}
+
+// -----
+
+// Not when the order could change: a negative or zero scale, a runtime
+// one, the constant divided by x, or x broadcast by the scale.
+// CHECK-LABEL: func.func @reduce_of_other_scales_kept
+// CHECK-COUNT-5: kgraph.reduce_max %{{[0-9]+}}
+func.func @reduce_of_other_scales_kept(%x: tensor<4x8xf32>, %r: tensor<f32>, %v: tensor<8xf32>) -> (tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>) {
+  %neg = kgraph.constant dense<-2.0> : tensor<f32>
+  %zero = kgraph.constant dense<0.0> : tensor<f32>
+  %big = kgraph.constant dense<2.0> : tensor<4x8xf32>
+  %0 = kgraph.mul %x, %neg : tensor<4x8xf32>, tensor<f32>
+  %1 = kgraph.mul %x, %zero : tensor<4x8xf32>, tensor<f32>
+  %2 = kgraph.div %x, %r : tensor<4x8xf32>, tensor<f32>
+  %3 = kgraph.div %neg, %x : tensor<f32>, tensor<4x8xf32>
+  %4 = kgraph.div %v, %big : tensor<8xf32>, tensor<4x8xf32>
+  %m0 = kgraph.reduce_max %0, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %m1 = kgraph.reduce_max %1, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %m2 = kgraph.reduce_max %2, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %m3 = kgraph.reduce_max %3, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %m4 = kgraph.reduce_max %4, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  return %m0, %m1, %m2, %m3, %m4 : tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>
+}

@@ -96,3 +96,56 @@ func.func @context(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q", kgraph.role =
   %y = kgraph.matmul %r, %w : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
   return %y : tensor<256x256xbf16>
 }
+
+// The softmax as canonicalization leaves scaled scores (kgraph's
+// ReduceBeforePositiveScale): each row's max folded on the bf16 scores
+// themselves (VectorE folds bf16 at twice the rate), then scaled, four
+// elements a partition. The scaling's only readers are the subtractions of
+// each head's max, so each takes it as its first stage: no pass over the
+// tile scales the scores.
+// CHECK-LABEL: func.func @max_on_scores
+// CHECK: ktile.tensor_copy %[[P:.*]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
+// CHECK-NOT: op0 = "div"
+// CHECK: ktile.tensor_reduce %[[MAX:.*]], %[[P]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op = "max", src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [128 x 4, 1 x 128]>}
+// CHECK: ktile.tensor_scalar %[[MAX]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op0 = "div", scalar0 = 8.0
+// CHECK-NOT: op0 = "div"
+// CHECK: ktile.tensor_scalar %[[D:.*]], %[[P]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, op0 = "div", op1 = "sub", scalar0 = 8.0{{.*}}scalar_operands = 2 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 128]>}
+// CHECK-NEXT: ktile.tensor_scalar %[[D]], %[[P]], %[[MAX]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 512, dims = [1 x 128]>, op0 = "div", op1 = "sub"{{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 4, dims = [1 x 1]>, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 256, dims = [1 x 128]>}
+// CHECK-NEXT: ktile.tensor_scalar %[[D]], %[[P]], %[[MAX]] {{.*}}offset = 1024{{.*}}op0 = "div", op1 = "sub"
+// CHECK-NEXT: ktile.tensor_scalar %[[D]], %[[P]], %[[MAX]] {{.*}}offset = 1536{{.*}}op0 = "div", op1 = "sub"
+// CHECK: ktile.activation %{{.*}}, %[[D]] {{.*}}func = "exp"
+func.func @max_on_scores(%q: tensor<2x4x128x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<2x4x64x128xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}) -> (tensor<2x4x128x128xf32> {kgraph.name = "p", kgraph.role = "metric"}) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %x = kgraph.matmul %q, %k : tensor<2x4x128x64xbf16>, tensor<2x4x64x128xbf16> -> tensor<2x4x128x128xbf16>
+  %xf = kgraph.cast %x {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xbf16> -> tensor<2x4x128x128xf32>
+  %s = kgraph.div %xf, %c {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xf32>, tensor<f32>
+  %m0 = kgraph.reduce_max %xf, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %m = kgraph.div %m0, %c : tensor<2x4x128x1xf32>, tensor<f32>
+  %d = kgraph.sub %s, %m {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  return %p : tensor<2x4x128x128xf32>
+}
+
+// In f32 the max is folded on the product itself, which the group only
+// reads: the chain takes a reduction of its group's input as it takes one
+// of its values, and stays the product's epilogue (the scores are not
+// stored and loaded back).
+// CHECK-LABEL: func.func @max_on_f32_product
+// CHECK-COUNT-4: ktile.matmul %[[ACC:[0-9]+]]
+// CHECK: ktile.tensor_copy %[[S:.*]], %[[ACC]]
+// CHECK: ktile.tensor_reduce %{{.*}}, %[[S]] {{.*}}op = "max", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 4, 1 x 128]>}
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %[[S]] {
+func.func @max_on_f32_product(%q: tensor<2x4x128x64xf32> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<2x4x64x128xf32> {kgraph.name = "k", kgraph.role = "batch_input"}) -> (tensor<2x4x128x128xf32> {kgraph.name = "p", kgraph.role = "metric"}) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %x = kgraph.matmul %q, %k : tensor<2x4x128x64xf32>, tensor<2x4x64x128xf32> -> tensor<2x4x128x128xf32>
+  %s = kgraph.div %x, %c {kgraph.fusion = 0 : i64} : tensor<2x4x128x128xf32>, tensor<f32>
+  %m0 = kgraph.reduce_max %x, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %m = kgraph.div %m0, %c : tensor<2x4x128x1xf32>, tensor<f32>
+  %d = kgraph.sub %s, %m {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<2x4x128x128xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<2x4x128x128xf32> -> tensor<2x4x128x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
+  return %p : tensor<2x4x128x128xf32>
+}
