@@ -2,9 +2,11 @@
 //
 // Only the simplifications that front ends produce in practice: identities
 // with splat constants (x*1, x+0, x/1), no-op shape ops, chains of reshapes and
-// transposes, shape ops applied to splat constants, and batched matmuls of
-// reshapes that only merge batch dimensions. Every fold here keeps
-// the result type exactly, so a fold never changes a graph's interface.
+// transposes, shape ops applied to splat constants, batched matmuls of
+// reshapes that only merge batch dimensions, and a max or min of values
+// scaled by a positive constant (taken before the scaling). Every fold
+// here keeps the result type exactly, so a fold never changes a graph's
+// interface.
 //
 //===----------------------------------------------------------------------===//
 

@@ -147,11 +147,27 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   for (int64_t j = 0; j < count; ++j) {
     slices.push_back(tb.tile(isa::Memory::Sbuf, dtype, 128, xx));
   }
-  for (int64_t b0 = 0; b0 < xx; b0 += 128) {
-    int64_t bb = std::min<int64_t>(128, xx - b0);
-    Tile flipped = loadBlock(b0, bb);
+  // Wider slices: the blocks of a bank's width of columns are loaded first,
+  // then each slice's transposes fill a PSUM bank that leaves in one copy,
+  // not a copy per 128 x 128 block (each ~60 cycles of fixed cost on the
+  // PSUM port VectorE and ScalarE share, which every product's evacuation
+  // also needs).
+  for (int64_t c0 = 0; c0 < xx; c0 += bankColumns) {
+    int64_t cc = std::min<int64_t>(bankColumns, xx - c0);
+    llvm::SmallVector<Tile, 4> rows;
+    for (int64_t b0 = 0; b0 < cc; b0 += 128) {
+      int64_t bb = std::min<int64_t>(128, cc - b0);
+      rows.push_back(tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count));
+      loadCopying(tb, m, rows.back(),
+                  m.offset + k0 + (x0 + c0 + b0) * m.xStride, m.xStride, 1);
+    }
     for (int64_t j = 0; j < count; ++j) {
-      tb.copy(slices[j].columns(b0, bb), flipped.columns(j * bb, bb));
+      Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, cc);
+      for (auto [i, r] : llvm::enumerate(rows)) {
+        tb.transpose(flipped.columns(static_cast<int64_t>(i) * 128, r.rows),
+                     r.columns(128 * j, 128));
+      }
+      tb.copy(slices[j].columns(c0, cc), flipped);
     }
   }
   return slices;

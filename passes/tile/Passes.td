@@ -46,7 +46,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       joined by such reductions and the elementwise ops on their results
       (a softmax's max, shift, exponential, sum and division; a layer
       norm's centring, variance, epsilon and reciprocal square root) form
-      a row chain: where every iteration holds whole rows, one loop nest
+      a row chain (with reductions of what a group reads that run before
+      its values are read: a row max of the scores the group scales): where
+      every iteration holds whole rows, one loop nest
       runs it all, a row's statistics kept one element per row in SBUF and
       read across the row with stride 0, so the values between the groups
       never go to HBM; statistics read later (a layer norm's reciprocal
@@ -152,7 +154,10 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
     reads (AdamW's `sqrt(v) / c + eps`, a layer norm's `1/n` and epsilon,
     a dropout mask's scaling) become one instruction with two ALU stages,
     `(src op0 s0) op1 s1`, when at most one of them takes a per-partition
-    scalar: the engines compute in f32, so the result is the same.
+    scalar: the engines compute in f32, so the result is the same. A
+    first stage over a whole tile that several `tensor_scalar`s read in
+    column ranges (scores divided by the scale, then each head's row max
+    subtracted) joins each of them on its range.
 
     Then an elementwise instruction (`tensor_tensor`, `tensor_scalar`,
     `activation`, `tensor_copy`) that reads an SBUF tile of its result's

@@ -196,3 +196,22 @@ func.func @kept_moving_blocks(%x: tensor<640x128xbf16>, %w: tensor<128x256xbf16>
   %0 = kgraph.matmul %x, %w : tensor<640x128xbf16>, tensor<128x256xbf16> -> tensor<640x256xbf16>
   return %0 : tensor<640x256xbf16>
 }
+
+// A moving operand with K innermost in HBM and slices wider than 128
+// columns (a linear layer's weight, [out, in], read as w^T): the four
+// 128-row blocks of a bank's width are loaded first, then each K slice's
+// four transposes fill one PSUM bank, which leaves in one copy of 512
+// columns rather than four of 128.
+// CHECK-LABEL: func.func @k_innermost_wide_slices
+// CHECK-COUNT-4: ktile.dma_copy %{{.*}}, %arg1 {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>
+// CHECK: ktile.transpose %[[BANK:[0-9]+]], %{{.*}} {dst = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 128]>}
+// CHECK-NEXT: ktile.transpose %[[BANK]], %{{.*}} {dst = #kisa.ap<psum, f32, p = 0:128, offset = 512, dims = [1 x 128]>
+// CHECK-NEXT: ktile.transpose %[[BANK]], %{{.*}} {dst = #kisa.ap<psum, f32, p = 0:128, offset = 1024, dims = [1 x 128]>
+// CHECK-NEXT: ktile.transpose %[[BANK]], %{{.*}} {dst = #kisa.ap<psum, f32, p = 0:128, offset = 1536, dims = [1 x 128]>
+// CHECK-NEXT: ktile.tensor_copy %{{.*}}, %[[BANK]] {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum, f32, p = 0:128, offset = 0, dims = [1 x 512]>}
+// CHECK-COUNT-3: ktile.tensor_copy %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
+// CHECK-COUNT-4: ktile.matmul
+func.func @k_innermost_wide_slices(%x: tensor<128x512xbf16>, %w: tensor<512x512xbf16>) -> tensor<128x512xbf16> {
+  %y = kgraph.matmul %x, %w {transpose_rhs = true} : tensor<128x512xbf16>, tensor<512x512xbf16> -> tensor<128x512xbf16>
+  return %y : tensor<128x512xbf16>
+}
