@@ -77,7 +77,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       slices in one PSUM bank (`accumulate` after the first slice). Both
       operands are loaded with K on the partitions; an operand stored with K
       innermost is loaded row-major, four K slices per DMA, and transposed
-      on TensorE (the four into one PSUM bank) instead of read with
+      on TensorE (the four into one PSUM bank; for slices wider than 128
+      columns, each slice's transposes of a bank's width of blocks into
+      one bank, which leaves in one copy) instead of read with
       element-sized DMA strides. Each moving slice serves a block of up to
       four row tiles, whose stationary slices stay in SBUF for every N tile
       when they fit (one DMA per K slice for the whole block when M is
