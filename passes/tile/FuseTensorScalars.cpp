@@ -40,11 +40,34 @@ bool writes(Operation *op, Value buffer) {
   return false;
 }
 
+/// Whether `second`, reading what `first` writes, may take `first` as its
+/// first stage: neither uses its second stage, at most one takes a
+/// per-partition scalar (the second's only on a floating-point source, the
+/// ISA verifier's rule), `first` comes earlier in the same block, and
+/// nothing between them writes what `first` reads.
+bool joinable(ktile::TensorScalarOp first, ktile::TensorScalarOp second) {
+  if (first.getOp1() || second.getOp1() ||
+      first->getBlock() != second->getBlock() ||
+      !first->isBeforeInBlock(second) ||
+      (first.getScalars() && second.getScalars()) ||
+      (second.getScalars() &&
+       llvm::isa<IntegerType>(first.getSrc().getDtype()))) {
+    return false;
+  }
+  for (Operation *op = first->getNextNode(); op != second.getOperation();
+       op = op->getNextNode()) {
+    for (Value read : first->getOperands().drop_front()) {
+      if (writes(op, read)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 /// The tensor_scalar that alone writes what `second` reads, if the two can
-/// be one instruction: neither uses its second stage, at most one takes a
-/// per-partition scalar (the second's only on a floating-point source),
-/// the tile between them is f32 and nothing between them writes what the
-/// first reads.
+/// be one instruction (`joinable`) through an f32 tile that `second` reads
+/// with the pattern the first wrote.
 ktile::TensorScalarOp joinableFirst(ktile::TensorScalarOp second) {
   Value middle = second->getOperand(1);
   if (second.getOp1() || !middle.getDefiningOp<ktile::AllocOp>() ||
@@ -57,26 +80,10 @@ ktile::TensorScalarOp joinableFirst(ktile::TensorScalarOp second) {
       first = llvm::dyn_cast<ktile::TensorScalarOp>(user);
     }
   }
-  if (!first || first->getOperand(0) != middle || first.getOp1() ||
-      first->getBlock() != second->getBlock() ||
-      !first->isBeforeInBlock(second) || first.getDst() != second.getSrc() ||
-      !first.getDst().getDtype().isF32() ||
-      (first.getScalars() && second.getScalars())) {
+  if (!first || first->getOperand(0) != middle ||
+      first.getDst() != second.getSrc() || !first.getDst().getDtype().isF32() ||
+      !joinable(first, second)) {
     return {};
-  }
-  // Per-partition scalars apply to floating-point sources only (the ISA
-  // verifier's rule): an integer source keeps its second stage apart.
-  if (second.getScalars() &&
-      llvm::isa<IntegerType>(first.getSrc().getDtype())) {
-    return {};
-  }
-  for (Operation *op = first->getNextNode(); op != second.getOperation();
-       op = op->getNextNode()) {
-    for (Value read : first->getOperands().drop_front()) {
-      if (writes(op, read)) {
-        return {};
-      }
-    }
   }
   return first;
 }
@@ -90,7 +97,7 @@ bool isRun(kisa::AccessPatternAttr ap) {
 /// join it on its own column range: `first` writes a run of f32 elements of
 /// a tile that nothing else touches, reads a run of as many on the same
 /// partitions, and each reader reads a run inside what `first` wrote on the
-/// same partitions, with no write between them to what `first` reads.
+/// same partitions, and may take `first` as its first stage (`joinable`).
 llvm::SmallVector<ktile::TensorScalarOp>
 joinableRangeReaders(ktile::TensorScalarOp first) {
   Value middle = first->getOperand(0);
@@ -110,11 +117,7 @@ joinableRangeReaders(ktile::TensorScalarOp first) {
       continue;
     }
     auto reader = llvm::dyn_cast<ktile::TensorScalarOp>(use.getOwner());
-    if (!reader || use.getOperandNumber() != 1 || reader.getOp1() ||
-        reader->getBlock() != first->getBlock() ||
-        !first->isBeforeInBlock(reader) ||
-        (first.getScalars() && reader.getScalars()) ||
-        (reader.getScalars() && llvm::isa<IntegerType>(src.getDtype()))) {
+    if (!reader || use.getOperandNumber() != 1 || !joinable(first, reader)) {
       return {};
     }
     kisa::AccessPatternAttr part = reader.getSrc();
@@ -123,14 +126,6 @@ joinableRangeReaders(ktile::TensorScalarOp first) {
         part.getPartitions() != dst.getPartitions() || from < begin ||
         (from - begin) % 4 != 0 || from + part.getSizes()[0] * 4 > end) {
       return {};
-    }
-    for (Operation *op = first->getNextNode(); op != reader.getOperation();
-         op = op->getNextNode()) {
-      for (Value read : first->getOperands().drop_front()) {
-        if (writes(op, read)) {
-          return {};
-        }
-      }
     }
     readers.push_back(reader);
   }
