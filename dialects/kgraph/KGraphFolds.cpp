@@ -303,9 +303,9 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
 
 /// A float splat constant that is finite and positive.
 bool isPositiveConstant(Value v) {
-  auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(
-      v.getDefiningOp<ConstantOp>() ? v.getDefiningOp<ConstantOp>().getValue()
-                                    : Attribute());
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : DenseElementsAttr();
   if (!dense || !dense.isSplat() ||
       !llvm::isa<FloatType>(dense.getElementType())) {
     return false;
