@@ -110,7 +110,8 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
 /// transposes share a PSUM bank: a DMA costs a fixed ~2 us on top of its
 /// bytes, and a copy ~60 cycles plus one per element on a slower clock than
 /// TensorE's, so a DMA and a copy per 128 x 128 block would pace the
-/// matmuls. Blocks of a slice up to 128 columns wide leave PSUM in one copy.
+/// matmuls. Slices up to 128 columns wide leave PSUM together in one copy;
+/// wider ones each fill a bank with a bank's width of blocks.
 llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
                                             int64_t k0, int64_t count,
                                             int64_t x0, int64_t xx,
@@ -126,19 +127,21 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
     }
     return slices;
   }
-  auto loadBlock = [&](int64_t b0, int64_t bb) {
+  // Rows [b0, b0 + bb) of the columns, all slices' K along the free axis.
+  auto loadRows = [&](int64_t b0, int64_t bb) {
     Tile rows = tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count);
     loadCopying(tb, m, rows, m.offset + k0 + (x0 + b0) * m.xStride, m.xStride,
                 1);
-    Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * bb);
-    for (int64_t j = 0; j < count; ++j) {
-      tb.transpose(flipped.columns(j * bb, bb), rows.columns(128 * j, 128));
-    }
-    return flipped;
+    return rows;
   };
   if (xx <= 128) {
     Tile out = tb.tile(isa::Memory::Sbuf, dtype, 128, count * xx);
-    tb.copy(out, loadBlock(0, xx));
+    Tile rows = loadRows(0, xx);
+    Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, count * xx);
+    for (int64_t j = 0; j < count; ++j) {
+      tb.transpose(flipped.columns(j * xx, xx), rows.columns(128 * j, 128));
+    }
+    tb.copy(out, flipped);
     for (int64_t j = 0; j < count; ++j) {
       slices.push_back(out.columns(j * xx, xx));
     }
@@ -155,11 +158,8 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
   for (int64_t c0 = 0; c0 < xx; c0 += bankColumns) {
     int64_t cc = std::min<int64_t>(bankColumns, xx - c0);
     llvm::SmallVector<Tile, 4> rows;
-    for (int64_t b0 = 0; b0 < cc; b0 += 128) {
-      int64_t bb = std::min<int64_t>(128, cc - b0);
-      rows.push_back(tb.tile(isa::Memory::Sbuf, dtype, bb, 128 * count));
-      loadCopying(tb, m, rows.back(),
-                  m.offset + k0 + (x0 + c0 + b0) * m.xStride, m.xStride, 1);
+    for (int64_t b0 = c0; b0 < c0 + cc; b0 += 128) {
+      rows.push_back(loadRows(b0, std::min<int64_t>(128, c0 + cc - b0)));
     }
     for (int64_t j = 0; j < count; ++j) {
       Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, 128, cc);
