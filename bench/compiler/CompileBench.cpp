@@ -5,9 +5,9 @@
 // zero-filled inputs where that is quick — the modelled step time, TensorE
 // busy fraction and MFU on trn1.
 //
-//   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--runs N]
-//                                [--profile DIR] [--check-hazards]
-//                                [--graph NAME=FILE]...
+//   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--what-if]
+//                                [--runs N] [--profile DIR]
+//                                [--check-hazards] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
 //   matmul-4096     one 4096^3 matmul with --auto-cast=bf16 (TensorE goal:
@@ -26,7 +26,10 @@
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
 // compiles the best time is taken over (3); --check-hazards runs the
 // simulator's hazard checker too (slower): a program whose semaphores miss
-// a dependency fails with the hazard named.
+// a dependency fails with the hazard named. --what-if models the same
+// program again on variants of trn1 (twice the DMA bandwidth, tensor_tensor
+// at one cycle an element, ...), timing only, and prints each beside the
+// real one: which of the machine's limits bound the step, and by how much.
 //
 //===----------------------------------------------------------------------===//
 
@@ -189,8 +192,66 @@ void printBreakdown(const artifact::Artifact &artifact,
   }
 }
 
+/// Variants of the artifact's target to model the same program on: each
+/// lifts one of its limits, so the modelled time against the real one says
+/// how much that limit costs this schedule (which is not rescheduled for
+/// the variant, so a gain is a lower bound).
+struct WhatIf {
+  const char *description;
+  void (*apply)(target::TargetDescription &t);
+};
+
+const WhatIf kWhatIfs[] = {
+    {"DMA fixed latency overlaps the next transfer",
+     [](target::TargetDescription &t) { t.dmaLatencyHoldsQueue = false; }},
+    {"DMA bandwidth x2",
+     [](target::TargetDescription &t) {
+       t.dmaBytesPerSecondPerQueue.value *= 2;
+     }},
+    {"tensor_tensor 1 cycle an element",
+     [](target::TargetDescription &t) {
+       t.tensorTensorCyclesPerElement.value = 1;
+     }},
+    {"both of the last two",
+     [](target::TargetDescription &t) {
+       t.dmaBytesPerSecondPerQueue.value *= 2;
+       t.tensorTensorCyclesPerElement.value = 1;
+     }},
+    {"VectorE and GpSimd with SBUF ports of their own",
+     [](target::TargetDescription &t) { t.vectorGpsimdShareSbufPort = false; }},
+    {"VectorE and ScalarE with PSUM ports of their own",
+     [](target::TargetDescription &t) { t.vectorScalarSharePsumPort = false; }},
+};
+
+int printWhatIfs(const std::string &name, const artifact::Artifact &artifact,
+                 double modelledSeconds) {
+  std::printf("  what-if, same program (timing only)             modelled   "
+              "against trn1    MFU\n");
+  for (const WhatIf &w : kWhatIfs) {
+    target::TargetDescription variant =
+        *target::lookupTarget(artifact.manifest.target());
+    w.apply(variant);
+    sim::SimOptions options;
+    options.checkHazards = false;
+    options.timingOnly = true;
+    options.target = &variant;
+    auto result = sim::Simulator(artifact, options).run();
+    if (!result) {
+      std::fprintf(stderr, "%s: what-if '%s': %s\n", name.c_str(),
+                   w.description, llvm::toString(result.takeError()).c_str());
+      return 1;
+    }
+    std::printf("  %-48s %9.1f us   %6.3fx      %5.1f %%\n", w.description,
+                result->makespanSeconds * 1e6,
+                result->makespanSeconds / modelledSeconds, 100 * result->mfu);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 struct BenchOptions {
   bool simulate = true, breakdown = false, checkHazards = false;
+  bool whatIf = false;
   int runs = 3;
   std::string profileDir;
 };
@@ -265,11 +326,15 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
         return 1;
       }
     }
-    if (bench.breakdown) {
+    if (bench.breakdown || bench.whatIf) {
       std::printf("\n");
-      printBreakdown(*artifact, *result);
+      if (bench.breakdown) {
+        printBreakdown(*artifact, *result);
+      }
       std::fflush(stdout);
-      return 0;
+      return bench.whatIf
+                 ? printWhatIfs(name, *artifact, result->makespanSeconds)
+                 : 0;
     }
   }
   std::printf("\n");
@@ -290,10 +355,13 @@ int main(int argc, char **argv) {
       benchOptions.simulate = false;
     } else if (arg == "--breakdown") {
       benchOptions.breakdown = true;
+    } else if (arg == "--what-if") {
+      benchOptions.whatIf = true;
     } else if (arg == "--check-hazards") {
       benchOptions.checkHazards = true;
     } else if (arg == "--runs" && i + 1 < argc &&
-               !llvm::StringRef(argv[i + 1]).getAsInteger(10, benchOptions.runs) &&
+               !llvm::StringRef(argv[i + 1])
+                    .getAsInteger(10, benchOptions.runs) &&
                benchOptions.runs > 0) {
       ++i;
     } else if (arg == "--profile" && i + 1 < argc) {
@@ -309,9 +377,11 @@ int main(int argc, char **argv) {
       auto [name, path] = llvm::StringRef(argv[++i]).split('=');
       files.emplace_back(name.str(), path.str());
     } else {
-      std::fprintf(stderr, "usage: kiln-bench-compile [--no-sim] [--breakdown] [--no-builtin] "
-                           "[--bf16-only|--f32-only] [--runs N] [--profile DIR] "
-                           "[--check-hazards] [--graph NAME=FILE]...\n");
+      std::fprintf(
+          stderr,
+          "usage: kiln-bench-compile [--no-sim] [--breakdown] [--what-if] "
+          "[--no-builtin] [--bf16-only|--f32-only] [--runs N] "
+          "[--profile DIR] [--check-hazards] [--graph NAME=FILE]...\n");
       return 2;
     }
   }

@@ -37,6 +37,7 @@ TargetDescription makeTrn1() {
   t.chipPeakFlopsBf16 = published(190e12);
   t.instructionOverheadCycles = published(60);
   t.fp32MatmulSlowdown = published(4);
+  t.tensorTensorCyclesPerElement = published(2);
   t.dmaBytesPerSecondPerQueue = published(27 * kGiB);
   t.dmaFixedLatencySeconds = assumed(2e-6);
   t.dmaSmallTransferBytes = assumed(32 * kKiB);
@@ -149,7 +150,13 @@ void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {
   row(os, "DMA queues x bandwidth",
       llvm::Twine(t.dmaQueues) + " x " + si(t.dmaBytesPerSecondPerQueue, "B/s"),
       t.dmaBytesPerSecondPerQueue.assumed);
-  row(os, "DMA fixed latency", si(t.dmaFixedLatencySeconds * 1e6, "us"),
+  row(os, "tensor_tensor cycles per element",
+      llvm::Twine(static_cast<int64_t>(t.tensorTensorCyclesPerElement)),
+      t.tensorTensorCyclesPerElement.assumed);
+  row(os, "DMA fixed latency",
+      si(t.dmaFixedLatencySeconds * 1e6, "us") +
+          (t.dmaLatencyHoldsQueue ? ", holds its queue"
+                                  : ", overlaps the next transfer"),
       t.dmaFixedLatencySeconds.assumed);
   row(os, "DMA half-bandwidth below (transfer / run)",
       si(t.dmaSmallTransferBytes, "B") + " / " +

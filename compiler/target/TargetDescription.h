@@ -60,11 +60,19 @@ struct TargetDescription {
   Figure instructionOverheadCycles;
   int64_t matmulMinRows = 64;
   Figure fp32MatmulSlowdown;
+  /// tensor_tensor cycles per element unless an input is in PSUM or it is an
+  /// all-bf16 add, sub or mul (then one).
+  Figure tensorTensorCyclesPerElement;
 
   // DMA.
   int64_t dmaQueues = 16;
   Figure dmaBytesPerSecondPerQueue;
   Figure dmaFixedLatencySeconds;
+  /// Whether a transfer's fixed latency holds its queue, as the bytes do
+  /// (our reading of machine-model.md's "fixed 2 us latency + bytes / 27
+  /// GiB/s on its queue"), or only delays its completion while the queue
+  /// starts the next transfer (a what-if: kiln-bench-compile --what-if).
+  bool dmaLatencyHoldsQueue = true;
   Figure dmaSmallTransferBytes;   // below this, half bandwidth
   Figure dmaMinEfficientRunBytes; // element runs below this, half bandwidth
 

@@ -94,7 +94,7 @@ double instructionSeconds(const isa::Instruction &inst,
     bool fastBf16 =
         allBF16(inst) && (op == isa::AluOp::Add || op == isa::AluOp::Sub ||
                           op == isa::AluOp::Mul);
-    cycles = (psumInput || fastBf16) ? n : 2 * n;
+    cycles = (psumInput || fastBf16) ? n : t.tensorTensorCyclesPerElement * n;
     break;
   }
   case isa::Opcode::TensorReduce:
@@ -134,6 +134,16 @@ double instructionSeconds(const isa::Instruction &inst,
   }
   }
   return (cycles + t.instructionOverheadCycles) / engineHz(inst.engine, t);
+}
+
+double streamSeconds(const Instruction &inst,
+                     const target::TargetDescription &t, int worldSize) {
+  double seconds = instructionSeconds(inst, t, worldSize);
+  bool transfer =
+      inst.opcode == Opcode::DmaCopy || inst.opcode == Opcode::DmaGather;
+  return transfer && !t.dmaLatencyHoldsQueue
+             ? seconds - t.dmaFixedLatencySeconds
+             : seconds;
 }
 
 unsigned sharedPorts(const Instruction &inst,

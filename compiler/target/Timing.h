@@ -7,10 +7,18 @@
 
 namespace kiln::isa {
 
-/// Modelled seconds `inst` keeps its engine or DMA queue busy, waits aside.
+/// Modelled seconds from `inst`'s start to its completion (when it
+/// signals), waits aside.
 double instructionSeconds(const Instruction &inst,
                           const target::TargetDescription &target,
                           int worldSize);
+
+/// Modelled seconds `inst` keeps its engine or DMA queue from starting the
+/// next instruction: all of instructionSeconds, less a transfer's fixed
+/// latency where the target lets a queue overlap it
+/// (TargetDescription::dmaLatencyHoldsQueue).
+double streamSeconds(const Instruction &inst,
+                     const target::TargetDescription &target, int worldSize);
 
 /// The bytes a dma_copy or dma_gather moves: a converting transfer moves
 /// its wider side's (a load that narrows f32 to bf16 reads four bytes an

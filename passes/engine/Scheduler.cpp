@@ -150,6 +150,11 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       }
     }
   };
+  // How long a placed instruction keeps its stream (a queue may start its
+  // next transfer before the last completes, when the target says so).
+  auto heldFor = [&](uint32_t i) {
+    return isa::streamSeconds(nodes[i].inst, t, worldSize);
+  };
   std::vector<uint32_t> order;
   order.reserve(n);
   std::vector<double> streamFree(streams, 0.0);
@@ -177,7 +182,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
       }
       place(i, best,
             std::max({ready, streamFree[best], portsFreeAt(portsOn(i, best))}));
-      streamFree[best] = nodes[i].finish;
+      streamFree[best] = nodes[i].start + heldFor(i);
       order.push_back(i);
     }
     return order;
@@ -324,7 +329,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
         mergeFollowingPieces(i);
       }
       place(i, s, now);
-      streamFree[s] = nodes[i].finish;
+      streamFree[s] = nodes[i].start + heldFor(i);
       order.push_back(i);
       placed = true;
       auto release = [&](uint32_t done) {

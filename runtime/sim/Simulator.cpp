@@ -49,10 +49,11 @@ struct Signal {
 
 } // namespace
 
-
 Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
     : artifact(artifact),
-      target(*target::lookupTarget(artifact.manifest.target())),
+      target(options.target
+                 ? *options.target
+                 : *target::lookupTarget(artifact.manifest.target())),
       options(options),
       hbm(1, static_cast<int64_t>(artifact.manifest.hbm_bytes())),
       sbuf(target.partitions, target.sbufBytesPerPartition),
@@ -123,7 +124,8 @@ llvm::Expected<SimResult> Simulator::run() {
         std::to_string(options.communicator->size()));
   }
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
-    if ((b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
+    if (!options.timingOnly &&
+        (b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
         !bufferSet.lookup(b.name())) {
       return llvm::createStringError("input buffer '" + b.name() +
                                      "' was not set");
@@ -248,15 +250,16 @@ llvm::Expected<SimResult> Simulator::run() {
     }
     double duration = isa::instructionSeconds(inst, target, options.worldSize);
     double end = start + duration;
+    double held = isa::streamSeconds(inst, target, options.worldSize);
     if (sbufPort) {
       sbufPortFree = end;
     }
     if (psumPort) {
       psumPortFree = end;
     }
-    streamTime[s] = end;
+    streamTime[s] = start + held;
     result.streams[s].instructions++;
-    result.streams[s].busySeconds += duration;
+    result.streams[s].busySeconds += held;
     result.makespanSeconds = std::max(result.makespanSeconds, end);
     result.trace.push_back({best, isa::schemaOf(inst.opcode).mnemonic.str(),
                             start, duration, after});
@@ -317,7 +320,9 @@ llvm::Expected<SimResult> Simulator::run() {
       }
     }
 
-    if (inst.opcode == isa::Opcode::Collective) {
+    if (options.timingOnly) {
+      // Nothing computed.
+    } else if (inst.opcode == isa::Opcode::Collective) {
       if (auto e = executeCollective(machine, inst, options.communicator)) {
         return std::move(e);
       }

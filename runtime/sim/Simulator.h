@@ -36,6 +36,13 @@ struct SimOptions {
   int worldSize = 1;
   /// Runs collectives across the group when worldSize > 1 (not owned).
   comm::Communicator *communicator = nullptr;
+  /// Models the artifact on this variant of its target instead (not owned):
+  /// a what-if, such as twice the DMA bandwidth (kiln-bench-compile
+  /// --what-if). Its memories must be at least the artifact's target's.
+  const target::TargetDescription *target = nullptr;
+  /// Only the timing: no instruction computes anything, so no buffer needs
+  /// setting and none has results (a what-if needs no numbers).
+  bool timingOnly = false;
 };
 
 struct StreamStats {

@@ -1,6 +1,7 @@
 //===- SimulatorTest.cpp - the timing model's cost formulas --------------===//
 //
-// Each formula of machine-model.md's cost table, pinned on trn1.
+// Each formula of machine-model.md's cost table, pinned on trn1, and the
+// simulator's what-if variants of it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,12 +142,86 @@ TEST(CostModel, DmaAndCollectives) {
   EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 384e9 + 6 * 10e-6);
 }
 
+TEST(CostModel, WhatIfVariantsOfTheTarget) {
+  // The tensor_tensor rate is a figure of the target: a variant at one
+  // cycle an element (kiln-bench-compile --what-if) halves the slow case.
+  auto tt = make(Opcode::TensorTensor, Engine::GpSimd,
+                 {tile(Memory::Sbuf, 128, 256), tile(Memory::Sbuf, 128, 256),
+                  tile(Memory::Sbuf, 128, 256)});
+  target::TargetDescription oneCycle = trn1;
+  oneCycle.tensorTensorCyclesPerElement.value = 1;
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tt, oneCycle, 1),
+                   (256 + kOverhead) / kGpsimdHz);
+  // A transfer holds its queue for its whole time on trn1; on a variant
+  // whose queues overlap the fixed latency, only for its bytes.
+  auto dma = make(Opcode::DmaCopy, Engine::Dma,
+                  {tile(Memory::Sbuf, 128, 512), tile(Memory::Hbm, 128, 512)});
+  double bytesTime = 262144 / (27.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(isa::streamSeconds(dma, trn1, 1), 2e-6 + bytesTime);
+  target::TargetDescription overlapping = trn1;
+  overlapping.dmaLatencyHoldsQueue = false;
+  EXPECT_DOUBLE_EQ(isa::streamSeconds(dma, overlapping, 1), bytesTime);
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(dma, overlapping, 1),
+                   2e-6 + bytesTime);
+  EXPECT_DOUBLE_EQ(isa::streamSeconds(tt, overlapping, 1), seconds(tt));
+}
+
+TEST(Simulator, ModelsAVariantTargetTimingOnly) {
+  // Two loads on one queue, the second signalling the end.
+  artifact::Artifact a;
+  a.manifest.set_name("two-loads");
+  a.manifest.set_target("trn1");
+  a.manifest.set_hbm_bytes(2 << 20);
+  a.manifest.set_semaphores(1);
+  kneff::Buffer *in = a.manifest.add_buffers();
+  in->set_name("in");
+  in->set_role(kneff::INPUT);
+  in->set_dtype(static_cast<uint32_t>(DType::F32));
+  in->add_shape(2 * 128 * 512);
+  artifact::Stream queue;
+  queue.engine = Engine::Dma;
+  for (int i = 0; i < 2; ++i) {
+    auto load =
+        make(Opcode::DmaCopy, Engine::Dma,
+             {tile(Memory::Sbuf, 128, 512), tile(Memory::Hbm, 128, 512)});
+    load.operands[0].offset = i * 2048;
+    load.operands[1].offset = i * 262144;
+    queue.instructions.push_back(load);
+  }
+  a.streams.push_back(queue);
+  double bytesTime = 262144 / (27.0 * 1024 * 1024 * 1024);
+
+  // On trn1 itself the input must be set; timing only, nothing is needed.
+  auto unset = sim::Simulator(a).run();
+  ASSERT_FALSE(static_cast<bool>(unset));
+  EXPECT_EQ(llvm::toString(unset.takeError()), "input buffer 'in' was not set");
+  sim::SimOptions timing;
+  timing.timingOnly = true;
+  auto real = sim::Simulator(a, timing).run();
+  ASSERT_TRUE(static_cast<bool>(real)) << llvm::toString(real.takeError());
+  EXPECT_DOUBLE_EQ(real->makespanSeconds, 2 * (2e-6 + bytesTime));
+
+  // The second load starts when the first's bytes are through.
+  target::TargetDescription overlapping = trn1;
+  overlapping.dmaLatencyHoldsQueue = false;
+  timing.target = &overlapping;
+  auto variant = sim::Simulator(a, timing).run();
+  ASSERT_TRUE(static_cast<bool>(variant))
+      << llvm::toString(variant.takeError());
+  EXPECT_DOUBLE_EQ(variant->makespanSeconds, 2e-6 + 2 * bytesTime);
+  EXPECT_DOUBLE_EQ(variant->trace[1].startSeconds, bytesTime);
+  EXPECT_DOUBLE_EQ(variant->streams[0].busySeconds, 2 * bytesTime);
+}
+
 TEST(Targets, FiguresAndProvenance) {
   EXPECT_EQ(trn1.sbufBytes(), 24 * 1024 * 1024);
   EXPECT_EQ(trn1.psumBytes(), 2 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(trn1.corePeakFlopsBf16(), 95e12);
   EXPECT_FALSE(trn1.tensorFlopsBf16.assumed);
   EXPECT_TRUE(trn1.dmaFixedLatencySeconds.assumed);
+  EXPECT_TRUE(trn1.dmaLatencyHoldsQueue);
+  EXPECT_DOUBLE_EQ(trn1.tensorTensorCyclesPerElement, 2);
+  EXPECT_FALSE(trn1.tensorTensorCyclesPerElement.assumed);
   EXPECT_TRUE(trn1.collectiveHopLatencySeconds.assumed);
   const target::TargetDescription *trn2 = target::lookupTarget("trn2");
   ASSERT_NE(trn2, nullptr);
