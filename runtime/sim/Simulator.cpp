@@ -138,6 +138,13 @@ llvm::Expected<SimResult> Simulator::run() {
   std::vector<std::vector<uint32_t>> clocks(
       numStreams, std::vector<uint32_t>(numStreams, 0));
   std::vector<std::vector<Signal>> signals(artifact.manifest.semaphores());
+  // Per semaphore, its signals' (time, trace index) in time order: the
+  // value-th is when it reached value. Kept sorted as signals arrive (they
+  // arrive nearly in time order) rather than selected per wait, which cost
+  // a pass over every signal so far each time a stream's next instruction
+  // was looked at.
+  std::vector<std::vector<std::pair<double, int64_t>>> signalTimes(
+      artifact.manifest.semaphores());
   std::vector<Access> accesses;
   double sbufPortFree = 0, psumPortFree = 0;
   MachineState machine{hbm, sbuf, psum, rounder};
@@ -154,15 +161,10 @@ llvm::Expected<SimResult> Simulator::run() {
     if (value == 0) {
       return std::pair<double, int64_t>{0.0, -1};
     }
-    const std::vector<Signal> &list = signals[sem];
-    if (list.size() < value) {
+    const auto &times = signalTimes[sem];
+    if (times.size() < value) {
       return std::nullopt;
     }
-    std::vector<std::pair<double, int64_t>> times;
-    for (const Signal &s : list) {
-      times.push_back({s.time, s.event});
-    }
-    std::nth_element(times.begin(), times.begin() + (value - 1), times.end());
     return times[value - 1];
   };
   // Each stream's last instruction and each port's last holder, by trace
@@ -339,6 +341,13 @@ llvm::Expected<SimResult> Simulator::run() {
     }
     for (int i = 0; i < inst.numSignals; ++i) {
       signals[inst.signalSemaphore[i]].push_back({end, clock, event});
+      auto &times = signalTimes[inst.signalSemaphore[i]];
+      std::pair<double, int64_t> signal{end, event};
+      times.insert(std::upper_bound(times.begin(), times.end(), signal,
+                                    [](const auto &a, const auto &b) {
+                                      return a.first < b.first;
+                                    }),
+                   signal);
     }
   }
 

@@ -213,6 +213,55 @@ TEST(Simulator, ModelsAVariantTargetTimingOnly) {
   EXPECT_DOUBLE_EQ(variant->streams[0].busySeconds, 2 * bytesTime);
 }
 
+TEST(Simulator, ASemaphoreReachesAValueAtItsValueThSignalInTime) {
+  // Queue 0's large load signals after queue 1's small one, though the
+  // simulator takes it first; a wait for one signal starts at the small
+  // load's end, a wait for two at the large one's.
+  artifact::Artifact a;
+  a.manifest.set_name("signals");
+  a.manifest.set_target("trn1");
+  a.manifest.set_hbm_bytes(2 << 20);
+  a.manifest.set_semaphores(1);
+  auto load = [](int64_t partitions, int64_t free, int64_t offset) {
+    auto inst = make(Opcode::DmaCopy, Engine::Dma,
+                     {tile(Memory::Sbuf, partitions, free),
+                      tile(Memory::Hbm, partitions, free)});
+    inst.operands[0].offset = offset;
+    inst.numSignals = 1;
+    inst.signalSemaphore[0] = 0;
+    return inst;
+  };
+  artifact::Stream large{Engine::Dma, 0, {load(128, 512, 0)}};
+  artifact::Stream small{Engine::Dma, 1, {load(32, 64, 4096)}};
+  auto waiting = [](uint32_t value) {
+    auto copy = make(Opcode::TensorCopy, Engine::Vector,
+                     {tile(Memory::Sbuf, 32, 64), tile(Memory::Sbuf, 32, 64)});
+    copy.operands[0].offset = 8192 + 256 * value;
+    copy.numWaits = 1;
+    copy.waitSemaphore[0] = 0;
+    copy.waitValue[0] = value;
+    return copy;
+  };
+  artifact::Stream vector{Engine::Vector, 0, {waiting(1), waiting(2)}};
+  a.streams = {vector, large, small};
+  sim::SimOptions timing;
+  timing.timingOnly = true;
+  auto result = sim::Simulator(a, timing).run();
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  double smallEnd = seconds(a.streams[2].instructions[0]);
+  double largeEnd = seconds(a.streams[1].instructions[0]);
+  ASSERT_LT(smallEnd, largeEnd);
+  std::vector<double> copyStarts;
+  for (const sim::TraceEvent &e : result->trace) {
+    if (e.stream == 0) {
+      copyStarts.push_back(e.startSeconds);
+    }
+  }
+  ASSERT_EQ(copyStarts.size(), 2u);
+  EXPECT_DOUBLE_EQ(copyStarts[0], smallEnd);
+  EXPECT_DOUBLE_EQ(copyStarts[1], largeEnd);
+}
+
 TEST(Targets, FiguresAndProvenance) {
   EXPECT_EQ(trn1.sbufBytes(), 24 * 1024 * 1024);
   EXPECT_EQ(trn1.psumBytes(), 2 * 1024 * 1024);
