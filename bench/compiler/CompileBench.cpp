@@ -303,6 +303,11 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
                    llvm::toString(result.takeError()).c_str());
       return 1;
     }
+    if (!result->hazards.empty()) {
+      std::fprintf(stderr, "\n%s: %zu hazard(s), the first: %s\n", name.c_str(),
+                   result->hazards.size(), result->hazards.front().c_str());
+      return 1;
+    }
     double tensorBusy = 0;
     for (const auto &s : result->streams) {
       if (s.name == "tensor") {
