@@ -9,13 +9,14 @@
 // instructions; a signal carries the signaller's clock and a satisfied wait
 // joins the clocks of the signals that satisfied it. Two accesses from
 // different streams to overlapping bytes, one a write, race unless the
-// earlier one's epoch is covered by the later one's clock.
+// earlier one's epoch is covered by the later one's clock (HazardChecker).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/sim/Simulator.h"
 
 #include "compiler/target/AccessRegion.h"
+#include "runtime/sim/HazardChecker.h"
 #include "runtime/sim/Semantics.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -33,13 +34,6 @@ namespace {
 
 using Region = isa::AccessRegion;
 
-struct Access {
-  int stream;
-  uint32_t epoch;
-  size_t index;
-  Region region;
-  bool write;
-};
 
 struct Signal {
   double time;
@@ -145,7 +139,10 @@ llvm::Expected<SimResult> Simulator::run() {
   // was looked at.
   std::vector<std::vector<std::pair<double, int64_t>>> signalTimes(
       artifact.manifest.semaphores());
-  std::vector<Access> accesses;
+  HazardChecker hazards(numStreams);
+  // Accesses every running stream has seen are dropped this often.
+  constexpr int kForgetEvery = 4096;
+  int sinceForgetting = 0;
   double sbufPortFree = 0, psumPortFree = 0;
   MachineState machine{hbm, sbuf, psum, rounder};
 
@@ -285,40 +282,43 @@ llvm::Expected<SimResult> Simulator::run() {
 
     if (options.checkHazards) {
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write = isa::writesOperand(inst.opcode, i);
-        Region region = isa::regionOfOperand(inst, i);
-        for (const Access &prev : accesses) {
-          if (prev.stream == best || !(prev.write || write) ||
-              !prev.region.overlaps(region) ||
-              prev.epoch <= clock[prev.stream]) {
-            continue;
+        HazardChecker::Access access{best, epoch, index,
+                                     isa::regionOfOperand(inst, i),
+                                     isa::writesOperand(inst.opcode, i)};
+        const Region &region = access.region;
+        hazards.check(access, clock, [&](const HazardChecker::Access &prev) {
+          if (result.hazards.size() >= 32) {
+            return;
           }
-          if (result.hazards.size() < 32) {
-            const isa::Instruction &other =
-                streams[prev.stream].instructions[prev.index];
-            result.hazards.push_back(llvm::formatv(
-                "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} "
-                "instruction {6} "
-                "('{7}') {8} and {9} instruction {10} ('{11}') {12}, with no "
-                "semaphore "
-                "ordering them",
-                isa::memoryName(region.memory),
-                std::max(region.rowLo, prev.region.rowLo),
-                std::min(region.rowHi, prev.region.rowHi),
-                std::max(region.firstByte(), prev.region.firstByte()),
-                std::min(region.endByte(), prev.region.endByte()),
-                result.streams[prev.stream].name, prev.index,
-                isa::schemaOf(other.opcode).mnemonic,
-                prev.write ? "writes" : "reads", result.streams[s].name, index,
-                isa::schemaOf(inst.opcode).mnemonic,
-                write ? "writes" : "reads"));
-          }
-        }
+          const isa::Instruction &other =
+              streams[prev.stream].instructions[prev.index];
+          result.hazards.push_back(llvm::formatv(
+              "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} "
+              "instruction {6} ('{7}') {8} and {9} instruction {10} ('{11}') "
+              "{12}, with no semaphore ordering them",
+              isa::memoryName(region.memory),
+              std::max(region.rowLo, prev.region.rowLo),
+              std::min(region.rowHi, prev.region.rowHi),
+              std::max(region.firstByte(), prev.region.firstByte()),
+              std::min(region.endByte(), prev.region.endByte()),
+              result.streams[prev.stream].name, prev.index,
+              isa::schemaOf(other.opcode).mnemonic,
+              prev.write ? "writes" : "reads", result.streams[s].name, index,
+              isa::schemaOf(inst.opcode).mnemonic,
+              access.write ? "writes" : "reads"));
+        });
       }
       for (int i = 0; i < inst.numOperands; ++i) {
-        bool write = isa::writesOperand(inst.opcode, i);
-        accesses.push_back(
-            {best, epoch, index, isa::regionOfOperand(inst, i), write});
+        hazards.record({best, epoch, index, isa::regionOfOperand(inst, i),
+                        isa::writesOperand(inst.opcode, i)});
+      }
+      if (++sinceForgetting == kForgetEvery) {
+        sinceForgetting = 0;
+        llvm::SmallVector<bool, 32> running(numStreams);
+        for (size_t r = 0; r < numStreams; ++r) {
+          running[r] = next[r] < streams[r].instructions.size();
+        }
+        hazards.forgetOrdered(clocks, running);
       }
     }
 
