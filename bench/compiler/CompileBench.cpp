@@ -304,8 +304,11 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
       return 1;
     }
     if (!result->hazards.empty()) {
-      std::fprintf(stderr, "\n%s: %zu hazard(s), the first: %s\n", name.c_str(),
-                   result->hazards.size(), result->hazards.front().c_str());
+      std::fprintf(stderr, "\n%s: %zu hazard(s) (the checker keeps 32):\n",
+                   name.c_str(), result->hazards.size());
+      for (const std::string &h : result->hazards) {
+        std::fprintf(stderr, "  %s\n", h.c_str());
+      }
       return 1;
     }
     double tensorBusy = 0;

@@ -6,7 +6,10 @@
 // semaphores leave unordered. On-chip, a region is a partition range times a
 // byte range; in HBM (no partitions) a box of rows of one pitch when the
 // pattern's rows fit in it, else the interval from the first to the last
-// byte a pattern touches.
+// byte a pattern touches. Regions of different pitches overlap when their
+// bytes do, row by row: their spans may interleave while their bytes do not
+// (a tile of a buffer reused at another width), and the hazard checker must
+// not call a race what the compiler rightly left unordered.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +17,8 @@
 #define KILN_COMPILER_TARGET_ACCESSREGION_H
 
 #include "compiler/target/Isa.h"
+
+#include <algorithm>
 
 namespace kiln::isa {
 
@@ -36,11 +41,37 @@ struct AccessRegion {
     if (memory != o.memory) {
       return false;
     }
-    if (pitch != o.pitch) {
-      return firstByte() < o.endByte() && o.firstByte() < endByte();
+    if (pitch == o.pitch) {
+      return rowLo < o.rowHi && o.rowLo < rowHi && byteLo < o.byteHi &&
+             o.byteLo < byteHi;
     }
-    return rowLo < o.rowHi && o.rowLo < rowHi && byteLo < o.byteHi &&
-           o.byteLo < byteHi;
+    // Different pitches (a tile of one tensor against a flat run, or a tile
+    // of a buffer reused at another width): the bytes themselves, row by
+    // row, not only the spans, which interleave where the bytes need not.
+    if (firstByte() >= o.endByte() || o.firstByte() >= endByte()) {
+      return false;
+    }
+    if (pitch == 0) {
+      return o.rowMeets(byteLo, byteHi);
+    }
+    if (o.pitch == 0) {
+      return rowMeets(o.byteLo, o.byteHi);
+    }
+    const AccessRegion &fewer = rowHi - rowLo <= o.rowHi - o.rowLo ? *this : o;
+    const AccessRegion &more = &fewer == this ? o : *this;
+    for (int64_t r = fewer.rowLo; r < fewer.rowHi; ++r) {
+      if (more.rowMeets(r * fewer.pitch + fewer.byteLo,
+                        r * fewer.pitch + fewer.byteHi)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Whether a row of this box (pitch > 0) meets bytes [s, e): the first
+  /// row that ends after s must start before e.
+  bool rowMeets(int64_t s, int64_t e) const {
+    int64_t r = s >= byteHi ? std::max(rowLo, (s - byteHi) / pitch + 1) : rowLo;
+    return r < rowHi && r * pitch + byteLo < e;
   }
   bool contains(const AccessRegion &o) const {
     if (memory != o.memory) {

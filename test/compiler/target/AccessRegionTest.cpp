@@ -61,6 +61,44 @@ TEST(AccessRegion, DifferentPitchesCompareByteIntervals) {
   EXPECT_FALSE(tile.overlaps(regionOf(hbmTile(4 * 3072 * 128, 768, 0, 4, 0, 8))));
 }
 
+TEST(AccessRegion, DifferentPitchesCompareTheBytesRowByRow) {
+  // As in the BERT-base f32 step: a store of 8 rows of 4064 f32, 98304
+  // elements apart, and a load of 64 rows of 768 f32 (one run: its offset
+  // is not on a row of its pitch) between the store's second and third
+  // rows. The spans interleave, the bytes do not: no dependency, no race.
+  int64_t base = 2188735856, pitch = 98304 * 4;
+  Region rows = regionOf(hbmTile(base, 98304, 0, 8, 0, 4064));
+  Region between = regionOf(hbmTile(base + 507008, 768, 0, 64, 0, 768));
+  ASSERT_EQ(rows.pitch, pitch);
+  ASSERT_EQ(between.pitch, 0);
+  ASSERT_LT(rows.firstByte(), between.firstByte());
+  ASSERT_GT(rows.endByte(), between.endByte());
+  EXPECT_FALSE(rows.overlaps(between));
+  EXPECT_FALSE(between.overlaps(rows));
+  // Moved onto the store's second row, they meet, either way round.
+  Region onRow = regionOf(hbmTile(base + pitch + 16000, 768, 0, 64, 0, 768));
+  EXPECT_TRUE(rows.overlaps(onRow));
+  EXPECT_TRUE(onRow.overlaps(rows));
+  // The last byte of a row, and the first byte past it.
+  AccessPattern flat = hbmTile(base + 16252, 0, 0, 1, 0, 1);
+  flat.partitionStride = 0;
+  EXPECT_TRUE(rows.overlaps(regionOf(flat)));
+  flat.offset += 4;
+  EXPECT_FALSE(rows.overlaps(regionOf(flat)));
+  // Two boxes of different pitches: ten rows of a [.., 768] tensor between
+  // the store's rows, then ten reaching into its third row.
+  int64_t afterRow = (base + pitch + 16256 + 3071) / 3072 * 3072;
+  Region gap = regionOf(hbmTile(afterRow, 768, 0, 10, 0, 768));
+  ASSERT_EQ(gap.pitch, 3072);
+  EXPECT_FALSE(rows.overlaps(gap));
+  EXPECT_FALSE(gap.overlaps(rows));
+  int64_t intoRow = (base + 2 * pitch) / 3072 * 3072 - 3072 * 5;
+  Region across = regionOf(hbmTile(intoRow, 768, 0, 10, 0, 768));
+  ASSERT_EQ(across.pitch, 3072);
+  EXPECT_TRUE(rows.overlaps(across));
+  EXPECT_TRUE(across.overlaps(rows));
+}
+
 TEST(AccessRegion, StridedRowsKeepTheirWholeSpan) {
   // Columns read with a stride (a transposed load): each row's span is the
   // box's width, a superset of its bytes, so overlaps are never missed.
