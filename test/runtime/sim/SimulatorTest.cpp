@@ -166,13 +166,19 @@ TEST(CostModel, WhatIfVariantsOfTheTarget) {
   EXPECT_DOUBLE_EQ(isa::streamSeconds(tt, overlapping, 1), seconds(tt));
 }
 
-TEST(Simulator, ModelsAVariantTargetTimingOnly) {
-  // Two loads on one queue, the second signalling the end.
+/// An artifact for trn1 with 2 MiB of HBM, one semaphore and no streams.
+artifact::Artifact programOnTrn1(const char *name) {
   artifact::Artifact a;
-  a.manifest.set_name("two-loads");
+  a.manifest.set_name(name);
   a.manifest.set_target("trn1");
   a.manifest.set_hbm_bytes(2 << 20);
   a.manifest.set_semaphores(1);
+  return a;
+}
+
+TEST(Simulator, ModelsAVariantTargetTimingOnly) {
+  // Two loads on one queue, the second signalling the end.
+  artifact::Artifact a = programOnTrn1("two-loads");
   kneff::Buffer *in = a.manifest.add_buffers();
   in->set_name("in");
   in->set_role(kneff::INPUT);
@@ -217,11 +223,7 @@ TEST(Simulator, ASemaphoreReachesAValueAtItsValueThSignalInTime) {
   // Queue 0's large load signals after queue 1's small one, though the
   // simulator takes it first; a wait for one signal starts at the small
   // load's end, a wait for two at the large one's.
-  artifact::Artifact a;
-  a.manifest.set_name("signals");
-  a.manifest.set_target("trn1");
-  a.manifest.set_hbm_bytes(2 << 20);
-  a.manifest.set_semaphores(1);
+  artifact::Artifact a = programOnTrn1("signals");
   auto load = [](int64_t partitions, int64_t free, int64_t offset) {
     auto inst = make(Opcode::DmaCopy, Engine::Dma,
                      {tile(Memory::Sbuf, partitions, free),
