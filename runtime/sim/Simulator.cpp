@@ -34,7 +34,6 @@ namespace {
 
 using Region = isa::AccessRegion;
 
-
 struct Signal {
   double time;
   std::vector<uint32_t> clock;
