@@ -109,6 +109,17 @@ llvm::Expected<std::string> Simulator::getBuffer(llvm::StringRef name) const {
 }
 
 llvm::Expected<SimResult> Simulator::run() {
+  if (const target::TargetDescription *compiledFor =
+          target::lookupTarget(artifact.manifest.target());
+      !compiledFor ||
+      target.sbufBytesPerPartition < compiledFor->sbufBytesPerPartition ||
+      target.psumBytesPerPartition < compiledFor->psumBytesPerPartition ||
+      target.dmaQueues < compiledFor->dmaQueues) {
+    return llvm::createStringError(
+        "the target modelled ('" + target.name.str() +
+        "') has fewer on-chip bytes or DMA queues than the program's ('" +
+        artifact.manifest.target() + "')");
+  }
   if (options.communicator &&
       options.communicator->size() != options.worldSize) {
     return llvm::createStringError(

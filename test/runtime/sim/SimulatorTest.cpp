@@ -217,6 +217,15 @@ TEST(Simulator, ModelsAVariantTargetTimingOnly) {
   EXPECT_DOUBLE_EQ(variant->makespanSeconds, 2e-6 + 2 * bytesTime);
   EXPECT_DOUBLE_EQ(variant->trace[1].startSeconds, bytesTime);
   EXPECT_DOUBLE_EQ(variant->streams[0].busySeconds, 2 * bytesTime);
+  // A variant with less SBUF than the program was compiled for is refused.
+  target::TargetDescription smaller = trn1;
+  smaller.sbufBytesPerPartition /= 2;
+  timing.target = &smaller;
+  auto refused = sim::Simulator(a, timing).run();
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_EQ(llvm::toString(refused.takeError()),
+            "the target modelled ('trn1') has fewer on-chip bytes or DMA "
+            "queues than the program's ('trn1')");
 }
 
 TEST(Simulator, ASemaphoreReachesAValueAtItsValueThSignalInTime) {
