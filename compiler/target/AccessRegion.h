@@ -85,6 +85,13 @@ struct AccessRegion {
   }
 };
 
+/// A key for granule `granule` of `memory`, for the maps that index
+/// accesses by the granules they touch (the compiler's dependency analysis,
+/// the simulator's hazard checker).
+inline uint64_t granuleKey(Memory memory, uint64_t granule) {
+  return (static_cast<uint64_t>(memory) << 56) | granule;
+}
+
 inline AccessRegion regionOf(const AccessPattern &ap) {
   int64_t row = ap.rowSpanElements() * ap.elementBytes();
   if (ap.memory == Memory::Hbm) {

@@ -34,9 +34,6 @@ struct Granule {
 
 /// Granule keys: HBM in 64 KiB steps, on-chip memories in 1 KiB steps.
 int granuleShift(isa::Memory m) { return m == isa::Memory::Hbm ? 16 : 10; }
-uint64_t granuleKey(isa::Memory m, int64_t granule) {
-  return (static_cast<uint64_t>(m) << 56) | static_cast<uint64_t>(granule);
-}
 
 /// Calls fn(key, lo, hi) for every granule `region` touches, with the
 /// granule's byte range [lo, hi).
@@ -45,7 +42,8 @@ void forEachGranule(const Region &region, Fn fn) {
   int shift = granuleShift(region.memory);
   for (int64_t g = region.firstByte() >> shift;
        g <= (region.endByte() - 1) >> shift; ++g) {
-    fn(granuleKey(region.memory, g), g << shift, (g + 1) << shift);
+    fn(isa::granuleKey(region.memory, static_cast<uint64_t>(g)), g << shift,
+       (g + 1) << shift);
   }
 }
 

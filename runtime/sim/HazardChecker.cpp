@@ -28,10 +28,6 @@ int64_t granuleBytes(isa::Memory memory) {
 constexpr int64_t kMaxGranules = 64;
 constexpr uint64_t kWide = uint64_t{1} << 55;
 
-uint64_t key(isa::Memory memory, uint64_t granule) {
-  return (static_cast<uint64_t>(memory) << 56) | granule;
-}
-
 } // namespace
 
 llvm::SmallVector<uint64_t, 4>
@@ -40,11 +36,11 @@ HazardChecker::granulesOf(const isa::AccessRegion &r) const {
   int64_t first = r.firstByte() / size;
   int64_t last = (std::max(r.endByte(), r.firstByte() + 1) - 1) / size;
   if (last - first >= kMaxGranules) {
-    return {key(r.memory, kWide)};
+    return {isa::granuleKey(r.memory, kWide)};
   }
   llvm::SmallVector<uint64_t, 4> keys;
   for (int64_t g = first; g <= last; ++g) {
-    keys.push_back(key(r.memory, static_cast<uint64_t>(g)));
+    keys.push_back(isa::granuleKey(r.memory, static_cast<uint64_t>(g)));
   }
   return keys;
 }
@@ -67,7 +63,7 @@ void HazardChecker::check(
     }
   };
   llvm::SmallVector<uint64_t, 4> granules = granulesOf(access.region);
-  uint64_t wide = key(access.region.memory, kWide);
+  uint64_t wide = isa::granuleKey(access.region.memory, kWide);
   if (granules.front() == wide) {
     // Anything in its memory may overlap it.
     for (auto &[k, list] : byGranule) {
@@ -97,9 +93,7 @@ void HazardChecker::check(
 void HazardChecker::record(const Access &access) {
   auto i = static_cast<uint32_t>(accesses.size());
   accesses.push_back(access);
-  dropped.push_back(false);
   lastChecked.push_back(0);
-  ++live;
   for (uint64_t k : granulesOf(access.region)) {
     byGranule[k].push_back(i);
   }
@@ -119,18 +113,10 @@ void HazardChecker::forgetOrdered(llvm::ArrayRef<std::vector<uint32_t>> clocks,
       }
     }
   }
-  size_t before = live;
-  for (size_t i = 0; i < accesses.size(); ++i) {
-    if (!dropped[i] && accesses[i].epoch <= seen[accesses[i].stream]) {
-      dropped[i] = true;
-      --live;
-    }
-  }
-  if (live == before) {
-    return;
-  }
   for (auto &[k, list] : byGranule) {
-    llvm::erase_if(list, [&](uint32_t i) { return dropped[i]; });
+    llvm::erase_if(list, [&](uint32_t i) {
+      return accesses[i].epoch <= seen[accesses[i].stream];
+    });
   }
 }
 

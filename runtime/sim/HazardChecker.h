@@ -57,10 +57,8 @@ private:
 
   size_t streams;
   std::vector<Access> accesses; // in the order recorded
-  std::vector<bool> dropped;
   std::vector<uint64_t> lastChecked; // per access: the check that saw it
   uint64_t checks = 0;
-  size_t live = 0;
   llvm::DenseMap<uint64_t, std::vector<uint32_t>> byGranule;
 };
 

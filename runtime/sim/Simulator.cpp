@@ -34,12 +34,6 @@ namespace {
 
 using Region = isa::AccessRegion;
 
-struct Signal {
-  double time;
-  std::vector<uint32_t> clock;
-  int64_t event; // the signalling instruction's trace index
-};
-
 } // namespace
 
 Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
@@ -141,7 +135,9 @@ llvm::Expected<SimResult> Simulator::run() {
   std::vector<double> streamTime(numStreams, 0.0);
   std::vector<std::vector<uint32_t>> clocks(
       numStreams, std::vector<uint32_t>(numStreams, 0));
-  std::vector<std::vector<Signal>> signals(artifact.manifest.semaphores());
+  // Per semaphore, the signaller's clock at each signal, in arrival order.
+  std::vector<std::vector<std::vector<uint32_t>>> signalClocks(
+      artifact.manifest.semaphores());
   // Per semaphore, its signals' (time, trace index) in time order: the
   // value-th is when it reached value. Kept sorted as signals arrive (they
   // arrive nearly in time order) rather than selected per wait, which cost
@@ -226,7 +222,7 @@ llvm::Expected<SimResult> Simulator::run() {
           uint16_t sem = inst.waitSemaphore[w];
           blocked += " s" + std::to_string(sem) +
                      ">=" + std::to_string(inst.waitValue[w]) + " (is " +
-                     std::to_string(signals[sem].size()) + ")";
+                     std::to_string(signalTimes[sem].size()) + ")";
         }
       }
       return llvm::createStringError("deadlock: no engine can make progress" +
@@ -281,10 +277,10 @@ llvm::Expected<SimResult> Simulator::run() {
     // Happens-before: the waits' signals, then this instruction's epoch.
     std::vector<uint32_t> &clock = clocks[s];
     for (int w = 0; w < inst.numWaits; ++w) {
-      const std::vector<Signal> &list = signals[inst.waitSemaphore[w]];
+      const auto &list = signalClocks[inst.waitSemaphore[w]];
       for (uint32_t k = 0; k < inst.waitValue[w] && k < list.size(); ++k) {
         for (size_t e = 0; e < numStreams; ++e) {
-          clock[e] = std::max(clock[e], list[k].clock[e]);
+          clock[e] = std::max(clock[e], list[k][e]);
         }
       }
     }
@@ -350,7 +346,7 @@ llvm::Expected<SimResult> Simulator::run() {
       execute(machine, inst);
     }
     for (int i = 0; i < inst.numSignals; ++i) {
-      signals[inst.signalSemaphore[i]].push_back({end, clock, event});
+      signalClocks[inst.signalSemaphore[i]].push_back(clock);
       auto &times = signalTimes[inst.signalSemaphore[i]];
       std::pair<double, int64_t> signal{end, event};
       times.insert(std::upper_bound(times.begin(), times.end(), signal,
