@@ -1,9 +1,9 @@
 //===- CompileBench.cpp - compile time, instruction counts, modelled MFU --===//
 //
 // Compiles steps of growing size and prints, for each: compile time on one
-// thread (best of 3), instructions per artifact, and — simulated with
-// zero-filled inputs where that is quick — the modelled step time, TensorE
-// busy fraction and MFU on trn1.
+// thread (best of 3), instructions per artifact, and — simulated for the
+// timing only (nothing computed: correctness is the tests' job) — the
+// modelled step time, TensorE busy fraction and MFU on trn1.
 //
 //   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--what-if]
 //                                [--runs N] [--profile DIR]
@@ -283,20 +283,12 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
   std::printf("%-16s compile %7.3f s  %8zu instructions", name.c_str(), best,
               instructions);
   if (bench.simulate) {
+    // The modelled time does not depend on the values, so nothing is
+    // computed: the BERT-base step models in ~10 s instead of ~55 s.
     sim::SimOptions simOptions;
     simOptions.checkHazards = bench.checkHazards;
+    simOptions.timingOnly = true;
     sim::Simulator simulator(*artifact, simOptions);
-    for (const kneff::Buffer &b : artifact->manifest.buffers()) {
-      if (b.role() == kneff::INPUT || b.role() == kneff::INOUT) {
-        int64_t n = 1;
-        for (int64_t d : b.shape()) {
-          n *= d;
-        }
-        auto dtype = static_cast<isa::DType>(b.dtype());
-        (void)simulator.setBuffer(
-            b.name(), std::string(n * isa::dtypeBytes(dtype), '\0'));
-      }
-    }
     auto result = simulator.run();
     if (!result) {
       std::fprintf(stderr, "\n%s: %s\n", name.c_str(),
@@ -419,8 +411,8 @@ int main(int argc, char **argv) {
       bench(name + "-bf16", read, bf16);
     }
   }
-  std::printf("(trn1; compile on one thread, best of %d; simulated with "
-              "zero inputs, hazard checker %s)\n",
+  std::printf("(trn1; compile on one thread, best of %d; simulated for the "
+              "timing only, hazard checker %s)\n",
               benchOptions.runs, benchOptions.checkHazards ? "on" : "off");
   return failures ? 1 : 0;
 }
