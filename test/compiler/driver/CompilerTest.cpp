@@ -957,13 +957,17 @@ TEST(CompilerTest, UnknownTargetIsAnError) {
 
 /// Seeded random graphs, shapes that are not multiples of 128 included.
 /// KILN_RANDOM_GRAPHS sets how many (the `differential-large` target runs
-/// thousands).
+/// thousands) and KILN_RANDOM_FIRST_SEED the first seed (0), to explore
+/// graphs the runs before have not.
 TEST(CompilerTest, RandomGraphsMatchReference) {
-  int count = 300;
+  int count = 300, first = 0;
   if (const char *env = std::getenv("KILN_RANDOM_GRAPHS")) {
     count = std::atoi(env);
   }
-  for (int seed = 0; seed < count; ++seed) {
+  if (const char *env = std::getenv("KILN_RANDOM_FIRST_SEED")) {
+    first = std::atoi(env);
+  }
+  for (int seed = first; seed < first + count; ++seed) {
     mlir::MLIRContext context;
     auto graph = randomGraph(context, seed);
     ASSERT_TRUE(static_cast<bool>(graph)) << "seed " << seed << ": "
