@@ -60,6 +60,12 @@ std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
                                    const target::TargetDescription &target,
                                    int worldSize);
 
+/// Makes the shared ports' holders follow each other in the schedule's
+/// order: each instruction that holds a port VectorE shares with another
+/// engine depends on the port's previous holder on another stream.
+void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
+                      const target::TargetDescription &target);
+
 /// Sets waits and signals on the instructions; returns the number of
 /// semaphores used. An instruction that needs more than four waits gets
 /// carrier instructions from `carrier` (added to nodes and order) before it.

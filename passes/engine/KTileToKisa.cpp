@@ -122,6 +122,9 @@ struct ConvertKTileToKisa
     std::vector<uint32_t> order =
         schedule ? scheduleBest(nodes, *t, worldSize)
                  : scheduleNodes(nodes, *t, worldSize, /*listSchedule=*/false);
+    if (schedule) {
+      orderSharedPorts(nodes, order, *t);
+    }
     // Carriers touch a slot of their own stream in the scratch space the
     // memory plan leaves free (the end of SBUF, the last PSUM bank).
     auto carrier = [&](int stream) {

@@ -389,6 +389,23 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
   return order;
 }
 
+void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
+                      const target::TargetDescription &t) {
+  std::array<int64_t, 2> holder{-1, -1};
+  for (uint32_t i : order) {
+    unsigned ports = isa::sharedPorts(nodes[i].inst, t);
+    for (int b = 0; b < 2; ++b) {
+      if (!(ports & (1u << b))) {
+        continue;
+      }
+      if (holder[b] >= 0 && nodes[holder[b]].stream != nodes[i].stream) {
+        nodes[i].preds.push_back(static_cast<uint32_t>(holder[b]));
+      }
+      holder[b] = i;
+    }
+  }
+}
+
 std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
                                    const target::TargetDescription &t,
                                    int worldSize) {

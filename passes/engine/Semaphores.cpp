@@ -80,6 +80,51 @@ WaitPlan planWaits(const std::vector<Node> &nodes,
   return plan;
 }
 
+/// Moves the waits an instruction has beyond four to instructions before
+/// it on its stream that the schedule starts after the producer is done:
+/// the stream runs in order, so the dependency holds all the same, and no
+/// carrier is needed (on a DMA queue a carrier is a transfer, 2 us of the
+/// queue's time). Returns whether any moved.
+bool hoistExcessWaits(std::vector<Node> &nodes, WaitPlan &plan) {
+  bool moved = false;
+  for (auto &members : plan.members) {
+    for (size_t m = 0; m < members.size(); ++m) {
+      uint32_t i = members[m];
+      auto &producers = plan.producers[i];
+      if (producers.size() <= isa::kMaxWaits) {
+        continue;
+      }
+      // The producers done soonest are the likeliest to be done before
+      // an earlier instruction starts.
+      llvm::SmallVector<uint32_t, 8> excess(producers.begin(), producers.end());
+      llvm::sort(excess, [&](uint32_t a, uint32_t b) {
+        return nodes[a].finish < nodes[b].finish;
+      });
+      excess.resize(excess.size() - isa::kMaxWaits);
+      for (uint32_t p : excess) {
+        // The latest earlier instruction that starts after p finishes and
+        // has a wait to spare.
+        for (size_t back = m; back-- > 0;) {
+          uint32_t j = members[back];
+          if (nodes[j].finish <= nodes[j].start) {
+            continue; // a carrier: no time of its own in the schedule
+          }
+          if (nodes[j].start < nodes[p].finish) {
+            break;
+          }
+          if (plan.waits[j].size() < isa::kMaxWaits) {
+            nodes[j].preds.push_back(p);
+            plan.waits[j].push_back({});
+            moved = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return moved;
+}
+
 } // namespace
 
 llvm::Expected<int>
@@ -91,6 +136,9 @@ insertSemaphores(std::vector<Node> &nodes, std::vector<uint32_t> &order,
   // extra waits and touch only a scratch slot of their own stream.
   WaitPlan plan = planWaits(nodes, order, streams);
   for (int round = 0; round < 8; ++round) {
+    if (hoistExcessWaits(nodes, plan)) {
+      plan = planWaits(nodes, order, streams);
+    }
     std::vector<uint32_t> expanded;
     bool changed = false;
     for (uint32_t i : order) {

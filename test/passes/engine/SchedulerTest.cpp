@@ -1,9 +1,13 @@
-//===- SchedulerTest.cpp - split transfers merged back when queues are busy -===//
+//===- SchedulerTest.cpp - split transfers merged back, shared ports -----===//
 //
 // The scheduler takes a split transfer's ready pieces back into one when
 // every other free queue has other transfers to take. Each piece has its
 // own dependencies (a piece may overlap a write its siblings do not), so
 // the merged transfer must keep them all: its semaphores come from them.
+//
+// The engines that share a port take it in the schedule's order, not in
+// the order their instructions become ready (what the machine would do):
+// each holder depends on the one the schedule put before it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,6 +138,44 @@ TEST(Scheduler, PiecesMuchMoreUrgentThanTheBacklogStayApart) {
       nodes, *t, 1, /*listSchedule=*/true, /*mergePieces=*/true);
   EXPECT_EQ(order.size(), nodes.size());
   EXPECT_EQ(nodes[0].inst.operands[0].partitions, 32);
+}
+
+/// An instruction on `engine` that reads and writes `memory` (a copy).
+engine_passes::Node onEngine(isa::Engine engine, isa::Memory src,
+                             isa::Memory dst) {
+  engine_passes::Node node;
+  node.inst = copy(0, 128, 64, 0, 1024, 64);
+  node.inst.engine = engine;
+  node.inst.operands[1].memory = src;
+  node.inst.operands[0].memory = dst;
+  node.stream = static_cast<int>(engine);
+  return node;
+}
+
+TEST(Scheduler, SharedPortsAreTakenInTheScheduleOrder) {
+  const target::TargetDescription *t = target::lookupTarget("trn1");
+  ASSERT_NE(t, nullptr);
+  using E = isa::Engine;
+  using M = isa::Memory;
+  std::vector<engine_passes::Node> nodes{
+      onEngine(E::GpSimd, M::Sbuf, M::Sbuf), // 0: SBUF port
+      onEngine(E::GpSimd, M::Sbuf, M::Sbuf), // 1: SBUF port, same stream
+      onEngine(E::Vector, M::Sbuf, M::Sbuf), // 2: SBUF port after GpSimd
+      onEngine(E::Scalar, M::Sbuf, M::Sbuf), // 3: no shared port
+      onEngine(E::GpSimd, M::Sbuf, M::Sbuf), // 4: SBUF port after VectorE
+      onEngine(E::Vector, M::Psum, M::Sbuf), // 5: both ports
+      onEngine(E::Scalar, M::Psum, M::Sbuf), // 6: PSUM port after VectorE
+  };
+  std::vector<uint32_t> order{0, 1, 2, 3, 4, 5, 6};
+  engine_passes::orderSharedPorts(nodes, order, *t);
+  using Preds = llvm::SmallVector<uint32_t, 4>;
+  EXPECT_EQ(nodes[0].preds, Preds{});
+  EXPECT_EQ(nodes[1].preds, Preds{}); // its stream orders it already
+  EXPECT_EQ(nodes[2].preds, Preds{1});
+  EXPECT_EQ(nodes[3].preds, Preds{});
+  EXPECT_EQ(nodes[4].preds, Preds{2});
+  EXPECT_EQ(nodes[5].preds, Preds{4});
+  EXPECT_EQ(nodes[6].preds, Preds{5});
 }
 
 } // namespace
