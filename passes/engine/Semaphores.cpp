@@ -84,8 +84,15 @@ WaitPlan planWaits(const std::vector<Node> &nodes,
 /// it on its stream that the schedule starts after the producer is done:
 /// the stream runs in order, so the dependency holds all the same, and no
 /// carrier is needed (on a DMA queue a carrier is a transfer, 2 us of the
-/// queue's time). Returns whether any moved.
-bool hoistExcessWaits(std::vector<Node> &nodes, WaitPlan &plan) {
+/// queue's time). The producer must also come first in the issue order,
+/// which the waits are planned in (at -O0 it is program order, not time
+/// order). Returns whether any moved.
+bool hoistExcessWaits(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
+                      WaitPlan &plan) {
+  std::vector<uint32_t> issued(nodes.size(), 0);
+  for (auto [at, i] : llvm::enumerate(order)) {
+    issued[i] = static_cast<uint32_t>(at);
+  }
   bool moved = false;
   for (auto &members : plan.members) {
     for (size_t m = 0; m < members.size(); ++m) {
@@ -109,7 +116,7 @@ bool hoistExcessWaits(std::vector<Node> &nodes, WaitPlan &plan) {
           if (nodes[j].finish <= nodes[j].start) {
             continue; // a carrier: no time of its own in the schedule
           }
-          if (nodes[j].start < nodes[p].finish) {
+          if (nodes[j].start < nodes[p].finish || issued[j] < issued[p]) {
             break;
           }
           if (plan.waits[j].size() < isa::kMaxWaits) {
@@ -136,7 +143,7 @@ insertSemaphores(std::vector<Node> &nodes, std::vector<uint32_t> &order,
   // extra waits and touch only a scratch slot of their own stream.
   WaitPlan plan = planWaits(nodes, order, streams);
   for (int round = 0; round < 8; ++round) {
-    if (hoistExcessWaits(nodes, plan)) {
+    if (hoistExcessWaits(nodes, order, plan)) {
       plan = planWaits(nodes, order, streams);
     }
     std::vector<uint32_t> expanded;

@@ -82,4 +82,17 @@ TEST(Semaphores, ACarrierWhenNoEarlierInstructionStartsLateEnough) {
   EXPECT_EQ(nodes[7].inst.numWaits + nodes[6].inst.numWaits, 5);
 }
 
+TEST(Semaphores, AWaitMovesOnlyToAnInstructionIssuedAfterItsProducer) {
+  // At -O0 the issue order is program order, not time order: the producer
+  // done first (1 us) is issued after the transfer that starts at 6 us, so
+  // that transfer cannot wait for it (its semaphore count is not known
+  // there); a carrier takes it.
+  std::vector<engine_passes::Node> nodes = fiveProducers(6);
+  std::vector<uint32_t> order{1, 2, 3, 4, 5, 0, 6};
+  ASSERT_TRUE(static_cast<bool>(insert(nodes, order)));
+  ASSERT_EQ(order.size(), 8u);
+  EXPECT_EQ(nodes[5].inst.numWaits, 0);
+  EXPECT_EQ(nodes[7].stream, kQueue0);
+}
+
 } // namespace
