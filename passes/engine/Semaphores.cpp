@@ -121,7 +121,7 @@ bool hoistExcessWaits(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
           }
           if (plan.waits[j].size() < isa::kMaxWaits) {
             nodes[j].preds.push_back(p);
-            plan.waits[j].push_back({});
+            plan.waits[j].push_back({}); // counted until planned again
             moved = true;
             break;
           }
@@ -138,9 +138,11 @@ llvm::Expected<int>
 insertSemaphores(std::vector<Node> &nodes, std::vector<uint32_t> &order,
                  int streams,
                  llvm::function_ref<isa::Instruction(int stream)> carrier) {
-  // An instruction may wait on four semaphores. One that needs more gets
-  // carriers: instructions on its stream, just before it, that take the
-  // extra waits and touch only a scratch slot of their own stream.
+  // An instruction may wait on four semaphores. One that needs more has
+  // the extra waits moved to earlier instructions of its stream where the
+  // schedule allows (hoistExcessWaits), and gets carriers for the rest:
+  // instructions on its stream, just before it, that take the extra waits
+  // and touch only a scratch slot of their own stream.
   WaitPlan plan = planWaits(nodes, order, streams);
   for (int round = 0; round < 8; ++round) {
     if (hoistExcessWaits(nodes, order, plan)) {
