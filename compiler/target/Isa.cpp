@@ -6,6 +6,8 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
 
+#include <cmath>
+
 namespace kiln::isa {
 
 namespace {
@@ -52,8 +54,8 @@ const OpcodeSchema kSchemas[kOpcodes] = {
     {Opcode::Collective, L("collective"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
      L("kind"), L(""), FieldKind::Collective, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
     {Opcode::Random, L("random"), bit(Engine::GpSimd), {L("dst"), L("seed"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("counter"), L("partition_step"),
-     L("free_step"), L("")},
+     L(""), L(""), FieldKind::None, FieldKind::None, L("group_step"), L(""), L("counter"),
+     L("partition_step"), L("free_step"), L("")},
     {Opcode::DmaGather, L("dma_gather"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
      L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
      L(""), L("")},
@@ -423,6 +425,12 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     if (inst.int0 < 0) {
       return std::string("'counter' must be >= 0");
+    }
+    // A counter step carried in a floating-point field: whole, and small
+    // enough that the double holds it exactly.
+    if (inst.imm0 != std::trunc(inst.imm0) ||
+        std::fabs(inst.imm0) > 9007199254740992.0) {
+      return std::string("'group_step' must be a whole number below 2^53");
     }
     return std::nullopt;
   }

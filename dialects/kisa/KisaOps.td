@@ -91,10 +91,10 @@ def Kisa_IotaOp : Kisa_InstructionOp<"iota",
     (ins Kisa_AccessPatternAttr:$dst, OptionalAttr<I64Attr>:$base,
          OptionalAttr<I64Attr>:$partition_step, OptionalAttr<I64Attr>:$free_step)>;
 def Kisa_RandomOp : Kisa_InstructionOp<"random",
-    "GpSimd: dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i)",
+    "GpSimd: dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i + group_step * (i / n)), n the innermost dim's size (group_step a whole number)",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$seed,
          OptionalAttr<I64Attr>:$counter, OptionalAttr<I64Attr>:$partition_step,
-         OptionalAttr<I64Attr>:$free_step)>;
+         OptionalAttr<I64Attr>:$free_step, OptionalAttr<F64Attr>:$group_step)>;
 def Kisa_MemsetOp : Kisa_InstructionOp<"memset",
     "GpSimd or VectorE: dst = value", (ins Kisa_AccessPatternAttr:$dst, F64Attr:$value)>;
 def Kisa_AffineSelectOp : Kisa_InstructionOp<"affine_select",

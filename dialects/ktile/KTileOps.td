@@ -82,10 +82,10 @@ def KTile_IotaOp : KTile_TileOp<"iota",
     (ins Kisa_AccessPatternAttr:$dst, OptionalAttr<I64Attr>:$base,
          OptionalAttr<I64Attr>:$partition_step, OptionalAttr<I64Attr>:$free_step)>;
 def KTile_RandomOp : KTile_TileOp<"random",
-    "dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i)",
+    "dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i + group_step * (i / n)), n the innermost dim's size",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$seed,
          OptionalAttr<I64Attr>:$counter, OptionalAttr<I64Attr>:$partition_step,
-         OptionalAttr<I64Attr>:$free_step)>;
+         OptionalAttr<I64Attr>:$free_step, OptionalAttr<F64Attr>:$group_step)>;
 def KTile_MemsetOp : KTile_TileOp<"memset", "dst = value",
     (ins Kisa_AccessPatternAttr:$dst, F64Attr:$value)>;
 def KTile_AffineSelectOp : KTile_TileOp<"affine_select",

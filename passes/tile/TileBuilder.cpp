@@ -391,11 +391,19 @@ void TileBuilder::iota(const Tile &dst, int64_t base, int64_t partitionStep,
 }
 
 void TileBuilder::random(const Tile &dst, const Tile &seed, int64_t counter,
-                         int64_t partitionStep, int64_t freeStep) {
-  emit("random", {{dst.buffer, pattern(dst)}, {seed.buffer, pattern(seed)}},
-       {b.getNamedAttr("counter", b.getI64IntegerAttr(counter)),
-        b.getNamedAttr("partition_step", b.getI64IntegerAttr(partitionStep)),
-        b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
+                         int64_t partitionStep, int64_t freeStep, int64_t group,
+                         int64_t groupStep) {
+  llvm::SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("counter", b.getI64IntegerAttr(counter)),
+      b.getNamedAttr("partition_step", b.getI64IntegerAttr(partitionStep)),
+      b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))};
+  if (groupStep != 0) {
+    fields.push_back(b.getNamedAttr(
+        "group_step", b.getF64FloatAttr(static_cast<double>(groupStep))));
+  }
+  emit("random",
+       {{dst.buffer, pattern(dst, group)}, {seed.buffer, pattern(seed)}},
+       fields);
 }
 
 void TileBuilder::gather(const Tile &dst, const HbmView &view, int64_t offset,

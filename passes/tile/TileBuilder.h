@@ -157,9 +157,12 @@ public:
   void iota(const Tile &dst, int64_t base, int64_t partitionStep,
             int64_t freeStep);
   /// Uniform numbers of the counters `counter + partitionStep * p +
-  /// freeStep * i` under each partition's seed (an i32 [rows x 1] tile).
+  /// freeStep * i` under each partition's seed (an i32 [rows x 1] tile);
+  /// with `group`, the columns are runs of that many (which must tile
+  /// them) and the counter steps `groupStep` more from one run to the next.
   void random(const Tile &dst, const Tile &seed, int64_t counter,
-              int64_t partitionStep, int64_t freeStep);
+              int64_t partitionStep, int64_t freeStep, int64_t group = 0,
+              int64_t groupStep = 0);
   /// Row p of `dst` from `view` at `offset + indices[p] * indexStride`
   /// elements, `free` along it; indices (i32, one per partition) must lie
   /// in [0, bound).

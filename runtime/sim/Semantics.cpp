@@ -169,6 +169,11 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::Random: {
     std::vector<double> seeds = gather(m, inst.operands[1]);
     out.resize(parts * free);
+    // Each run of the destination's innermost dimension is a group; the
+    // counter steps by group_step from one group to the next.
+    const isa::AccessPattern &dst = inst.operands[0];
+    int64_t group = dst.sizes[dst.rank - 1];
+    auto groupStep = static_cast<int64_t>(inst.imm0);
     for (int64_t p = 0; p < parts; ++p) {
       // An unwritten seed reads as NaN; keep it visible in the results.
       bool missing = std::isnan(seeds[p]);
@@ -176,7 +181,8 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
           missing ? 0 : static_cast<int64_t>(seeds[p]));
       for (int64_t i = 0; i < free; ++i) {
         auto counter =
-            static_cast<uint64_t>(inst.int0 + inst.int1 * p + inst.int2 * i);
+            static_cast<uint64_t>(inst.int0 + inst.int1 * p + inst.int2 * i +
+                                  groupStep * (i / group));
         out[p * free + i] =
             missing ? std::numeric_limits<double>::quiet_NaN()
                     : reference::uniformAt(seed, counter);

@@ -568,6 +568,14 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
 
 // -----
 
+// A group step is a counter step: a whole number (it travels in a double).
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{'group_step' must be a whole number below 2^53}}
+  kisa.random {group_step = 1.5, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [4 x 2, 1 x 4]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
 // Only GpSimd has the generator.
 kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
   // expected-error @+1 {{'random' cannot run on engine vector}}

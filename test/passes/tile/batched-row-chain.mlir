@@ -23,12 +23,12 @@
 // CHECK: ktile.activation %[[E:.*]], %[[D]] {{.*}}func = "exp"
 // CHECK: ktile.tensor_reduce %[[SUM:.*]], %[[E]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4]>, op = "add"
 // CHECK-COUNT-4: ktile.tensor_scalar %[[PROB:[0-9]+]], %[[E]], %[[SUM]] {{.*}}op0 = "div"
-// The dropout's counters follow each head's elements: one draw per head,
-// its rows 128 apart, the heads 128 x 128 apart.
-// CHECK: ktile.random %[[U:[0-9]+]], %{{.*}} {counter = 3298534883328 : i64, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, free_step = 1 : i64, partition_step = 128
-// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534899712 : i64, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 512, dims = [1 x 128]>
-// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534916096 : i64
-// CHECK: ktile.random %[[U]], %{{.*}} {counter = 3298534932480 : i64
+// The dropout's counters follow each head's elements: its rows 128 apart,
+// the heads 128 x 128 apart. One draw for the four heads, each a run of
+// 128 of its destination, the counter stepping 128 x 128 - 128 more from
+// one head to the next.
+// CHECK: ktile.random %[[U:[0-9]+]], %{{.*}} {counter = 3298534883328 : i64, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [128 x 4, 1 x 128]>, free_step = 1 : i64, group_step = 1.625600e+04 : f64, partition_step = 128
+// CHECK-NOT: ktile.random
 // CHECK-NOT: ktile.dma_copy
 // CHECK: ktile.dma_copy %{{.*}}, %[[PROB]] {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [16384 x 4, 1 x 128], pstride = 128>
 // CHECK: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [16384 x 4, 1 x 128], pstride = 128>
