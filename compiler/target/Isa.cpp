@@ -428,8 +428,7 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     // A counter step carried in a floating-point field: whole, and small
     // enough that the double holds it exactly.
-    if (inst.imm0 != std::trunc(inst.imm0) ||
-        std::fabs(inst.imm0) > 9007199254740992.0) {
+    if (inst.imm0 != std::trunc(inst.imm0) || std::fabs(inst.imm0) > 0x1p53) {
       return std::string("'group_step' must be a whole number below 2^53");
     }
     return std::nullopt;

@@ -88,11 +88,13 @@ WaitPlan planWaits(const std::vector<Node> &nodes,
 /// which the waits are planned in (at -O0 it is program order, not time
 /// order). Returns whether any moved.
 bool hoistExcessWaits(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
-                      WaitPlan &plan) {
+                      const WaitPlan &plan) {
   std::vector<uint32_t> issued(nodes.size(), 0);
   for (auto [at, i] : llvm::enumerate(order)) {
     issued[i] = static_cast<uint32_t>(at);
   }
+  // Waits moved onto each instruction so far (the plan is redone after).
+  std::vector<size_t> added(nodes.size(), 0);
   bool moved = false;
   for (auto &members : plan.members) {
     for (size_t m = 0; m < members.size(); ++m) {
@@ -119,9 +121,9 @@ bool hoistExcessWaits(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
           if (nodes[j].start < nodes[p].finish || issued[j] < issued[p]) {
             break;
           }
-          if (plan.waits[j].size() < isa::kMaxWaits) {
+          if (plan.waits[j].size() + added[j] < isa::kMaxWaits) {
             nodes[j].preds.push_back(p);
-            plan.waits[j].push_back({}); // counted until planned again
+            ++added[j];
             moved = true;
             break;
           }
