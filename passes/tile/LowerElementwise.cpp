@@ -494,6 +494,50 @@ Tile acrossRow(Tile perRowTile, int64_t cols, int64_t perRow) {
   return perRowTile;
 }
 
+/// For `op` = `x * c` or `x * x`, with c an immediate >= 0 and x an f32
+/// tile read per element, whose one reader is a member that makes it
+/// `(x * c) * x` or `(x * x) * c` (either order): x and c, for that reader
+/// to square `x * sqrt(c)` in one activation (emitGroupOps). std::nullopt
+/// otherwise.
+std::optional<std::pair<Value, double>>
+scaledSquareFactor(Operation *op,
+                   const llvm::SmallPtrSetImpl<Operation *> &members,
+                   const llvm::DenseMap<Value, TileArg> &tiles) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  if (!mul || !mul.getResult().hasOneUse()) {
+    return std::nullopt;
+  }
+  auto outer = llvm::dyn_cast<MulOp>(*mul.getResult().getUsers().begin());
+  if (!outer || !members.contains(outer) || outer.getType() != mul.getType() ||
+      deviceType(mul.getType().getElementType()) != isa::DType::F32) {
+    return std::nullopt;
+  }
+  Value other =
+      outer.getLhs() == mul.getResult() ? outer.getRhs() : outer.getLhs();
+  auto factor = [&](Value x,
+                    Value c) -> std::optional<std::pair<Value, double>> {
+    TileArg xArg = tiles.lookup(x), cArg = tiles.lookup(c);
+    if (!cArg.immediate || *cArg.immediate < 0 || xArg.immediate ||
+        !xArg.tile.buffer || xArg.tile.freeStride == 0 || xArg.tile.run != 0 ||
+        xArg.tile.dtype == isa::DType::I32) {
+      return std::nullopt;
+    }
+    return std::pair(x, *cArg.immediate);
+  };
+  if (mul.getLhs() == mul.getRhs()) {
+    return factor(mul.getLhs(), other);
+  }
+  for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                      std::pair(mul.getRhs(), mul.getLhs())}) {
+    if (x == other) {
+      if (auto found = factor(x, c)) {
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 /// Runs `ops` (in order) on one tile iteration of `rows` x `cols`: `tiles`
 /// holds each operand from outside the ops, and receives every result.
 /// With `chainShape` (a row chain's), the ops not of that shape compute
@@ -512,8 +556,36 @@ LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
   };
   // Row sums ScalarE computed beside the values they sum (see below).
   llvm::DenseMap<Value, Tile> summedAlready;
+  // Products `x * c` left to the one `(x * c) * x` that reads them (below):
+  // the value x and the constant c.
+  llvm::DenseMap<Value, std::pair<Value, double>> scaledForSquare;
   for (Operation *op : ops) {
     Value result = op->getResult(0);
+    if (auto scaled = isRowValue(result)
+                          ? std::nullopt
+                          : scaledSquareFactor(op, members, tiles)) {
+      scaledForSquare[result] = *scaled;
+      continue;
+    }
+    // `(x * c) * x` or `(x * x) * c` with c >= 0 (AdamW's second moment,
+    // (1 - beta2) g g): the square of x * sqrt(c), one ScalarE activation,
+    // instead of a tensor_scalar and a tensor_tensor on the SBUF port
+    // VectorE and GpSimd share. f32 rounds them differently in the last
+    // bits (a few units in the last place, far inside 1e-5).
+    if (auto mul = llvm::dyn_cast<MulOp>(op)) {
+      auto factor = scaledForSquare.find(mul.getLhs());
+      if (factor == scaledForSquare.end()) {
+        factor = scaledForSquare.find(mul.getRhs());
+      }
+      if (factor != scaledForSquare.end()) {
+        Value x = factor->second.first;
+        Tile squares = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+        tb.activation(squares, tiles.lookup(x).tile, "square",
+                      std::sqrt(factor->second.second));
+        tiles[result] = TileArg{std::nullopt, squares};
+        continue;
+      }
+    }
     if (llvm::isa<ReshapeOp>(op)) {
       // In a chain, a reshape that keeps the rows (TileLowering checks)
       // reads the same tile.
