@@ -413,6 +413,21 @@ std::vector<OpCase> opCases() {
                          "s_lt_x");
                    },
                    {-2.0, 2.0}});
+  // A second moment's (x * c) * x and (x * x) * c: one ScalarE square of
+  // x * sqrt(c) each; with c < 0 or read again, a tensor_tensor.
+  cases.push_back({"scaled_squares",
+                   [](B &b) {
+                     Tensor x = in(b, "x", {300, 1000});
+                     Tensor scaled = b.mul(x, b.scalar(1e-3));
+                     out(b, b.mul(scaled, x), "scaled_then_squared");
+                     out(b, b.mul(b.mul(x, x), b.scalar(0.25)),
+                         "squared_then_scaled");
+                     out(b, b.mul(x, b.mul(x, b.scalar(-0.5))), "negative");
+                     Tensor kept = b.mul(x, b.scalar(3.0));
+                     out(b, b.mul(kept, x), "kept_squared");
+                     out(b, kept, "kept");
+                   },
+                   {-4.0, 4.0}});
   cases.push_back({"nll_loss", [](B &b) {
                      Tensor x = b.logSoftmax(in(b, "x", {5, 10}), 1);
                      Tensor y = in(b, "idx", {5}, proto::I64);
