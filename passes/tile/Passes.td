@@ -67,7 +67,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       sum of the chain folds (a layer norm's variance) is one ScalarE
       `activation` that also writes each row's sum (`reduce_dst`), not a
       `tensor_tensor` and a `tensor_reduce` on the SBUF port VectorE and
-      GpSimd share.
+      GpSimd share. Likewise `(x * c) * x` or `(x * x) * c` in f32, with c
+      an immediate >= 0 and the inner product read only there (AdamW's
+      second moment): one `activation` squaring `x * sqrt(c)`.
     - **Reductions** over the trailing dimensions: rows on partitions, a
       `tensor_reduce` per free-axis chunk, and the chunk partials combined.
       Short rows go several to a partition (a load of ~256 KiB), one
