@@ -42,12 +42,15 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
     Tensor y;
     switch (pick(12)) {
     case 0: { // bounded unary
-      switch (pick(6)) {
+      switch (pick(8)) {
       case 0: y = b.tanh(x); break;
       case 1: y = b.sigmoid(x); break;
       case 2: y = b.relu(x); break;
       case 3: y = b.gelu(x); break;
       case 4: y = b.sin(x); break;
+      // Scaled squares, both orders (one ScalarE square each).
+      case 5: y = b.mul(b.mul(x, b.scalar(0.5)), x); break;
+      case 6: y = b.mul(b.mul(x, x), b.scalar(0.75)); break;
       default: y = b.abs(x); break;
       }
       break;
