@@ -9,8 +9,11 @@
 // instruction that reads a source tile for the last time, element for
 // element as it writes its result, can write the result over it: the engines
 // stream each element through (read, compute, write), and the next op of the
-// chain reads the same bytes it would have read elsewhere. Fewer tiles per
-// iteration leave more iterations in SBUF.
+// chain reads the same bytes it would have read elsewhere. A result that
+// reads no such tile may take over a tile of its type that the op just
+// before it read for the last time, when it reads that op's result (so it
+// waits for that op anyway). Fewer tiles per iteration leave more
+// iterations in SBUF.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,9 +87,21 @@ ktile::AllocOp deadSource(Operation *op, const isa::Instruction &inst) {
   return {};
 }
 
+/// Whether `op` is the first to touch its result, a tile of its own.
+bool writesFreshTile(Operation *op) {
+  Value result = op->getOperand(0);
+  return ownSbufTile(result) &&
+         llvm::all_of(result.getUsers(), [&](Operation *user) {
+           return user == op || op->isBeforeInBlock(user);
+         });
+}
+
 } // namespace
 
 void reuseDeadTiles(func::FuncOp func) {
+  // The previous elementwise op and the tiles it read for the last time.
+  Operation *previous = nullptr;
+  llvm::SmallVector<ktile::AllocOp, 2> diedThere;
   for (Operation &op : func.getBody().front()) {
     if (!isElementwise(&op)) {
       continue;
@@ -96,11 +111,51 @@ void reuseDeadTiles(func::FuncOp func) {
       llvm::consumeError(inst.takeError());
       continue;
     }
-    if (ktile::AllocOp source = deadSource(&op, *inst)) {
+    ktile::AllocOp source = deadSource(&op, *inst);
+    // A result that reads no dead tile of its type (AdamW's denominator,
+    // sqrt(v), after v + (1 - beta2) g g used its last term) may take over
+    // one the op before it read last, when it reads that op's result: it
+    // waits for that op anyway, so the write adds no order. Any further
+    // back, or without the dependency, the takeover tied independent ops
+    // together: the BERT-base forward 4.04 -> 4.22 ms.
+    if (!source && previous && writesFreshTile(&op) &&
+        llvm::is_contained(llvm::drop_begin(op.getOperands()),
+                           previous->getOperand(0))) {
+      for (ktile::AllocOp tile : diedThere) {
+        if (tile.getBuffer().getType() == op.getOperand(0).getType()) {
+          source = tile;
+          break;
+        }
+      }
+    }
+    if (source) {
       auto resultTile = op.getOperand(0).getDefiningOp<ktile::AllocOp>();
       resultTile.getBuffer().replaceAllUsesWith(source.getBuffer());
       resultTile.erase();
     }
+    // The tiles this op reads for the last time, when only elementwise ops
+    // read them (a store or a matmul that read one earlier need not be
+    // done when this op is).
+    diedThere.clear();
+    for (unsigned k = 1; k < op.getNumOperands(); ++k) {
+      ktile::AllocOp tile = ownSbufTile(op.getOperand(k));
+      if (!tile || tile == source || llvm::is_contained(diedThere, tile)) {
+        continue;
+      }
+      bool lastRead =
+          llvm::all_of(tile.getBuffer().getUses(), [&](OpOperand &use) {
+            Operation *user = use.getOwner();
+            bool elementwiseOrLoad =
+                isElementwise(user) || (llvm::isa<ktile::DmaCopyOp>(user) &&
+                                        use.getOperandNumber() == 0);
+            return elementwiseOrLoad &&
+                   (user == &op || user->isBeforeInBlock(&op));
+          });
+      if (lastRead) {
+        diedThere.push_back(tile);
+      }
+    }
+    previous = &op;
   }
 }
 
