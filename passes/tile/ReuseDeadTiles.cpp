@@ -49,6 +49,15 @@ ktile::AllocOp ownSbufTile(Value buffer) {
   return alloc;
 }
 
+/// Whether `op` is the first to touch its result, a tile of its own.
+bool writesFreshTile(Operation *op) {
+  Value result = op->getOperand(0);
+  return ownSbufTile(result) &&
+         llvm::all_of(result.getUsers(), [&](Operation *user) {
+           return user == op || op->isBeforeInBlock(user);
+         });
+}
+
 /// The source tile `op` may write its result over: one that `op` reads
 /// last, only with the result's own pattern, of the result tile's type,
 /// while `op` is the first to touch the result tile. Earlier readers on
@@ -56,10 +65,7 @@ ktile::AllocOp ownSbufTile(Value buffer) {
 /// of the bytes it overwrites.
 ktile::AllocOp deadSource(Operation *op, const isa::Instruction &inst) {
   Value result = op->getOperand(0);
-  ktile::AllocOp resultTile = ownSbufTile(result);
-  if (!resultTile || !llvm::all_of(result.getUsers(), [&](Operation *user) {
-        return user == op || op->isBeforeInBlock(user);
-      })) {
+  if (!writesFreshTile(op)) {
     return {};
   }
   for (unsigned k = 1; k < op->getNumOperands(); ++k) {
@@ -85,15 +91,6 @@ ktile::AllocOp deadSource(Operation *op, const isa::Instruction &inst) {
     }
   }
   return {};
-}
-
-/// Whether `op` is the first to touch its result, a tile of its own.
-bool writesFreshTile(Operation *op) {
-  Value result = op->getOperand(0);
-  return ownSbufTile(result) &&
-         llvm::all_of(result.getUsers(), [&](Operation *user) {
-           return user == op || op->isBeforeInBlock(user);
-         });
 }
 
 } // namespace
