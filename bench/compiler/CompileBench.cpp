@@ -146,8 +146,7 @@ void printBreakdown(const artifact::Artifact &artifact,
       const isa::AccessPattern &dst = inst.operands[0];
       double bytes = 0;
       double seconds = isa::instructionSeconds(inst, target, /*worldSize=*/1);
-      if (inst.opcode == isa::Opcode::DmaCopy ||
-          inst.opcode == isa::Opcode::DmaGather) {
+      if (isa::isTransfer(inst.opcode)) {
         // Direction, and whether the transfer runs at full bandwidth.
         const isa::AccessPattern &src = inst.operands[1];
         bytes = isa::dmaBytes(inst);

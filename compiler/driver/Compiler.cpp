@@ -65,6 +65,9 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   dataParallel.worldSize = options.worldSize;
   dataParallel.bucketBytes = options.bucketBytes;
   func.addPass(graph_passes::createKGraphDataParallel(dataParallel));
+  if (options.optLevel >= 1) {
+    func.addPass(graph_passes::createKGraphSparseTableUpdates());
+  }
   func.addPass(graph_passes::createKGraphDecompose());
   func.addPass(graph_passes::createKGraphAssignLayout());
   func.addPass(createCanonicalizerPass());

@@ -140,6 +140,21 @@ llvm::Expected<Results> embedding(EmbeddingOp op, Operands in) {
   return Results{std::move(out)};
 }
 
+llvm::Expected<Results> scatterRows(ScatterRowsOp op, Operands in) {
+  const HostTensor &indices = *in[1], &rows = *in[2];
+  HostTensor out = *in[0];
+  int64_t bound = out.shape[0], width = out.shape[1];
+  for (int64_t n = 0; n < indices.numElements(); ++n) {
+    if (llvm::Error err = checkIndex(op, indices.data[n], bound)) {
+      return std::move(err);
+    }
+    int64_t row = static_cast<int64_t>(indices.data[n]);
+    std::copy_n(rows.data.begin() + n * width, width,
+                out.data.begin() + row * width);
+  }
+  return Results{std::move(out)};
+}
+
 llvm::Expected<Results> embeddingBackward(EmbeddingBackwardOp op, Operands in) {
   const HostTensor &grad = *in[0], &indices = *in[1];
   HostTensor out = emptyLike(op.getOutput());
@@ -220,6 +235,7 @@ KernelResult evaluateShapeOp(Operation *op, Operands in) {
       .Case([&](ScatterAddOp s) { return R(scatterAdd(s, in)); })
       .Case([&](IndexSelectOp s) { return R(indexSelect(s, in)); })
       .Case([&](EmbeddingOp e) { return R(embedding(e, in)); })
+      .Case([&](ScatterRowsOp s) { return R(scatterRows(s, in)); })
       .Case([&](EmbeddingBackwardOp e) { return R(embeddingBackward(e, in)); })
       .Default([](Operation *) { return std::nullopt; });
 }

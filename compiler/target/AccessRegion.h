@@ -112,13 +112,14 @@ inline AccessRegion regionOf(const AccessPattern &ap) {
           ap.offset + row};
 }
 
-/// The bytes operand `k` of `inst` may touch: a gather's source, the rows
-/// any index in [0, index_bound) can pick, as one interval.
+/// The bytes operand `k` of `inst` may touch: a gather's source or a
+/// scatter's destination, the rows any index in [0, index_bound) can pick,
+/// as one interval.
 inline AccessRegion regionOfOperand(const Instruction &inst, int k) {
   AccessRegion region = regionOf(inst.operands[k]);
-  if (inst.opcode == Opcode::DmaGather && k == 1) {
+  if (k == indexedOperand(inst.opcode)) {
     int64_t reach =
-        (inst.int1 - 1) * inst.int0 * inst.operands[1].elementBytes();
+        (inst.int1 - 1) * inst.int0 * inst.operands[k].elementBytes();
     region = {region.memory, 0, 1, region.firstByte(), region.endByte() + reach};
   }
   return region;

@@ -59,6 +59,9 @@ const OpcodeSchema kSchemas[kOpcodes] = {
     {Opcode::DmaGather, L("dma_gather"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
      L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
      L(""), L("")},
+    {Opcode::DmaScatter, L("dma_scatter"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
+     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
+     L(""), L("")},
 };
 // clang-format on
 
@@ -433,18 +436,23 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     return std::nullopt;
   }
-  case Opcode::DmaGather: {
-    const AccessPattern &src = inst.operands[1], &indices = inst.operands[2];
-    if (dst.memory != Memory::Sbuf || src.memory != Memory::Hbm) {
-      return std::string("dma_gather reads rows of HBM into SBUF");
+  case Opcode::DmaGather:
+  case Opcode::DmaScatter: {
+    bool gather = inst.opcode == Opcode::DmaGather;
+    const AccessPattern &tile = inst.operands[gather ? 0 : 1],
+                        &rows = inst.operands[gather ? 1 : 0],
+                        &indices = inst.operands[2];
+    if (tile.memory != Memory::Sbuf || rows.memory != Memory::Hbm) {
+      return std::string(gather ? "dma_gather reads rows of HBM into SBUF"
+                                : "dma_scatter writes rows of SBUF into HBM");
     }
     if (!same(1)) {
       return mismatch(1);
     }
     if (indices.memory != Memory::Sbuf || indices.dtype != DType::I32 ||
-        indices.partitions != dst.partitions || indices.freeElements() != 1) {
+        indices.partitions != tile.partitions || indices.freeElements() != 1) {
       return ("operand 'indices' must be an i32 SBUF tile of [" +
-              llvm::Twine(dst.partitions) + " x 1]")
+              llvm::Twine(tile.partitions) + " x 1]")
           .str();
     }
     if (inst.int0 < 0 || inst.int0 > (int64_t(1) << 32) || inst.int1 < 1 ||
@@ -685,12 +693,13 @@ std::optional<std::string> validate(const Instruction &inst,
   if (auto error = checkShapes(inst, t)) {
     return error;
   }
-  if (inst.opcode == Opcode::DmaGather) {
+  if (int k = indexedOperand(inst.opcode); k >= 0) {
     // The furthest rows the indices may pick must lie in HBM too.
-    AccessPattern furthest = inst.operands[1];
+    AccessPattern furthest = inst.operands[k];
     furthest.offset +=
         (inst.int1 - 1) * inst.int0 * furthest.elementBytes();
-    if (auto error = checkAccessPattern(furthest, "src", inst.engine, limits)) {
+    if (auto error = checkAccessPattern(furthest, s.operandNames[k],
+                                        inst.engine, limits)) {
       return *error + " (at index " + std::to_string(inst.int1 - 1) + ")";
     }
   }

@@ -45,8 +45,24 @@ enum class Opcode : uint8_t {
   // Appended so that older encodings keep their meaning.
   Random,
   DmaGather,
+  DmaScatter,
 };
-inline constexpr int kOpcodes = 16;
+inline constexpr int kOpcodes = 17;
+
+/// The HBM operand whose rows an indirect transfer picks by index: a
+/// dma_gather's source (1), a dma_scatter's destination (0); -1 otherwise.
+inline int indexedOperand(Opcode opcode) {
+  return opcode == Opcode::DmaGather    ? 1
+         : opcode == Opcode::DmaScatter ? 0
+                                        : -1;
+}
+
+/// Whether `opcode` is a transfer a DMA queue runs at its bandwidth (every
+/// DMA but a collective).
+inline bool isTransfer(Opcode opcode) {
+  return opcode == Opcode::DmaCopy || opcode == Opcode::DmaGather ||
+         opcode == Opcode::DmaScatter;
+}
 
 /// Arithmetic of tensor_tensor, tensor_scalar, reductions and affine_select.
 /// Comparisons give 1.0 or 0.0; Bypass passes its left operand through.

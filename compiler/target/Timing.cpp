@@ -113,7 +113,8 @@ double instructionSeconds(const isa::Instruction &inst,
     cycles = 150 + n;
     break;
   case isa::Opcode::DmaCopy:
-  case isa::Opcode::DmaGather: {
+  case isa::Opcode::DmaGather:
+  case isa::Opcode::DmaScatter: {
     double bytes = dmaBytes(inst);
     int64_t run = std::min(contiguousRunBytes(dst), contiguousRunBytes(src(1)));
     double bandwidth = t.dmaBytesPerSecondPerQueue;
@@ -139,9 +140,7 @@ double instructionSeconds(const isa::Instruction &inst,
 double streamSeconds(const Instruction &inst,
                      const target::TargetDescription &t, int worldSize) {
   double seconds = instructionSeconds(inst, t, worldSize);
-  bool transfer =
-      inst.opcode == Opcode::DmaCopy || inst.opcode == Opcode::DmaGather;
-  return transfer && !t.dmaLatencyHoldsQueue
+  return isTransfer(inst.opcode) && !t.dmaLatencyHoldsQueue
              ? seconds - t.dmaFixedLatencySeconds
              : seconds;
 }

@@ -363,6 +363,29 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   return success();
 }
 
+LogicalResult ScatterRowsOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  RankedTensorType indices = tensorOf(adaptor.getIndices());
+  RankedTensorType rows = tensorOf(adaptor.getRows());
+  if (!input || !indices || !rows) {
+    return fail(loc, "operands must be ranked tensors");
+  }
+  if (input.getRank() != 2) {
+    return fail(loc, "scatter_rows input must have rank 2 [V, D]");
+  }
+  Shape expected(indices.getShape());
+  expected.push_back(input.getDimSize(1));
+  if (rows.getShape() != llvm::ArrayRef<int64_t>(expected) ||
+      rows.getElementType() != input.getElementType()) {
+    return fail(loc, "scatter_rows rows must be indices' shape plus the "
+                     "input's row width, of the input's element type");
+  }
+  inferred.push_back(input);
+  return success();
+}
+
 LogicalResult
 EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, OptLoc loc,
                                       Adaptor adaptor,

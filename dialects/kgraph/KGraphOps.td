@@ -271,6 +271,24 @@ def KGraph_EmbeddingOp : KGraph_PureOp<"embedding", [InferTypeOpAdaptor]> {
                        "type($indices) `->` type($output)";
 }
 
+def KGraph_ScatterRowsOp : KGraph_PureOp<"scatter_rows",
+    [InferTypeOpAdaptor]> {
+  let summary = "input[V, D] with rows picked by indices [...] replaced";
+  let description = [{
+    The embedding lookup's inverse: `output` is `input` with
+    `output[indices[n], :] = rows[n, :]` for each index position n (indices
+    flattened, rows `indices' shape + [D]`); where two positions pick one
+    row, the later one's row stays. An index outside [0, V) is an error. No
+    front end traces it: `kgraph-sparse-table-updates` writes it.
+  }];
+  let arguments = (ins KGraph_FloatTensor:$input, KGraph_IndexTensor:$indices,
+                   KGraph_FloatTensor:$rows);
+  let results = (outs KGraph_FloatTensor:$output);
+  let assemblyFormat = "$input `,` $indices `,` $rows attr-dict `:` "
+                       "type($input) `,` type($indices) `,` type($rows) `->` "
+                       "type($output)";
+}
+
 def KGraph_EmbeddingBackwardOp : KGraph_PureOp<"embedding_backward",
     [InferTypeOpAdaptor]> {
   let summary = "Gradient of embedding: scatter-add of grad rows into [V, D]";

@@ -115,6 +115,10 @@ def Kisa_DmaGatherOp : Kisa_InstructionOp<"dma_gather",
     "DMA queue: dst[p, :] = the src row of partition p, index_stride * indices[p] elements on; an index outside [0, index_bound) stops the program",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, Kisa_AccessPatternAttr:$indices,
          I64Attr:$index_stride, I64Attr:$index_bound, OptionalAttr<I64Attr>:$queue)>;
+def Kisa_DmaScatterOp : Kisa_InstructionOp<"dma_scatter",
+    "DMA queue: the dst row of partition p, index_stride * indices[p] elements on, = src[p, :] (in partition order); an index outside [0, index_bound) stops the program before anything is written",
+    (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, Kisa_AccessPatternAttr:$indices,
+         I64Attr:$index_stride, I64Attr:$index_bound, OptionalAttr<I64Attr>:$queue)>;
 def Kisa_CollectiveOp : Kisa_InstructionOp<"collective",
     "DMA queue: all-reduce (sum, mean), all-gather or reduce-scatter of HBM buffers",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, StrAttr:$kind,

@@ -36,6 +36,11 @@ mlir::MemRefType bufferType(llvm::ArrayRef<int64_t> shape,
 inline constexpr int64_t kScratchSbufBytes = 2048;
 inline constexpr int64_t kScratchSlotBytes = 64;
 
+/// Marks the SBUF buffers of work the memory plan keeps apart from the rest
+/// (an embedding table's update spread over the forward pass): it places
+/// them in a region of their own while any is live.
+inline constexpr llvm::StringLiteral kBackgroundAttr = "ktile.background";
+
 /// On-chip buffers: bytes in each partition. HBM buffers: bytes in all.
 int64_t bufferBytes(mlir::MemRefType type);
 

@@ -100,6 +100,10 @@ def KTile_DmaGatherOp : KTile_TileOp<"dma_gather",
     "dst[p, :] = the src row of partition p, index_stride * indices[p] elements on (an embedding lookup)",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src,
          Kisa_AccessPatternAttr:$indices, I64Attr:$index_stride, I64Attr:$index_bound)>;
+def KTile_DmaScatterOp : KTile_TileOp<"dma_scatter",
+    "the dst row of partition p, index_stride * indices[p] elements on, = src[p, :] (an embedding table's row update)",
+    (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src,
+         Kisa_AccessPatternAttr:$indices, I64Attr:$index_stride, I64Attr:$index_bound)>;
 def KTile_CollectiveOp : KTile_TileOp<"collective",
     "all-reduce (sum, mean), all-gather or reduce-scatter of HBM buffers",
     (ins Kisa_AccessPatternAttr:$dst, Kisa_AccessPatternAttr:$src, StrAttr:$kind)>;

@@ -79,6 +79,7 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
     return {E::GpSimd};
   case isa::Opcode::DmaCopy:
   case isa::Opcode::DmaGather:
+  case isa::Opcode::DmaScatter:
   case isa::Opcode::Collective:
     return {E::Dma};
   }

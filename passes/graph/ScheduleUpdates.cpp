@@ -35,6 +35,15 @@ bool readsThrough(Operation *op) {
   return llvm::isa<ReshapeOp, TransposeOp, CastOp, SliceOp, BroadcastOp>(op);
 }
 
+/// A row scatter whose result is only returned: a value it merges is a
+/// result's too (the two halves of an embedding table's update).
+bool onlyMergesResults(Operation *op) {
+  return llvm::isa<kiln::kgraph::ScatterRowsOp>(op) &&
+         llvm::all_of(op->getUsers(), [](Operation *u) {
+           return llvm::isa<func::ReturnOp>(u);
+         });
+}
+
 int64_t elements(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getNumElements();
 }
@@ -151,7 +160,7 @@ private:
                           }));
         for (Value r : op->getResults()) {
           for (Operation *user : r.getUsers()) {
-            if (user == terminator) {
+            if (user == terminator || onlyMergesResults(user)) {
               returned = true;
             } else if (unitOf.lookup(user) != u) {
               onlyReturned = false;
@@ -192,6 +201,13 @@ private:
     for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
       auto alias = func.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
       Operation *producer = ret.getOperand(r).getDefiningOp();
+      // The table a row scatter writes into lies in the result's buffer.
+      if (auto scatter =
+              llvm::dyn_cast_or_null<kiln::kgraph::ScatterRowsOp>(producer)) {
+        if (!members.contains(producer)) {
+          producer = scatter.getInput().getDefiningOp();
+        }
+      }
       if (!alias || !producer || !members.contains(producer)) {
         continue;
       }

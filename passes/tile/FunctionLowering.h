@@ -18,6 +18,7 @@
 
 #include "llvm/ADT/SetVector.h"
 
+#include <deque>
 #include <map>
 
 namespace kiln::tile_passes {
@@ -88,7 +89,15 @@ private:
   mlir::LogicalResult lowerReturn(mlir::func::ReturnOp ret);
   HbmView freshBuffer(mlir::Value result);
   void planInPlace();
+  void planScatterInPlace(kgraph::ScatterRowsOp scatter, unsigned arg,
+                          llvm::SmallPtrSetImpl<mlir::Value> &taken);
   void planConcats();
+  /// See SpreadTableUpdates.cpp.
+  std::optional<unsigned>
+  spreadUntil(llvm::ArrayRef<mlir::Operation *> members);
+  void spread(mlir::Operation *from, unsigned at, unsigned until);
+  unsigned spreadEnd(unsigned at, unsigned until);
+  void emitDueSlices(unsigned at);
   unsigned loweredAt(mlir::Operation *op);
   bool readsEndBefore(mlir::Value value, unsigned at,
                       const llvm::SmallPtrSetImpl<mlir::Operation *> &group,
@@ -148,6 +157,12 @@ private:
   llvm::DenseMap<mlir::Operation *, size_t> chainEpilogueOf;
   llvm::DenseMap<size_t, unsigned> chainEpilogueAt;
   std::map<mlir::Operation *, mlir::Operation *> loneGroups; // stable storage
+  /// Slices of whole-table updates waiting for their position.
+  struct DeferredSlice {
+    unsigned due;
+    llvm::SmallVector<mlir::Operation *> ops;
+  };
+  std::deque<DeferredSlice> deferredSlices;
   /// f32 values of elementwise ops stored in bf16 (see planNarrowedOutputs).
   llvm::DenseSet<mlir::Value> narrowed;
 };

@@ -1,4 +1,4 @@
-//===- LowerEmbedding.cpp - embedding lookups as gather DMAs --------------===//
+//===- LowerEmbedding.cpp - embedding rows by gather and scatter DMAs ----===//
 //
 // out[n, :] = weight[indices[n], :]. Each block of 128 tokens loads its
 // indices (one per partition) and one dma_gather per column chunk fetches
@@ -6,7 +6,9 @@
 // one-hot matrix times the table, BERT's 30522-row lookup read the table
 // (94 MB) more than once and spent 48 GFLOP on TensorE for 3 MB of rows;
 // and an index out of range matched no row and gave zeros, where the
-// gather stops the program with an error naming the index.
+// gather stops the program with an error naming the index. A row scatter
+// is the inverse: each block's rows load and one dma_scatter per column
+// chunk writes them where their indices point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +52,39 @@ LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
       tb.gather(picked, table, table.offset + c0 * colStride,
                 {FreeDim{colStride, cc}}, ids, rowStride, rows);
       tb.store(dst, dst.offset + n0 * width + c0, width, 1, picked);
+    }
+  }
+  return success();
+}
+
+LogicalResult Lowering::lowerScatterRows(ScatterRowsOp op, const HbmView &dst) {
+  int64_t rows = dst.shape[0], width = dst.shape[1];
+  int64_t tokens = op.getIndices().getType().getNumElements();
+  HbmView flat = materialize(operandOf(op.getIndices()),
+                             op.getIndices().getType().getShape());
+  TensorOperand source = operandOf(op.getRows());
+  std::optional<HbmView> picked;
+  if (!source.immediate) {
+    picked = materialize(source, op.getRows().getType().getShape());
+  }
+  int64_t rowStride = dst.strides[0], colStride = dst.strides[1];
+  int64_t elementBytes = isa::dtypeBytes(dst.dtype);
+  int64_t chunk =
+      std::min(width, std::max<int64_t>(64, sbufBudget / 2 / elementBytes));
+  for (int64_t n0 = 0; n0 < tokens; n0 += 128) {
+    int64_t nn = std::min<int64_t>(128, tokens - n0);
+    Tile ids = tb.tile(isa::Memory::Sbuf, isa::DType::I32, nn, 1);
+    tb.load(ids, flat, flat.offset + n0, /*rowStride=*/1, /*colStride=*/1);
+    for (int64_t c0 = 0; c0 < width; c0 += chunk) {
+      int64_t cc = std::min(chunk, width - c0);
+      Tile values = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
+      if (picked) {
+        tb.load(values, *picked, picked->offset + n0 * width + c0, width, 1);
+      } else {
+        tb.memset(values, *source.immediate);
+      }
+      tb.scatter(dst, dst.offset + c0 * colStride, {FreeDim{colStride, cc}},
+                 values, ids, rowStride, rows);
     }
   }
   return success();

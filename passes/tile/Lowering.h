@@ -206,6 +206,10 @@ public:
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,
                                      const HbmView &dst);
+  /// The rows `op` picks written into `dst` (the table, [V, D]) by scatter
+  /// DMAs.
+  mlir::LogicalResult lowerScatterRows(kgraph::ScatterRowsOp op,
+                                       const HbmView &dst);
   /// Writes the product into `dst` (for a folded f32 cast of a bf16 product,
   /// the cast's result: PSUM is f32 already), or, with an epilogue, computes
   /// the epilogue on each output tile and stores its outputs instead.

@@ -31,6 +31,8 @@ public:
   void release(int64_t at) { used.erase(at); }
   int64_t inUse() const;
   int64_t size() const { return capacity; }
+  /// Extends [0, capacity) by `bytes` (a region set aside, given back).
+  void grow(int64_t bytes) { capacity += bytes; }
 
 private:
   int64_t align(int64_t x) const {

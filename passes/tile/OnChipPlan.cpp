@@ -33,8 +33,10 @@ class OnChipPlanner {
 public:
   OnChipPlanner(func::FuncOp func, const target::TargetDescription &t,
                 int64_t sbufCapacity)
-      : func(func), t(t), sbuf(sbufCapacity, kPlanAlignment),
-        psum(t.psumBytesPerPartition / t.psumBankBytes - 1, 1) {}
+      : func(func), t(t), sbufCapacity(sbufCapacity),
+        sbuf(sbufCapacity, kPlanAlignment),
+        psum(t.psumBytesPerPartition / t.psumBankBytes - 1, 1),
+        background(sbufCapacity, kPlanAlignment) {}
 
   FailureOr<int64_t> run() {
     Block &body = func.getBody().front();
@@ -52,8 +54,14 @@ public:
       }
       llvm::sort(list);
     }
+    int64_t backgroundUntil = reserveBackground(body);
     for (Operation *op = &body.front(); op; op = op->getNextNode()) {
       int64_t at = position.lookup(op);
+      if (backgroundBytes > 0 && at > backgroundUntil) {
+        // The background work is over: its region is everyone's again.
+        sbuf.grow(backgroundBytes);
+        backgroundBytes = 0;
+      }
       for (auto it = frees.begin(); it != frees.end() && it->first < at;) {
         Live &l = live[it->second];
         l.pool->release(l.address);
@@ -88,16 +96,82 @@ private:
     return it == list.end() ? kNever : *it;
   }
 
+  /// Whether the background buffers, placed alone in program order as
+  /// they will be, fit a region of `bytes`; `until` gets the last position
+  /// one is used at.
+  bool backgroundFits(Block &body, int64_t bytes, int64_t &until) {
+    RotatingAllocator region(bytes, kPlanAlignment);
+    std::multimap<int64_t, int64_t> ends; // last use -> address
+    until = -1;
+    for (auto alloc : body.getOps<ktile::AllocOp>()) {
+      const auto &list = uses[alloc.getBuffer()];
+      if (!alloc->hasAttr(ktile::kBackgroundAttr) || list.empty()) {
+        continue;
+      }
+      int64_t at = position[alloc];
+      for (auto it = ends.begin(); it != ends.end() && it->first < at;) {
+        region.release(it->second);
+        it = ends.erase(it);
+      }
+      std::optional<int64_t> address = region.allocate(
+          alignUp(ktile::bufferBytes(alloc.getBuffer().getType())));
+      if (!address) {
+        return false;
+      }
+      ends.emplace(list.back(), *address);
+      until = std::max(until, list.back());
+    }
+    return true;
+  }
+
+  /// Sets the background region aside at the top of SBUF: a quarter more
+  /// than the least its buffers fit (room to overlap one tile's loads with
+  /// the last one's stores), at most a quarter of SBUF; background work that
+  /// needs more shares SBUF with the rest. Returns the last position a
+  /// background buffer is used at (-1 with none or no region).
+  int64_t reserveBackground(Block &body) {
+    int64_t until = -1;
+    int64_t limit = sbufCapacity / 4 / kPlanAlignment; // in alignment units
+    if (!backgroundFits(body, limit * kPlanAlignment, until) || until < 0) {
+      return -1;
+    }
+    int64_t lo = 1, hi = limit, ignored; // the least that fits is in [lo, hi]
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      if (backgroundFits(body, mid * kPlanAlignment, ignored)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    backgroundBytes = std::min(limit, hi + hi / 4) * kPlanAlignment;
+    backgroundBase = sbufCapacity - backgroundBytes;
+    sbuf = RotatingAllocator(backgroundBase, kPlanAlignment);
+    background = RotatingAllocator(backgroundBytes, kPlanAlignment);
+    return until;
+  }
+
   LogicalResult place(ktile::AllocOp alloc, int64_t at) {
     Value v = alloc.getBuffer();
     MemRefType type = alloc.getBuffer().getType();
     bool isPsum = ktile::memoryOf(type) == isa::Memory::Psum;
     int64_t bytes = ktile::bufferBytes(type);
-    RotatingAllocator &pool = isPsum ? psum : sbuf;
+    bool apart = !isPsum && backgroundBytes > 0 &&
+                 alloc->hasAttr(ktile::kBackgroundAttr);
     int64_t units =
         isPsum ? static_cast<int64_t>(llvm::divideCeil(bytes, t.psumBankBytes))
                : alignUp(bytes);
-    std::optional<int64_t> address = pool.allocate(units);
+    std::optional<int64_t> address;
+    if (apart) {
+      // A background buffer the region cannot take (one spilled and
+      // reloaded) joins the rest.
+      address = background.allocate(units);
+      apart = address.has_value();
+    }
+    RotatingAllocator &pool = isPsum ? psum : apart ? background : sbuf;
+    if (!apart) {
+      address = pool.allocate(units);
+    }
     // A reload is needed by the instruction after it, not by its own DMA.
     int64_t needed = neededAt.count(v) ? neededAt[v] : nextUse(v, at);
     while (!address && !isPsum && units <= sbuf.size()) {
@@ -127,7 +201,8 @@ private:
     frees.emplace(lastUse(v, at), v);
     alloc->setAttr("address",
                    Builder(alloc).getI64IntegerAttr(
-                       isPsum ? *address * t.psumBankBytes : *address));
+                       isPsum ? *address * t.psumBankBytes
+                              : *address + (apart ? backgroundBase : 0)));
     return success();
   }
 
@@ -215,7 +290,11 @@ private:
 
   func::FuncOp func;
   const target::TargetDescription &t;
-  RotatingAllocator sbuf, psum;
+  int64_t sbufCapacity;
+  RotatingAllocator sbuf, psum, background;
+  /// The region background buffers take, at the top of SBUF, while any of
+  /// them is live (0 once it is over, or when there are none).
+  int64_t backgroundBase = 0, backgroundBytes = 0;
   llvm::DenseMap<Operation *, int64_t> position;
   std::vector<Operation *> original;
   /// Sorted use positions of every on-chip buffer.

@@ -147,6 +147,19 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       bytes, the same bits).
     - **Embedding** lookups: 128 token ids per block, one per partition,
       and a `dma_gather` per column chunk fetching the rows they pick.
+      `scatter_rows` is the inverse: each block's rows load and a
+      `dma_scatter` per column chunk writes them where their ids point,
+      over the input's buffer when nothing else reads the input (the
+      argument's, when the result is written over an argument and the
+      input's elementwise producer can write there too), else over a copy.
+    - **A whole-table update** (a group whose values go only into row
+      scatters' inputs, kgraph-sparse-table-updates' zero-gradient half):
+      its loop nest is cut at stores into 64 slices spread over the
+      program from where it stands to the op computing the loss (without
+      one, half the way to its first reader), each emitted between the ops
+      there, and its SBUF buffers are marked `ktile.background` for the
+      memory plan. Emitted whole at the step's start, its tiles would take
+      every SBUF address in turn and the forward pass would wait behind it.
     - `iota` is GpSimd's index generator; `all_reduce` a collective on the
       HBM buffer; `concat` copies each input into its slice of the result,
       except inputs whose producer (a matmul or an elementwise group)
@@ -204,6 +217,14 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     with the previous one's compute (double buffering). PSUM buffers take
     whole 2 KiB banks. HBM intermediates reuse the space of dead ones;
     arguments, results and constants get fixed places first.
+
+    Buffers marked `ktile.background` (a whole-table update spread over the
+    forward pass) are placed in a region of their own at the top of SBUF,
+    which the rest does not use until the last of them is dead: otherwise
+    the forward pass's tiles, sharing their addresses, would wait for the
+    update's. The region is a quarter more than the least they fit in,
+    placed alone in program order, and at most a quarter of SBUF (beyond
+    that they share SBUF with the rest).
 
     When SBUF runs out (`sbuf-bytes` lowers the capacity, for tests and
     `kiln compile --sbuf-bytes`), the live buffer whose next use is furthest

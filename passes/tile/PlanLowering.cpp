@@ -167,6 +167,10 @@ void FunctionLowering::planInPlace() {
     Value result = ret.getOperand(r);
     Value arg = source.getArgument(alias.getInt());
     Operation *producer = result.getDefiningOp();
+    if (auto scatter = llvm::dyn_cast_or_null<ScatterRowsOp>(producer)) {
+      planScatterInPlace(scatter, alias.getInt(), taken);
+      continue;
+    }
     if (!producer || !graph_passes::isElementwise(producer) ||
         absorbed.contains(producer) || !taken.insert(result).second ||
         tensorType(result) != tensorType(arg)) {
@@ -181,6 +185,46 @@ void FunctionLowering::planInPlace() {
     if (readsEndBefore(arg, at, inGroup, /*throughView=*/false)) {
       inPlace[result] = alias.getInt();
     }
+  }
+}
+
+/// A returned row scatter over argument `arg`: the scatter writes the
+/// argument's buffer when every other read of the argument comes before it,
+/// and the value it updates goes there too when its elementwise producer can
+/// write it there (an embedding table's update with zero gradient, which
+/// kgraph-sparse-table-updates splits from the rows the batch picks): the
+/// rows then land in place, with no copy of the table.
+void FunctionLowering::planScatterInPlace(ScatterRowsOp scatter, unsigned arg,
+                                          llvm::SmallPtrSetImpl<Value> &taken) {
+  Value argument = source.getArgument(arg);
+  Value input = scatter.getInput();
+  if (!taken.insert(scatter.getOutput()).second ||
+      tensorType(scatter.getOutput()) != tensorType(argument)) {
+    return;
+  }
+  llvm::SmallPtrSet<Operation *, 1> self{scatter};
+  if (!readsEndBefore(argument, position[scatter], self,
+                      /*throughView=*/false)) {
+    return;
+  }
+  inPlace[scatter.getOutput()] = arg;
+  Operation *producer = input.getDefiningOp();
+  if (!producer || !graph_passes::isElementwise(producer) ||
+      absorbed.contains(producer) || !taken.insert(input).second) {
+    return;
+  }
+  llvm::SmallVector<Operation *> members{producer};
+  if (auto id = fusionId(producer)) {
+    members = groups[*id];
+  }
+  llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+  // The group's own reads of the input are of its tiles in SBUF.
+  bool onlyScattered = llvm::all_of(input.getUsers(), [&](Operation *user) {
+    return user == scatter || inGroup.contains(user);
+  });
+  if (onlyScattered && readsEndBefore(argument, loweredAt(producer), inGroup,
+                                      /*throughView=*/false)) {
+    inPlace[input] = arg;
   }
 }
 

@@ -417,6 +417,18 @@ void TileBuilder::gather(const Tile &dst, const HbmView &view, int64_t offset,
         b.getNamedAttr("index_bound", b.getI64IntegerAttr(bound))});
 }
 
+void TileBuilder::scatter(const HbmView &view, int64_t offset,
+                          llvm::ArrayRef<FreeDim> free, const Tile &src,
+                          const Tile &indices, int64_t indexStride,
+                          int64_t bound) {
+  emit("dma_scatter",
+       {{view.buffer, pattern(view, offset, src.rows, /*rowStride=*/0, free)},
+        {src.buffer, pattern(src)},
+        {indices.buffer, pattern(indices)}},
+       {b.getNamedAttr("index_stride", b.getI64IntegerAttr(indexStride)),
+        b.getNamedAttr("index_bound", b.getI64IntegerAttr(bound))});
+}
+
 void TileBuilder::matmul(const Tile &dst, const Tile &stationary,
                          const Tile &moving, bool accumulate) {
   emit("matmul",

@@ -169,6 +169,12 @@ public:
   void gather(const Tile &dst, const HbmView &view, int64_t offset,
               llvm::ArrayRef<FreeDim> free, const Tile &indices,
               int64_t indexStride, int64_t bound);
+  /// Row p of `src` to `view` at `offset + indices[p] * indexStride`
+  /// elements, `free` along it (the gather's inverse; of two partitions
+  /// with one index the later one's row stays).
+  void scatter(const HbmView &view, int64_t offset,
+               llvm::ArrayRef<FreeDim> free, const Tile &src,
+               const Tile &indices, int64_t indexStride, int64_t bound);
   void matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
               bool accumulate);
   void transpose(const Tile &dst, const Tile &src);

@@ -215,9 +215,19 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   planConcats();
 
   for (Operation &op : body) {
+    emitDueSlices(position[&op]);
+    if (llvm::isa<func::ReturnOp>(op)) {
+      emitDueSlices(std::numeric_limits<unsigned>::max());
+    }
+    Operation *last = entry->empty() ? nullptr : &entry->back();
     if (failed(lowerOp(&op))) {
       target.erase();
       return failure();
+    }
+    if (auto id = fusionId(&op); id && &op == groups[*id].back()) {
+      if (auto until = spreadUntil(groups[*id])) {
+        spread(last, position[&op], *until);
+      }
     }
   }
   fuseTensorScalarPairs(target);
@@ -712,6 +722,38 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           return failure();
         }
         bindView(e.getOutput(), dst);
+        return success();
+      })
+      .Case([&](ScatterRowsOp scatter) -> LogicalResult {
+        // Over the input's buffer when the input was written for this
+        // scatter alone (into the argument the result aliases, as
+        // planScatterInPlace planned, or into a buffer of its own);
+        // otherwise over a copy of it.
+        Value input = scatter.getInput();
+        TensorOperand before = lowering.operandOf(input);
+        HbmView dst;
+        auto planned = inPlace.find(scatter.getOutput());
+        bool overInput =
+            !before.immediate &&
+            (planned != inPlace.end()
+                 ? inPlace.lookup(input) == planned->second &&
+                       inPlace.count(input)
+                 : input.hasOneUse() && before.view.isContiguous() &&
+                       before.view.offset == 0 &&
+                       before.view.elements() ==
+                           llvm::cast<MemRefType>(before.view.buffer.getType())
+                               .getNumElements() &&
+                       !llvm::isa<BlockArgument>(before.view.buffer));
+        if (overInput) {
+          dst = before.view;
+        } else {
+          dst = freshBuffer(scatter.getOutput());
+          lowering.copyInto(before, dst);
+        }
+        if (failed(lowering.lowerScatterRows(scatter, dst))) {
+          return failure();
+        }
+        bindView(scatter.getOutput(), dst);
         return success();
       })
       .Case([&](IotaOp iota) -> LogicalResult {

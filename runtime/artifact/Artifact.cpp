@@ -318,7 +318,8 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
       "706908289f1378bff4d6cb0481f802b24a46627d78135ce7c96c37f1c3c15dfd",
       "e470e46cfbbcad6bb111663bad126e3a1d7b3867ab840eb154b9cf275436a96e",
       "ee2bbd48246b2c2f254c9849eef73843bd7aa82b24047c40adf29639032dc2ae",
-      "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c"};
+      "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c",
+      "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e"};
   llvm::StringRef recorded(h + kOffSchemaHash, 32);
   bool knownOlder =
       minor < std::size(kOlderSchemas) &&

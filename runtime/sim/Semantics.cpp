@@ -213,8 +213,9 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
     out = gather(m, inst.operands[1]);
     break;
   case isa::Opcode::DmaGather:
-    // Indices are data, which can be wrong: executeGather checks them.
-    llvm::report_fatal_error("dma_gather runs through executeGather");
+  case isa::Opcode::DmaScatter:
+    // Indices are data, which can be wrong: executeIndexed checks them.
+    llvm::report_fatal_error("indirect DMAs run through executeIndexed");
   case isa::Opcode::Collective:
     // A group of one: sums, means, gathers and scatters are all the copy.
     // Larger groups go through executeCollective.
@@ -250,12 +251,20 @@ llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
   return llvm::Error::success();
 }
 
-llvm::Error executeGather(MachineState &m, const isa::Instruction &inst) {
-  const isa::AccessPattern &src = inst.operands[1];
+llvm::Error executeIndexed(MachineState &m, const isa::Instruction &inst) {
+  bool gathers = inst.opcode == isa::Opcode::DmaGather;
+  const isa::AccessPattern &rows = inst.operands[gathers ? 1 : 0];
   std::vector<double> indices = gather(m, inst.operands[2]);
+  std::vector<double> values;
+  if (!gathers) {
+    values = gather(m, inst.operands[1]);
+  }
   std::vector<double> out;
-  out.reserve(inst.operands[0].partitions * src.freeElements());
-  for (int64_t p = 0; p < src.partitions; ++p) {
+  out.reserve(rows.partitions * rows.freeElements());
+  int64_t width = rows.freeElements();
+  // Every index is checked before anything is written: a scatter that
+  // stops leaves its destination as it was.
+  for (int64_t p = 0; p < rows.partitions; ++p) {
     double index = indices[p];
     if (!(index >= 0 && index < static_cast<double>(inst.int1))) {
       // An i32 index is exact in a double; NaN is an index never written.
@@ -263,19 +272,31 @@ llvm::Error executeGather(MachineState &m, const isa::Instruction &inst) {
                               ? std::string("NaN (never written)")
                               : std::to_string(static_cast<int64_t>(index));
       return llvm::createStringError(
-          llvm::formatv("partition {0} reads index {1}, outside [0, {2})", p,
-                        shown, inst.int1)
+          llvm::formatv("partition {0} {1} index {2}, outside [0, {3})", p,
+                        gathers ? "reads" : "writes", shown, inst.int1)
               .str());
     }
-    isa::AccessPattern row = src;
-    row.partitions = 1;
-    row.offset += (p * src.partitionStride +
-                   static_cast<int64_t>(index) * inst.int0) *
-                  src.elementBytes();
-    std::vector<double> values = gather(m, row);
-    out.insert(out.end(), values.begin(), values.end());
   }
-  scatter(m, inst.operands[0], out);
+  for (int64_t p = 0; p < rows.partitions; ++p) {
+    isa::AccessPattern row = rows;
+    row.partitions = 1;
+    row.offset += (p * rows.partitionStride +
+                   static_cast<int64_t>(indices[p]) * inst.int0) *
+                  rows.elementBytes();
+    if (gathers) {
+      std::vector<double> picked = gather(m, row);
+      out.insert(out.end(), picked.begin(), picked.end());
+    } else {
+      // In partition order: of two partitions with one index, the later
+      // one's row stays.
+      scatter(m, row,
+              std::vector<double>(values.begin() + p * width,
+                                  values.begin() + (p + 1) * width));
+    }
+  }
+  if (gathers) {
+    scatter(m, inst.operands[0], out);
+  }
   return llvm::Error::success();
 }
 

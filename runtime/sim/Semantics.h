@@ -47,9 +47,11 @@ void executeReference(MachineState &m, const isa::Instruction &inst);
 /// the same artifact with the same modelled schedule, so all reach their
 /// collectives in the same order.
 /// A dma_gather: partition p of the destination reads the source's row p
-/// shifted by indices[p] * index_stride elements; an index outside [0,
-/// index_bound) is an error naming the partition and the index.
-llvm::Error executeGather(MachineState &m, const isa::Instruction &inst);
+/// shifted by indices[p] * index_stride elements. A dma_scatter: the
+/// destination's row p so shifted gets the source's partition p. An index
+/// outside [0, index_bound) is an error naming the partition and the index,
+/// and nothing is written.
+llvm::Error executeIndexed(MachineState &m, const isa::Instruction &inst);
 
 llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
                               comm::Communicator *communicator);

@@ -334,11 +334,12 @@ llvm::Expected<SimResult> Simulator::run() {
       if (auto e = executeCollective(machine, inst, options.communicator)) {
         return std::move(e);
       }
-    } else if (inst.opcode == isa::Opcode::DmaGather) {
-      if (auto e = executeGather(machine, inst)) {
+    } else if (isa::indexedOperand(inst.opcode) >= 0) {
+      if (auto e = executeIndexed(machine, inst)) {
         return llvm::createStringError(
-            llvm::formatv("{0} instruction {1} (dma_gather): {2}",
+            llvm::formatv("{0} instruction {1} ({2}): {3}",
                           result.streams[s].name, index,
+                          isa::schemaOf(inst.opcode).mnemonic,
                           llvm::toString(std::move(e)))
                 .str());
       }

@@ -637,3 +637,26 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
   // expected-error @+1 {{'index_stride' must be in [0, 2^32] and 'index_bound' in [1, 2^32]}}
   kisa.dma_gather {index_stride = 16, index_bound = 0, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 16]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16], pstride = 0>, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
 }
+
+// -----
+
+// A scatter writes SBUF rows into HBM.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{dma_scatter writes rows of SBUF into HBM}}
+  kisa.dma_scatter {index_stride = 16, index_bound = 10, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 128, dims = [1 x 16]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 16]>, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
+// Every row an index in [0, index_bound) can pick lies in HBM.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{operand 'dst': HBM bytes [70336, 70400) lie outside the program's 65536 bytes of HBM (at index 1099)}}
+  kisa.dma_scatter {index_stride = 16, index_bound = 1100, dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16], pstride = 0>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 16]>, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 64, dims = [1 x 1]>}
+}
+
+// -----
+
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{operand 'indices' must be an i32 SBUF tile of [8 x 1]}}
+  kisa.dma_scatter {index_stride = 16, index_bound = 10, dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16], pstride = 0>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 16]>, indices = #kisa.ap<sbuf, i32, p = 0:4, offset = 64, dims = [1 x 1]>}
+}

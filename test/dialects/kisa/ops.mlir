@@ -34,6 +34,8 @@ kisa.program @all_ops attributes {target = "trn1", hbm_bytes = 65536, semaphores
   kisa.random {counter = 7, partition_step = 8, free_step = 1, group_step = 12.0, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 1024, dims = [4 x 2, 1 x 4]>, seed = #kisa.ap<sbuf, i32, p = 0:8, offset = 1056, dims = [1 x 1]>}
   // CHECK: kisa.dma_gather {dst = {{.*}}, index_bound = 100 : i64, index_stride = 16 : i64, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 1056, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16]>}
   kisa.dma_gather {index_stride = 16, index_bound = 100, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 1024, dims = [1 x 16]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16], pstride = 0>, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 1056, dims = [1 x 1]>}
+  // CHECK: kisa.dma_scatter {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16]>, index_bound = 100 : i64, index_stride = 16 : i64, indices = {{.*}}, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 1024, dims = [1 x 16]>}
+  kisa.dma_scatter {index_stride = 16, index_bound = 100, dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 16], pstride = 0>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 1024, dims = [1 x 16]>, indices = #kisa.ap<sbuf, i32, p = 0:8, offset = 1056, dims = [1 x 1]>}
   // CHECK: kisa.memset {dst = {{.*}}, engine = "vector", value = -1.000000e+00 : f64}
   kisa.memset {engine = "vector", value = -1.0, dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 1024, dims = [1 x 8]>}
   // CHECK: kisa.affine_select {compare = "ge", dst = {{.*}}, fill = -1.000000e+04 : f64, free_step = -1 : i64, partition_step = 1 : i64

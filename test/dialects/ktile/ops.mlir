@@ -50,3 +50,12 @@ func.func @gather_rows(%w: memref<1000x64xf32, "hbm">) {
   ktile.dma_gather %rows, %w, %ids {index_stride = 64, index_bound = 1000, dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 64]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 64]>, indices = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x64xf32, "sbuf">, memref<1000x64xf32, "hbm">, memref<128x1xi32, "sbuf">
   return
 }
+
+// CHECK-LABEL: func.func @scatter_rows
+// CHECK: ktile.dma_scatter %arg0, %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 64]>, index_bound = 1000 : i64, index_stride = 64 : i64
+func.func @scatter_rows(%w: memref<1000x64xf32, "hbm">) {
+  %rows = ktile.alloc : memref<128x64xf32, "sbuf">
+  %ids = ktile.alloc : memref<128x1xi32, "sbuf">
+  ktile.dma_scatter %w, %rows, %ids {index_stride = 64, index_bound = 1000, dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 64]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 64]>, indices = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<1000x64xf32, "hbm">, memref<128x64xf32, "sbuf">, memref<128x1xi32, "sbuf">
+  return
+}

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/sim/Kernels.h"
+#include "runtime/sim/Semantics.h"
 #include "test/support/TestSupport.h"
 
 #include <gtest/gtest.h>
@@ -201,6 +202,41 @@ TEST(Kernels, IntegerTilesUseTheReference) {
   sim::scatter(m, src, {1, 2, 3, 4});
   EXPECT_FALSE(sim::executeFast(
       m, make(Opcode::TensorCopy, {test::rowsOf(Memory::Sbuf, 1, 4, 64), src})));
+}
+
+TEST(Semantics, ScatterWritesRowsWhereIndicesPointTheLaterOneWinning) {
+  Twin t;
+  sim::MachineState m = t.state(0);
+  // A 6-row table of 2 columns, rows 0..5 holding 10 r + c.
+  auto table = test::rowsOf(Memory::Hbm, 6, 2, 0);
+  std::vector<double> before;
+  for (int r = 0; r < 6; ++r) {
+    before.insert(before.end(), {10.0 * r, 10.0 * r + 1});
+  }
+  sim::scatter(m, table, before);
+  auto src = test::rowsOf(Memory::Sbuf, 3, 2, 0);
+  auto ids = test::rowsOf(Memory::Sbuf, 3, 1, 64, DType::I32);
+  sim::scatter(m, src, {-1, -2, -3, -4, -5, -6});
+  sim::scatter(m, ids, {4, 1, 4});
+  auto rows = table;
+  rows.partitions = 3;
+  rows.partitionStride = 0; // every partition starts at row 0
+  isa::Instruction inst = make(Opcode::DmaScatter, {rows, src, ids});
+  inst.int0 = 2; // a row's stride in elements
+  inst.int1 = 6;
+  ASSERT_FALSE(static_cast<bool>(sim::executeIndexed(m, inst)));
+  std::vector<double> after = before;
+  after[2] = -3, after[3] = -4; // row 1 from partition 1
+  after[8] = -5, after[9] = -6; // row 4 from partition 2, the later one
+  EXPECT_EQ(sim::gather(m, table), after);
+
+  // An index out of range is an error, and nothing is written.
+  sim::scatter(m, ids, {0, 6, 2});
+  llvm::Error e = sim::executeIndexed(m, inst);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_EQ(llvm::toString(std::move(e)),
+            "partition 1 writes index 6, outside [0, 6)");
+  EXPECT_EQ(sim::gather(m, table), after);
 }
 
 } // namespace
