@@ -19,6 +19,34 @@ using namespace kiln::kgraph;
 
 namespace kiln::tile_passes {
 
+namespace {
+
+/// Visits an indexed transfer's blocks: `tokens` ids, 128 a block, one per
+/// partition (loaded from `flat`, or all `constant`), and each block's
+/// column chunks, at most half the SBUF budget wide: fn(ids, n0, nn, c0, cc).
+template <typename Fn>
+void forEachIdBlock(TileBuilder &tb, const std::optional<HbmView> &flat,
+                    std::optional<double> constant, int64_t tokens,
+                    int64_t width, int64_t chunkBytes, isa::DType dtype,
+                    Fn fn) {
+  int64_t chunk = std::min(
+      width, std::max<int64_t>(64, chunkBytes / isa::dtypeBytes(dtype)));
+  for (int64_t n0 = 0; n0 < tokens; n0 += 128) {
+    int64_t nn = std::min<int64_t>(128, tokens - n0);
+    Tile ids = tb.tile(isa::Memory::Sbuf, isa::DType::I32, nn, 1);
+    if (flat) {
+      tb.load(ids, *flat, flat->offset + n0, /*rowStride=*/1, /*colStride=*/1);
+    } else {
+      tb.memset(ids, *constant);
+    }
+    for (int64_t c0 = 0; c0 < width; c0 += chunk) {
+      fn(ids, n0, nn, c0, std::min(chunk, width - c0));
+    }
+  }
+}
+
+} // namespace
+
 LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
   auto weightShape = op.getWeight().getType().getShape();
   int64_t rows = weightShape[0], width = weightShape[1];
@@ -35,58 +63,43 @@ LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
     flat = materialize(indices, op.getIndices().getType().getShape());
   }
   int64_t rowStride = table.strides[0], colStride = table.strides[1];
-  int64_t elementBytes = isa::dtypeBytes(dst.dtype);
-  int64_t chunk =
-      std::min(width, std::max<int64_t>(64, sbufBudget / 2 / elementBytes));
-  for (int64_t n0 = 0; n0 < tokens; n0 += 128) {
-    int64_t nn = std::min<int64_t>(128, tokens - n0);
-    Tile ids = tb.tile(isa::Memory::Sbuf, isa::DType::I32, nn, 1);
-    if (flat) {
-      tb.load(ids, *flat, flat->offset + n0, /*rowStride=*/1, /*colStride=*/1);
-    } else {
-      tb.memset(ids, *indices.immediate);
-    }
-    for (int64_t c0 = 0; c0 < width; c0 += chunk) {
-      int64_t cc = std::min(chunk, width - c0);
-      Tile picked = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
-      tb.gather(picked, table, table.offset + c0 * colStride,
-                {FreeDim{colStride, cc}}, ids, rowStride, rows);
-      tb.store(dst, dst.offset + n0 * width + c0, width, 1, picked);
-    }
-  }
+  forEachIdBlock(
+      tb, flat, indices.immediate, tokens, width, sbufBudget / 2, dst.dtype,
+      [&](const Tile &ids, int64_t n0, int64_t nn, int64_t c0, int64_t cc) {
+        Tile picked = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
+        tb.gather(picked, table, table.offset + c0 * colStride,
+                  {FreeDim{colStride, cc}}, ids, rowStride, rows);
+        tb.store(dst, dst.offset + n0 * width + c0, width, 1, picked);
+      });
   return success();
 }
 
 LogicalResult Lowering::lowerScatterRows(ScatterRowsOp op, const HbmView &dst) {
   int64_t rows = dst.shape[0], width = dst.shape[1];
   int64_t tokens = op.getIndices().getType().getNumElements();
-  HbmView flat = materialize(operandOf(op.getIndices()),
-                             op.getIndices().getType().getShape());
+  TensorOperand indices = operandOf(op.getIndices());
+  std::optional<HbmView> flat;
+  if (!indices.immediate) {
+    flat = materialize(indices, op.getIndices().getType().getShape());
+  }
   TensorOperand source = operandOf(op.getRows());
   std::optional<HbmView> picked;
   if (!source.immediate) {
     picked = materialize(source, op.getRows().getType().getShape());
   }
   int64_t rowStride = dst.strides[0], colStride = dst.strides[1];
-  int64_t elementBytes = isa::dtypeBytes(dst.dtype);
-  int64_t chunk =
-      std::min(width, std::max<int64_t>(64, sbufBudget / 2 / elementBytes));
-  for (int64_t n0 = 0; n0 < tokens; n0 += 128) {
-    int64_t nn = std::min<int64_t>(128, tokens - n0);
-    Tile ids = tb.tile(isa::Memory::Sbuf, isa::DType::I32, nn, 1);
-    tb.load(ids, flat, flat.offset + n0, /*rowStride=*/1, /*colStride=*/1);
-    for (int64_t c0 = 0; c0 < width; c0 += chunk) {
-      int64_t cc = std::min(chunk, width - c0);
-      Tile values = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
-      if (picked) {
-        tb.load(values, *picked, picked->offset + n0 * width + c0, width, 1);
-      } else {
-        tb.memset(values, *source.immediate);
-      }
-      tb.scatter(dst, dst.offset + c0 * colStride, {FreeDim{colStride, cc}},
-                 values, ids, rowStride, rows);
-    }
-  }
+  forEachIdBlock(
+      tb, flat, indices.immediate, tokens, width, sbufBudget / 2, dst.dtype,
+      [&](const Tile &ids, int64_t n0, int64_t nn, int64_t c0, int64_t cc) {
+        Tile values = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
+        if (picked) {
+          tb.load(values, *picked, picked->offset + n0 * width + c0, width, 1);
+        } else {
+          tb.memset(values, *source.immediate);
+        }
+        tb.scatter(dst, dst.offset + c0 * colStride, {FreeDim{colStride, cc}},
+                   values, ids, rowStride, rows);
+      });
   return success();
 }
 
