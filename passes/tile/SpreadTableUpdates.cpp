@@ -26,13 +26,11 @@ namespace {
 constexpr int64_t kSlices = 64;
 
 bool storesToHbm(Operation *op) {
-  if (op->getName().getStringRef() != "ktile.dma_copy") {
+  if (!llvm::isa<ktile::DmaCopyOp>(op)) {
     return false;
   }
   auto dst = llvm::dyn_cast<MemRefType>(op->getOperand(0).getType());
-  auto space =
-      dst ? llvm::dyn_cast_or_null<StringAttr>(dst.getMemorySpace()) : nullptr;
-  return space && space.getValue() == "hbm";
+  return dst && ktile::memoryOf(dst) == isa::Memory::Hbm;
 }
 
 } // namespace
