@@ -49,7 +49,7 @@ bool sameForEveryRow(Value v) {
 /// The elementwise ops that compute a table's update from its gradient,
 /// with what they read and which of their values leave.
 struct TableUpdate {
-  llvm::SetVector<Operation *> ops;           // program order
+  llvm::SmallVector<Operation *> ops;         // program order
   llvm::SetVector<BlockArgument> tableLeaves; // [V, D] arguments read
   llvm::SmallVector<Value> outputs;           // values only returned
 };
@@ -105,7 +105,7 @@ std::optional<TableUpdate> findUpdate(Value gradient) {
     if (!members.contains(&op)) {
       continue;
     }
-    update.ops.insert(&op);
+    update.ops.push_back(&op);
     for (Value operand : op.getOperands()) {
       if (auto arg = llvm::dyn_cast<BlockArgument>(operand)) {
         if (!sameForEveryRow(arg)) {
@@ -229,12 +229,12 @@ bool split(EmbeddingBackwardOp op) {
                                 e.reshape(flat, {1, tokens})),
                       t);
   picked.map(op.getOutput(), e.matmul(same, dy));
-  cloneOver(b, update->ops.getArrayRef(), picked, tokens);
+  cloneOver(b, update->ops, picked, tokens);
 
   IRMapping whole;
   Value zero = e.splat(0.0, tableShape, t);
   whole.map(op.getOutput(), zero);
-  cloneWithZeroGradient(b, update->ops.getArrayRef(), whole, zero);
+  cloneWithZeroGradient(b, update->ops, whole, zero);
 
   b.setInsertionPoint(update->ops.back()->getBlock()->getTerminator());
   for (Value output : update->outputs) {

@@ -45,6 +45,16 @@ void forEachIdBlock(TileBuilder &tb, const std::optional<HbmView> &flat,
   }
 }
 
+/// `value` as a contiguous HBM view, or nothing for a splat (an immediate).
+std::optional<HbmView> viewUnlessSplat(Lowering &lowering, Value value) {
+  const TensorOperand &operand = lowering.operandOf(value);
+  if (operand.immediate) {
+    return std::nullopt;
+  }
+  return lowering.materialize(
+      operand, llvm::cast<RankedTensorType>(value.getType()).getShape());
+}
+
 } // namespace
 
 LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
@@ -57,14 +67,11 @@ LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
     weight.immediate.reset();
   }
   const HbmView &table = weight.view;
-  TensorOperand indices = operandOf(op.getIndices());
-  std::optional<HbmView> flat;
-  if (!indices.immediate) {
-    flat = materialize(indices, op.getIndices().getType().getShape());
-  }
+  std::optional<HbmView> flat = viewUnlessSplat(*this, op.getIndices());
+  std::optional<double> sameIndex = operandOf(op.getIndices()).immediate;
   int64_t rowStride = table.strides[0], colStride = table.strides[1];
   forEachIdBlock(
-      tb, flat, indices.immediate, tokens, width, sbufBudget / 2, dst.dtype,
+      tb, flat, sameIndex, tokens, width, sbufBudget / 2, dst.dtype,
       [&](const Tile &ids, int64_t n0, int64_t nn, int64_t c0, int64_t cc) {
         Tile picked = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
         tb.gather(picked, table, table.offset + c0 * colStride,
@@ -77,25 +84,19 @@ LogicalResult Lowering::lowerEmbedding(EmbeddingOp op, const HbmView &dst) {
 LogicalResult Lowering::lowerScatterRows(ScatterRowsOp op, const HbmView &dst) {
   int64_t rows = dst.shape[0], width = dst.shape[1];
   int64_t tokens = op.getIndices().getType().getNumElements();
-  TensorOperand indices = operandOf(op.getIndices());
-  std::optional<HbmView> flat;
-  if (!indices.immediate) {
-    flat = materialize(indices, op.getIndices().getType().getShape());
-  }
-  TensorOperand source = operandOf(op.getRows());
-  std::optional<HbmView> picked;
-  if (!source.immediate) {
-    picked = materialize(source, op.getRows().getType().getShape());
-  }
+  std::optional<HbmView> flat = viewUnlessSplat(*this, op.getIndices());
+  std::optional<double> sameIndex = operandOf(op.getIndices()).immediate;
+  std::optional<HbmView> picked = viewUnlessSplat(*this, op.getRows());
+  std::optional<double> sameRow = operandOf(op.getRows()).immediate;
   int64_t rowStride = dst.strides[0], colStride = dst.strides[1];
   forEachIdBlock(
-      tb, flat, indices.immediate, tokens, width, sbufBudget / 2, dst.dtype,
+      tb, flat, sameIndex, tokens, width, sbufBudget / 2, dst.dtype,
       [&](const Tile &ids, int64_t n0, int64_t nn, int64_t c0, int64_t cc) {
         Tile values = tb.tile(isa::Memory::Sbuf, dst.dtype, nn, cc);
         if (picked) {
           tb.load(values, *picked, picked->offset + n0 * width + c0, width, 1);
         } else {
-          tb.memset(values, *source.immediate);
+          tb.memset(values, *sameRow);
         }
         tb.scatter(dst, dst.offset + c0 * colStride, {FreeDim{colStride, cc}},
                    values, ids, rowStride, rows);

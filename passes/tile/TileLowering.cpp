@@ -736,8 +736,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         bool overInput =
             !before.immediate &&
             (planned != inPlace.end()
-                 ? inPlace.lookup(input) == planned->second &&
-                       inPlace.count(input)
+                 ? inPlace.count(input) &&
+                       inPlace.lookup(input) == planned->second
                  : input.hasOneUse() && before.view.isContiguous() &&
                        before.view.offset == 0 &&
                        before.view.elements() ==
