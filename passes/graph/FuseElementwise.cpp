@@ -233,11 +233,13 @@ struct KGraphFuseElementwise
       groups[*chosen].members.insert(&op);
       groupOf[&op] = *chosen;
     }
-    // Number the groups with more than one op; singletons need no mark.
+    // Number the groups with more than one op, and lone ops that read a
+    // product (see readsProduct); other lone ops need no mark.
     int64_t next = 0;
     OpBuilder builder(func.getContext());
     for (Group &g : groups) {
-      if (g.members.size() < 2) {
+      if (g.members.empty() ||
+          (g.members.size() < 2 && !readsProduct(*g.members.begin()))) {
         continue;
       }
       for (Operation *op : g.members) {
@@ -245,6 +247,16 @@ struct KGraphFuseElementwise
       }
       ++next;
     }
+  }
+
+  /// Whether a lone op is worth a mark: it reads a product, whose epilogue
+  /// then computes it instead of the product going to HBM and back. A cast
+  /// is not: the product's stores and its readers' loads narrow or widen.
+  static bool readsProduct(Operation *op) {
+    return !llvm::isa<kiln::kgraph::CastOp>(op) &&
+           llvm::any_of(op->getOperands(), [](Value v) {
+             return v.getDefiningOp<kiln::kgraph::MatmulOp>();
+           });
   }
 
   /// Moves the ops that stop the groups `joined` from running at `op` —

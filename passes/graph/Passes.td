@@ -150,6 +150,11 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
     concat stays, since a matmul's load performs it, while a cast of a
     computed value sinks and joins its producer's group), so a front end's
     reshapes between 2-D products and 3-D activations do not cut chains.
+    Groups of one op are marked only when the op reads a matmul's product
+    and is not a cast: the tile phase then computes it on the product's
+    output tiles as they leave PSUM (a GELU's backward, a bias add), so the
+    product does not go to HBM and back; a lone cast of a product is left
+    to the product's stores and its readers' loads.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "64",

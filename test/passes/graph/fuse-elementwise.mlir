@@ -147,3 +147,28 @@ func.func @residual_after_linear(%p: tensor<6x8xf32>, %b: tensor<8xf32>, %r: ten
   %y = kgraph.add %d, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %y, %m : tensor<2x3x8xf32>, tensor<2x3x8xi1>
 }
+
+// An op alone in its group that reads a product is marked all the same:
+// the tile phase computes a marked group on the product's output tiles as
+// they leave PSUM (its epilogue), so the product is not stored and read
+// back. A lone cast of a product stays unmarked (the product's stores and
+// the loads of its readers narrow or widen it), and so does a lone op that
+// reads no product.
+// CHECK-LABEL: func.func @lone_product_readers
+// CHECK: %[[P:.*]] = kgraph.matmul
+// CHECK: kgraph.gelu_backward %[[P]], %arg2 {kgraph.fusion = 0 : i64}
+// CHECK: %[[Q:.*]] = kgraph.matmul
+// CHECK: kgraph.add %[[Q]], %arg3 {kgraph.fusion = 1 : i64}
+// CHECK: kgraph.cast %[[Q]] :
+// CHECK: kgraph.neg %arg2 :
+// CHECK-NOT: kgraph.fusion
+func.func @lone_product_readers(%dy: tensor<200x96xbf16>, %w: tensor<96x300xbf16>, %z: tensor<200x300xbf16>, %b: tensor<300xf32>, %x: tensor<200x96xf32>, %v: tensor<96x300xf32>)
+    -> (tensor<200x300xbf16>, tensor<200x300xf32>, tensor<200x300xbf16>, tensor<200x300xbf16>) {
+  %p = kgraph.matmul %dy, %w : tensor<200x96xbf16>, tensor<96x300xbf16> -> tensor<200x300xbf16>
+  %d = kgraph.gelu_backward %p, %z : tensor<200x300xbf16>
+  %q = kgraph.matmul %x, %v : tensor<200x96xf32>, tensor<96x300xf32> -> tensor<200x300xf32>
+  %a = kgraph.add %q, %b : tensor<200x300xf32>, tensor<300xf32>
+  %c = kgraph.cast %q : tensor<200x300xf32> -> tensor<200x300xbf16>
+  %n = kgraph.neg %z : tensor<200x300xbf16>
+  return %d, %a, %c, %n : tensor<200x300xbf16>, tensor<200x300xf32>, tensor<200x300xbf16>, tensor<200x300xbf16>
+}

@@ -157,3 +157,24 @@ func.func @residual_row_sums(%x: tensor<200x300xf32>, %w: tensor<300x700xf32>, %
   %s = kgraph.reduce_sum %e, [1] {keepdim = true} : tensor<200x700xf32> -> tensor<200x1xf32>
   return %a, %s : tensor<200x700xf32>, tensor<200x1xf32>
 }
+
+// A lone op reading a bf16 product (a GELU's backward on the product that
+// computes its output gradient, in a model kept in bf16) is the product's
+// epilogue too: each output tile leaves PSUM rounded to the product's
+// bf16, the derivative multiplies it, and only the result is stored. The
+// one HBM buffer the function allocates is its result.
+// CHECK-LABEL: func.func @lone_reader
+// CHECK: ktile.alloc : memref<200x300xbf16, "hbm">
+// CHECK-NOT: memref<200x300xbf16, "hbm">
+// CHECK: ktile.matmul
+// CHECK: ktile.tensor_copy %[[D:.*]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 300]>, src = #kisa.ap<psum
+// CHECK: ktile.activation %[[G:.*]], %{{.*}} {{.*}}func = "gelu_derivative"
+// CHECK-NEXT: ktile.tensor_tensor %[[D]], %[[D]], %[[G]] {{.*}}op = "mul"
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[D]] {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 300], pstride = 300>
+// CHECK-NOT: ktile.alloc : memref<200x300xbf16, "hbm">
+// CHECK: return
+func.func @lone_reader(%dy: tensor<200x96xbf16>, %w: tensor<96x300xbf16>, %z: tensor<200x300xbf16>) -> tensor<200x300xbf16> {
+  %p = kgraph.matmul %dy, %w : tensor<200x96xbf16>, tensor<96x300xbf16> -> tensor<200x300xbf16>
+  %d = kgraph.gelu_backward %p, %z : tensor<200x300xbf16>
+  return %d : tensor<200x300xbf16>
+}
