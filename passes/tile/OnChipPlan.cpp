@@ -9,6 +9,15 @@
 // buffer when it reaches it. The engine phase orders the store before
 // whatever reuses the space, since both touch the same bytes.
 //
+// SBUF has two regions besides the shared one. Background buffers (a
+// whole-table update spread over the forward pass) get one at the top while
+// they run. Buffers only engines touch (copies out of PSUM, temporaries),
+// used over a short stretch, get one at the bottom: the shared region then
+// rotates through loads and results alone, and a load's tile does not wait
+// for an engine that reads a temporary there, as it did when they took
+// turns at every address (on the BERT-base step with bf16 matmuls, loads
+// idled 8.3 ms over the queues waiting for the last reader of their tile).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/tile/MemoryPlan.h"
@@ -27,6 +36,10 @@ namespace {
 /// Ops of the input sit kGap positions apart, so that the spill and reload
 /// ops put in front of one get positions between it and its predecessor.
 constexpr int64_t kGap = 8;
+/// A buffer only engines touch goes to the local region when its uses span
+/// at most this many ops: a longer-lived one (a stationary operand kept
+/// for a whole product) would hold the small region.
+constexpr int64_t kLocalSpanOps = 500;
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 class OnChipPlanner {
@@ -51,10 +64,15 @@ public:
       auto &list = uses[alloc.getBuffer()];
       for (Operation *user : alloc.getBuffer().getUsers()) {
         list.push_back(position[user]);
+        if (llvm::isa<ktile::DmaCopyOp, ktile::DmaGatherOp,
+                      ktile::DmaScatterOp>(user)) {
+          transferred.insert(alloc.getBuffer());
+        }
       }
       llvm::sort(list);
     }
     int64_t backgroundUntil = reserveBackground(body);
+    reserveLocal(body);
     for (Operation *op = &body.front(); op; op = op->getNextNode()) {
       int64_t at = position.lookup(op);
       if (backgroundBytes > 0 && at > backgroundUntil) {
@@ -96,16 +114,30 @@ private:
     return it == list.end() ? kNever : *it;
   }
 
-  /// Whether the background buffers, placed alone in program order as
-  /// they will be, fit a region of `bytes`; `until` gets the last position
-  /// one is used at.
-  bool backgroundFits(Block &body, int64_t bytes, int64_t &until) {
+  bool isBackground(ktile::AllocOp alloc) {
+    return alloc->hasAttr(ktile::kBackgroundAttr);
+  }
+
+  /// An SBUF buffer only engines touch, used over a short stretch.
+  bool isLocal(ktile::AllocOp alloc) {
+    Value v = alloc.getBuffer();
+    const auto &list = uses[v];
+    return ktile::memoryOf(alloc.getBuffer().getType()) == isa::Memory::Sbuf &&
+           !isBackground(alloc) && !transferred.contains(v) && !list.empty() &&
+           list.back() - position[alloc] <= kLocalSpanOps * kGap;
+  }
+
+  /// Whether the buffers `in` picks, placed alone in program order as they
+  /// will be, fit a region of `bytes`; `until` gets the last position one
+  /// is used at.
+  bool fitsAlone(Block &body, int64_t bytes,
+                 bool (OnChipPlanner::*in)(ktile::AllocOp), int64_t &until) {
     RotatingAllocator region(bytes, kPlanAlignment);
     std::multimap<int64_t, int64_t> ends; // last use -> address
     until = -1;
     for (auto alloc : body.getOps<ktile::AllocOp>()) {
       const auto &list = uses[alloc.getBuffer()];
-      if (!alloc->hasAttr(ktile::kBackgroundAttr) || list.empty()) {
+      if (!(this->*in)(alloc) || list.empty()) {
         continue;
       }
       int64_t at = position[alloc];
@@ -131,24 +163,53 @@ private:
   /// background buffer is used at (-1 with none or no region).
   int64_t reserveBackground(Block &body) {
     int64_t until = -1;
-    int64_t limit = sbufCapacity / 4 / kPlanAlignment; // in alignment units
-    if (!backgroundFits(body, limit * kPlanAlignment, until) || until < 0) {
+    int64_t least = leastRegion(body, &OnChipPlanner::isBackground, until);
+    if (least == 0 || until < 0) {
       return -1;
+    }
+    int64_t units = least / kPlanAlignment;
+    backgroundBytes =
+        std::min(sbufCapacity / 4 / kPlanAlignment, units + units / 4) *
+        kPlanAlignment;
+    backgroundBase = sbufCapacity - backgroundBytes;
+    sbuf = RotatingAllocator(backgroundBase, kPlanAlignment);
+    background = RotatingAllocator(backgroundBytes, kPlanAlignment);
+    return until;
+  }
+
+  /// The least region, up to a quarter of SBUF, that the buffers `in` picks
+  /// fit placed alone; 0 if they fit none.
+  int64_t leastRegion(Block &body, bool (OnChipPlanner::*in)(ktile::AllocOp),
+                      int64_t &until) {
+    int64_t limit = sbufCapacity / 4 / kPlanAlignment; // in alignment units
+    if (!fitsAlone(body, limit * kPlanAlignment, in, until)) {
+      return 0;
     }
     int64_t lo = 1, hi = limit, ignored; // the least that fits is in [lo, hi]
     while (lo < hi) {
       int64_t mid = (lo + hi) / 2;
-      if (backgroundFits(body, mid * kPlanAlignment, ignored)) {
+      if (fitsAlone(body, mid * kPlanAlignment, in, ignored)) {
         hi = mid;
       } else {
         lo = mid + 1;
       }
     }
-    backgroundBytes = std::min(limit, hi + hi / 4) * kPlanAlignment;
-    backgroundBase = sbufCapacity - backgroundBytes;
-    sbuf = RotatingAllocator(backgroundBase, kPlanAlignment);
-    background = RotatingAllocator(backgroundBytes, kPlanAlignment);
-    return until;
+    return hi * kPlanAlignment;
+  }
+
+  /// Sets the local region aside at the bottom of SBUF: twice the least
+  /// its buffers fit (one tile's buffers filled while the last one's are
+  /// read), at most a quarter of SBUF. Local buffers it cannot take join
+  /// the rest.
+  void reserveLocal(Block &body) {
+    int64_t until = -1;
+    int64_t least = leastRegion(body, &OnChipPlanner::isLocal, until);
+    if (least == 0 || until < 0) {
+      return;
+    }
+    localBytes = std::min(sbufCapacity / 4, 2 * least);
+    sbuf = RotatingAllocator(sbuf.size() - localBytes, kPlanAlignment);
+    local = RotatingAllocator(localBytes, kPlanAlignment);
   }
 
   LogicalResult place(ktile::AllocOp alloc, int64_t at) {
@@ -168,8 +229,16 @@ private:
       address = background.allocate(units);
       apart = address.has_value();
     }
-    RotatingAllocator &pool = isPsum ? psum : apart ? background : sbuf;
-    if (!apart) {
+    bool inLocal = false;
+    if (!isPsum && !apart && localBytes > 0 && isLocal(alloc)) {
+      address = local.allocate(units);
+      inLocal = address.has_value();
+    }
+    RotatingAllocator &pool = isPsum    ? psum
+                              : apart   ? background
+                              : inLocal ? local
+                                        : sbuf;
+    if (!apart && !inLocal) {
       address = pool.allocate(units);
     }
     // A reload is needed by the instruction after it, not by its own DMA.
@@ -199,10 +268,11 @@ private:
     }
     live[v] = Live{&pool, *address};
     frees.emplace(lastUse(v, at), v);
-    alloc->setAttr("address",
-                   Builder(alloc).getI64IntegerAttr(
-                       isPsum ? *address * t.psumBankBytes
-                              : *address + (apart ? backgroundBase : 0)));
+    alloc->setAttr("address", Builder(alloc).getI64IntegerAttr(
+                                  isPsum    ? *address * t.psumBankBytes
+                                  : apart   ? *address + backgroundBase
+                                  : inLocal ? *address
+                                            : *address + localBytes));
     return success();
   }
 
@@ -291,7 +361,12 @@ private:
   func::FuncOp func;
   const target::TargetDescription &t;
   int64_t sbufCapacity;
+  /// The shared region sits above the local one, `localBytes` up.
   RotatingAllocator sbuf, psum, background;
+  RotatingAllocator local{0, kPlanAlignment};
+  int64_t localBytes = 0;
+  /// SBUF buffers a DMA reads or writes.
+  llvm::DenseSet<Value> transferred;
   /// The region background buffers take, at the top of SBUF, while any of
   /// them is live (0 once it is over, or when there are none).
   int64_t backgroundBase = 0, backgroundBytes = 0;

@@ -64,3 +64,40 @@ func.func @spill(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
   ktile.dma_copy %y, %e {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
   return %y : memref<8x128xf32, "hbm">
 }
+
+// Buffers only engines touch, used over a short stretch (%b and %e, each
+// read by the next activation), get a region of their own at the bottom
+// of SBUF, twice the least they fit placed alone: loads and results (%a,
+// %c, %d, %f, %g) rotate through the rest above it, so a load's tile
+// never waits for an engine that reads a temporary there.
+// CHECK-LABEL: func.func @local_region
+// CHECK: ktile.alloc {address = 1024 : i64} : memref<8x128xf32, "sbuf">
+// CHECK-NEXT: ktile.dma_copy
+// CHECK-NEXT: ktile.alloc {address = 0 : i64} : memref<8x128xf32, "sbuf">
+// CHECK: ktile.alloc {address = 1536 : i64}
+// CHECK: ktile.alloc {address = 2048 : i64}
+// CHECK-NEXT: ktile.dma_copy
+// CHECK-NEXT: ktile.alloc {address = 512 : i64} : memref<8x128xf32, "sbuf">
+// CHECK: ktile.alloc {address = 2560 : i64}
+// CHECK: ktile.alloc {address = 3072 : i64}
+func.func @local_region(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
+  %y = ktile.alloc : memref<8x128xf32, "hbm">
+  %a = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.dma_copy %a, %x {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %b = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %b, %a {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  %c = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %c, %b {func = "tanh", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %y, %c {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  %d = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.dma_copy %d, %x {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %e = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %e, %d {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  %f = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %f, %e {func = "tanh", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %y, %f {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  %g = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.activation %g, %e {func = "exp", dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %y, %g {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  return %y : memref<8x128xf32, "hbm">
+}
