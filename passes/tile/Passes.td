@@ -226,6 +226,14 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     placed alone in program order, and at most a quarter of SBUF (beyond
     that they share SBUF with the rest).
 
+    SBUF buffers no DMA reads or writes (copies out of PSUM, an elementwise
+    group's temporaries) whose uses span at most 500 ops are placed in a
+    region of their own at the bottom of SBUF, twice the least they fit in
+    placed alone, at most a quarter of SBUF; one the region cannot take
+    joins the rest. Loads and results then rotate through the shared region
+    alone, so a load's tile does not wait for an engine still reading a
+    temporary that had its address.
+
     When SBUF runs out (`sbuf-bytes` lowers the capacity, for tests and
     `kiln compile --sbuf-bytes`), the live buffer whose next use is furthest
     away (Belady) is spilled: a `dma_copy` stores it to an HBM scratch
