@@ -131,13 +131,13 @@ private:
   /// will be, fit a region of `bytes`; `until` gets the last position one
   /// is used at.
   bool fitsAlone(Block &body, int64_t bytes,
-                 bool (OnChipPlanner::*in)(ktile::AllocOp), int64_t &until) {
+                 llvm::function_ref<bool(ktile::AllocOp)> in, int64_t &until) {
     RotatingAllocator region(bytes, kPlanAlignment);
     std::multimap<int64_t, int64_t> ends; // last use -> address
     until = -1;
     for (auto alloc : body.getOps<ktile::AllocOp>()) {
       const auto &list = uses[alloc.getBuffer()];
-      if (!(this->*in)(alloc) || list.empty()) {
+      if (!in(alloc) || list.empty()) {
         continue;
       }
       int64_t at = position[alloc];
@@ -163,7 +163,8 @@ private:
   /// background buffer is used at (-1 with none or no region).
   int64_t reserveBackground(Block &body) {
     int64_t until = -1;
-    int64_t least = leastRegion(body, &OnChipPlanner::isBackground, until);
+    int64_t least = leastRegion(
+        body, [&](ktile::AllocOp a) { return isBackground(a); }, until);
     if (least == 0 || until < 0) {
       return -1;
     }
@@ -179,7 +180,7 @@ private:
 
   /// The least region, up to a quarter of SBUF, that the buffers `in` picks
   /// fit placed alone; 0 if they fit none.
-  int64_t leastRegion(Block &body, bool (OnChipPlanner::*in)(ktile::AllocOp),
+  int64_t leastRegion(Block &body, llvm::function_ref<bool(ktile::AllocOp)> in,
                       int64_t &until) {
     int64_t limit = sbufCapacity / 4 / kPlanAlignment; // in alignment units
     if (!fitsAlone(body, limit * kPlanAlignment, in, until)) {
@@ -203,7 +204,8 @@ private:
   /// the rest.
   void reserveLocal(Block &body) {
     int64_t until = -1;
-    int64_t least = leastRegion(body, &OnChipPlanner::isLocal, until);
+    int64_t least =
+        leastRegion(body, [&](ktile::AllocOp a) { return isLocal(a); }, until);
     if (least == 0 || until < 0) {
       return;
     }
