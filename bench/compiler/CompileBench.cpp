@@ -26,10 +26,11 @@
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
 // compiles the best time is taken over (3); --check-hazards runs the
 // simulator's hazard checker too (slower): a program whose semaphores miss
-// a dependency fails with the hazard named. --what-if models the same
-// program again on variants of trn1 (twice the DMA bandwidth, tensor_tensor
-// at one cycle an element, ...), timing only, and prints each beside the
-// real one: which of the machine's limits bound the step, and by how much.
+// a dependency fails with the hazard named. --what-if models the step again
+// on variants of trn1 (twice the DMA bandwidth, tensor_tensor at one cycle
+// an element, ...), timing only, both the same program and the graph
+// compiled anew for the variant: which of the machine's limits bound the
+// step, and how far lifting them would take it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -191,56 +192,84 @@ void printBreakdown(const artifact::Artifact &artifact,
   }
 }
 
-/// Variants of the artifact's target to model the same program on: each
-/// lifts one of its limits, so the modelled time against the real one says
-/// how much that limit costs this schedule (which is not rescheduled for
-/// the variant, so a gain is a lower bound).
+/// Variants of trn1, each lifting one or more of its limits. The step is
+/// modelled on each twice: the same program (its schedule and memory plan
+/// made for trn1, so a gain is a lower bound) and the program compiled for
+/// the variant (what the limit costs once the compiler plans around its
+/// absence). Which limits bind the step, and how far lifting them goes.
 struct WhatIf {
+  const char *name; // the variant's target name (registerVariant)
   const char *description;
-  void (*apply)(target::TargetDescription &t);
+  bool dmaLatencyOverlaps, dmaBandwidthX2, tensorTensorOneCycle;
 };
 
 const WhatIf kWhatIfs[] = {
-    {"DMA fixed latency overlaps the next transfer",
-     [](target::TargetDescription &t) { t.dmaLatencyHoldsQueue = false; }},
-    {"DMA bandwidth x2",
-     [](target::TargetDescription &t) {
-       t.dmaBytesPerSecondPerQueue.value *= 2;
-     }},
-    {"tensor_tensor 1 cycle an element",
-     [](target::TargetDescription &t) {
-       t.tensorTensorCyclesPerElement.value = 1;
-     }},
-    {"both of the last two",
-     [](target::TargetDescription &t) {
-       t.dmaBytesPerSecondPerQueue.value *= 2;
-       t.tensorTensorCyclesPerElement.value = 1;
-     }},
+    {"trn1-dma-latency-overlaps",
+     "DMA fixed latency overlaps the next transfer", true, false, false},
+    {"trn1-dma-x2", "DMA bandwidth x2", false, true, false},
+    {"trn1-dma-free", "both (DMA all but free)", true, true, false},
+    {"trn1-tt-1", "tensor_tensor 1 cycle an element", false, false, true},
+    {"trn1-dma-x2-tt-1", "DMA bandwidth x2, tensor_tensor 1 cycle", false, true,
+     true},
+    {"trn1-all", "all three", true, true, true},
     // (No variant with ports unshared: the compiler orders a shared port's
     // holders by semaphores, so the same program would run the same.)
 };
 
-int printWhatIfs(const std::string &name, const artifact::Artifact &artifact,
-                 double modelledSeconds) {
-  std::printf("  what-if, same program (timing only)             modelled   "
-              "against trn1    MFU\n");
+const target::TargetDescription &whatIfTarget(const WhatIf &w) {
+  if (const target::TargetDescription *known = target::lookupTarget(w.name)) {
+    return *known;
+  }
+  target::TargetDescription t = *target::lookupTarget("trn1");
+  if (w.dmaLatencyOverlaps) {
+    t.dmaLatencyHoldsQueue = false;
+  }
+  if (w.dmaBandwidthX2) {
+    t.dmaBytesPerSecondPerQueue.value *= 2;
+  }
+  if (w.tensorTensorOneCycle) {
+    t.tensorTensorCyclesPerElement.value = 1;
+  }
+  return target::registerVariant(w.name, t);
+}
+
+llvm::Expected<sim::SimResult> modelTiming(const artifact::Artifact &artifact,
+                                           const target::TargetDescription *t) {
+  sim::SimOptions options;
+  options.checkHazards = false;
+  options.timingOnly = true;
+  options.target = t;
+  return sim::Simulator(artifact, options).run();
+}
+
+int printWhatIfs(const std::string &name, const proto::Graph &graph,
+                 const CompileOptions &options,
+                 const artifact::Artifact &artifact, double modelledSeconds) {
+  if (options.target != "trn1") {
+    return 0; // the variants are trn1's
+  }
+  std::printf("  %-44s %12s %7s %12s %7s   %s\n",
+              "what-if on trn1, timing only", "same program", "MFU",
+              "recompiled", "MFU", "against trn1");
   for (const WhatIf &w : kWhatIfs) {
-    target::TargetDescription variant =
-        *target::lookupTarget(artifact.manifest.target());
-    w.apply(variant);
-    sim::SimOptions options;
-    options.checkHazards = false;
-    options.timingOnly = true;
-    options.target = &variant;
-    auto result = sim::Simulator(artifact, options).run();
-    if (!result) {
+    const target::TargetDescription &variant = whatIfTarget(w);
+    auto same = modelTiming(artifact, &variant);
+    CompileOptions variantOptions = options;
+    variantOptions.target = w.name;
+    auto recompiled = compile(graph, variantOptions);
+    auto again = recompiled
+                     ? modelTiming(*recompiled, nullptr)
+                     : llvm::Expected<sim::SimResult>(recompiled.takeError());
+    if (!same || !again) {
+      llvm::Error err = same ? again.takeError() : same.takeError();
       std::fprintf(stderr, "%s: what-if '%s': %s\n", name.c_str(),
-                   w.description, llvm::toString(result.takeError()).c_str());
+                   w.description, llvm::toString(std::move(err)).c_str());
       return 1;
     }
-    std::printf("  %-48s %9.1f us   %6.3fx      %5.1f %%\n", w.description,
-                result->makespanSeconds * 1e6,
-                result->makespanSeconds / modelledSeconds, 100 * result->mfu);
+    std::printf("  %-44s %9.1f us %5.1f %% %9.1f us %5.1f %%   %.3fx\n",
+                w.description, same->makespanSeconds * 1e6, 100 * same->mfu,
+                again->makespanSeconds * 1e6, 100 * again->mfu,
+                again->makespanSeconds / modelledSeconds);
   }
   std::fflush(stdout);
   return 0;
@@ -329,9 +358,9 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
         printBreakdown(*artifact, *result);
       }
       std::fflush(stdout);
-      return bench.whatIf
-                 ? printWhatIfs(name, *artifact, result->makespanSeconds)
-                 : 0;
+      return bench.whatIf ? printWhatIfs(name, *graph, options, *artifact,
+                                         result->makespanSeconds)
+                          : 0;
     }
   }
   std::printf("\n");

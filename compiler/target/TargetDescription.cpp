@@ -12,6 +12,10 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
+#include <cassert>
+#include <deque>
+#include <mutex>
+#include <string>
 
 namespace kiln::target {
 
@@ -75,6 +79,23 @@ const std::array<TargetDescription, 2> &targets() {
   return all;
 }
 
+/// Variants registered by name (registerVariant). A deque keeps each
+/// entry, and so each name a TargetDescription refers to, in place.
+struct Variant {
+  std::string name;
+  TargetDescription target;
+};
+
+struct VariantRegistry {
+  std::mutex mutex;
+  std::deque<Variant> variants;
+};
+
+VariantRegistry &variantRegistry() {
+  static VariantRegistry registry;
+  return registry;
+}
+
 void row(llvm::raw_ostream &os, llvm::StringRef what, const llvm::Twine &value,
          bool isAssumed) {
   os << llvm::format("  %-44s %-30s %s\n", what.str().c_str(),
@@ -103,7 +124,25 @@ const TargetDescription *lookupTarget(llvm::StringRef name) {
       return &t;
     }
   }
+  VariantRegistry &registry = variantRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (const Variant &v : registry.variants) {
+    if (v.target.name == name) {
+      return &v.target;
+    }
+  }
   return nullptr;
+}
+
+const TargetDescription &registerVariant(llvm::StringRef name,
+                                         TargetDescription variant) {
+  assert(!lookupTarget(name) && "a target of that name exists already");
+  VariantRegistry &registry = variantRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  Variant &entry =
+      registry.variants.emplace_back(Variant{name.str(), std::move(variant)});
+  entry.target.name = entry.name;
+  return entry.target;
 }
 
 void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {

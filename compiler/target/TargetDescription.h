@@ -100,8 +100,17 @@ struct TargetDescription {
 llvm::ArrayRef<TargetDescription> allTargets();
 /// The default target (trn1).
 const TargetDescription &defaultTarget();
-/// The target of that name, or null.
+/// The target of that name (a built-in one or a registered variant), or
+/// null.
 const TargetDescription *lookupTarget(llvm::StringRef name);
+/// Makes `variant` known to this process as `name` (new, not a built-in
+/// target's) until it exits: compiles for it and artifacts naming it
+/// simulate on it. A variant lifts one of a real target's limits so that a
+/// benchmark can compile and model a step without it (kiln-bench-compile
+/// --what-if); artifacts for a variant mean nothing to another process.
+/// Thread-safe; the reference stays valid.
+const TargetDescription &registerVariant(llvm::StringRef name,
+                                         TargetDescription variant);
 /// A readable table of the target's figures, each marked published/assumed.
 void printTarget(llvm::raw_ostream &os, const TargetDescription &target);
 
