@@ -6,7 +6,7 @@
 // modelled step time, TensorE busy fraction and MFU on trn1.
 //
 //   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--what-if]
-//                                [--runs N] [--profile DIR]
+//                                [--runs N] [--world-size N] [--profile DIR]
 //                                [--check-hazards] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
@@ -20,7 +20,9 @@
 // --graph adds graph files, compiled in f32 and with --auto-cast=bf16
 // (--f32-only, --bf16-only pick one; --no-builtin skips the steps above): the
 // BERT-base training step, which the PyTorch front end traces
-// (bench/pytorch/BertBaseGraph.py writes it), is one. --breakdown adds, per
+// (bench/pytorch/BertBaseGraph.py writes it), is one; --world-size N
+// compiles the graph files for a data-parallel group of N workers (their
+// gradients all-reduced in the step; one worker's time). --breakdown adds, per
 // artifact, each engine's busy fraction and its costliest instruction kinds:
 // where the modelled time goes. --profile writes each simulated run's engine
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
@@ -279,6 +281,9 @@ struct BenchOptions {
   bool simulate = true, breakdown = false, checkHazards = false;
   bool whatIf = false;
   int runs = 3;
+  /// Workers of the data-parallel group the graph files are compiled for
+  /// (their gradients all-reduced in the step).
+  int worldSize = 1;
   std::string profileDir;
 };
 
@@ -390,6 +395,11 @@ int main(int argc, char **argv) {
                     .getAsInteger(10, benchOptions.runs) &&
                benchOptions.runs > 0) {
       ++i;
+    } else if (arg == "--world-size" && i + 1 < argc &&
+               !llvm::StringRef(argv[i + 1])
+                    .getAsInteger(10, benchOptions.worldSize) &&
+               benchOptions.worldSize > 0) {
+      ++i;
     } else if (arg == "--profile" && i + 1 < argc) {
       benchOptions.profileDir = argv[++i];
     } else if (arg == "--no-builtin") {
@@ -407,7 +417,8 @@ int main(int argc, char **argv) {
           stderr,
           "usage: kiln-bench-compile [--no-sim] [--breakdown] [--what-if] "
           "[--no-builtin] [--bf16-only|--f32-only] [--runs N] "
-          "[--profile DIR] [--check-hazards] [--graph NAME=FILE]...\n");
+          "[--world-size N] [--profile DIR] [--check-hazards] "
+          "[--graph NAME=FILE]...\n");
       return 2;
     }
   }
@@ -428,6 +439,7 @@ int main(int argc, char **argv) {
     bench("bert-base-fwd", [&] { return encoder(context, 12, 768, 12); },
           bf16);
   }
+  f32.worldSize = bf16.worldSize = benchOptions.worldSize;
   for (auto &[name, path] : files) {
     auto read = [&] { return graph::readGraphFile(path); };
     if (wantF32) {
@@ -438,7 +450,8 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("(trn1; compile on one thread, best of %d; simulated for the "
-              "timing only, hazard checker %s)\n",
-              benchOptions.runs, benchOptions.checkHazards ? "on" : "off");
+              "timing only, hazard checker %s; graph files for %d worker%s)\n",
+              benchOptions.runs, benchOptions.checkHazards ? "on" : "off",
+              benchOptions.worldSize, benchOptions.worldSize > 1 ? "s" : "");
   return failures ? 1 : 0;
 }

@@ -33,7 +33,13 @@ using kiln::kgraph::ReshapeOp;
 /// sinks the reshape and joins the op's group, which then stores the value
 /// narrowed. Dropout moves too, mask and all: its random numbers follow the
 /// row-major index, which a reshape keeps, so a linear layer's bias,
-/// dropout and residual add become one group.
+/// dropout and residual add become one group. A reshape of a slice stays:
+/// kgraph-data-parallel unpacks a bucket of all-reduced gradients into
+/// flat slices seen in each parameter's shape, and the optimizer reads
+/// them beside the parameter and its state, arguments in that shape. Sunk,
+/// the reshape would carry the update's gradient ops into the bucket's flat
+/// shape and cut the update into groups of two shapes, with HBM round trips
+/// between them and ops left out of any group.
 struct SinkReshape : RewritePattern {
   /// A cast of a reshaped value no elementwise op computes (an argument, a
   /// concat): the matmul's loads narrow it.
@@ -63,7 +69,8 @@ struct SinkReshape : RewritePattern {
     std::optional<llvm::ArrayRef<int64_t>> source;
     for (Value v : op->getOperands()) {
       if (auto reshape = v.getDefiningOp<ReshapeOp>();
-          reshape && shapeOf(v) == shape) {
+          reshape && shapeOf(v) == shape &&
+          !reshape.getInput().getDefiningOp<kiln::kgraph::SliceOp>()) {
         source = shapeOf(reshape.getInput());
         break;
       }

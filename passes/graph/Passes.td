@@ -35,7 +35,7 @@ def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1",
            "Workers of the data-parallel group">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "16777216",
            "The largest bucket of gradients reduced by one collective">,
   ];
 }

@@ -74,6 +74,38 @@ func.func @adamw(%p: tensor<64x96xf32>, %g: tensor<64x96xf32>, %m: tensor<64x96x
   return %11, %3, %7 : tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>
 }
 
+// The same update with its gradient unpacked from a bucket of all-reduced
+// gradients (kgraph-data-parallel): a flat slice seen in the parameter's
+// shape. The reshape stays where it is, so every op computes in [64, 96]
+// beside the parameter and its state and the update is one group; sunk, it
+// took the gradient's ops into [6144] and split the update in two shapes.
+// CHECK-LABEL: func.func @adamw_from_bucket
+// CHECK: %[[G:.*]] = kgraph.reshape %{{.*}} : tensor<6144xf32> -> tensor<64x96xf32>
+// CHECK-NOT: kgraph.reshape
+// CHECK-COUNT-8: {kgraph.fusion = 0 : i64} : tensor<64x96xf32>
+// CHECK-NOT: kgraph.fusion = 1
+func.func @adamw_from_bucket(%p: tensor<64x96xf32>, %bucket: tensor<6240xf32>, %m: tensor<64x96xf32>, %v: tensor<64x96xf32>, %lr: tensor<f32>) -> (tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>) {
+  %b1 = kgraph.constant dense<0.9> : tensor<f32>
+  %c1 = kgraph.constant dense<0.1> : tensor<f32>
+  %b2 = kgraph.constant dense<0.999> : tensor<f32>
+  %c2 = kgraph.constant dense<0.001> : tensor<f32>
+  %reduced = kgraph.all_reduce %bucket {reduction = "mean"} : tensor<6240xf32>
+  %flat = kgraph.slice %reduced {limit = array<i64: 6144>, start = array<i64: 0>, stride = array<i64: 1>} : tensor<6240xf32> -> tensor<6144xf32>
+  %g = kgraph.reshape %flat : tensor<6144xf32> -> tensor<64x96xf32>
+  %1 = kgraph.mul %m, %b1 : tensor<64x96xf32>, tensor<f32>
+  %2 = kgraph.mul %g, %c1 : tensor<64x96xf32>, tensor<f32>
+  %3 = kgraph.add %1, %2 : tensor<64x96xf32>, tensor<64x96xf32>
+  %4 = kgraph.mul %v, %b2 : tensor<64x96xf32>, tensor<f32>
+  %5 = kgraph.mul %g, %g : tensor<64x96xf32>, tensor<64x96xf32>
+  %6 = kgraph.mul %5, %c2 : tensor<64x96xf32>, tensor<f32>
+  %7 = kgraph.add %4, %6 : tensor<64x96xf32>, tensor<64x96xf32>
+  %8 = kgraph.sqrt %7 : tensor<64x96xf32>
+  %9 = kgraph.div %3, %8 : tensor<64x96xf32>, tensor<64x96xf32>
+  %10 = kgraph.mul %9, %lr : tensor<64x96xf32>, tensor<f32>
+  %11 = kgraph.sub %p, %10 : tensor<64x96xf32>, tensor<64x96xf32>
+  return %11, %3, %7 : tensor<64x96xf32>, tensor<64x96xf32>, tensor<64x96xf32>
+}
+
 // A linear layer's bias add on the 2-D product, then GELU on the 3-D
 // activations: the reshape between them moves below the GELU (and its
 // gradient's, whose operands are both reshaped from [256, 96]), so the add
