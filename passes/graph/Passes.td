@@ -150,6 +150,9 @@ def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"
     concat stays, since a matmul's load performs it, while a cast of a
     computed value sinks and joins its producer's group), so a front end's
     reshapes between 2-D products and 3-D activations do not cut chains.
+    A reshape of a slice stays: a data-parallel step's gradient, unpacked
+    from its all-reduced bucket, is read in its parameter's shape, so the
+    optimizer's update stays one group beside the parameter and its state.
     Groups of one op are marked only when the op reads a matmul's product
     and is not a cast: the tile phase then computes it on the product's
     output tiles as they leave PSUM (a GELU's backward, a bias add), so the
