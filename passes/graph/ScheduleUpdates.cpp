@@ -44,6 +44,27 @@ bool onlyMergesResults(Operation *op) {
          });
 }
 
+/// The all-reduce whose bucket `op` unpacks a gradient from, when `op` is
+/// such a view: a slice of the bucket, or a reshape of one
+/// (kgraph-data-parallel).
+kiln::kgraph::AllReduceOp reducedBucketOf(Operation *op) {
+  while (llvm::isa_and_present<kiln::kgraph::ReshapeOp, kiln::kgraph::SliceOp>(
+      op)) {
+    op = op->getOperand(0).getDefiningOp();
+  }
+  return llvm::dyn_cast_if_present<kiln::kgraph::AllReduceOp>(op);
+}
+
+/// The next all-reduce after `op` in program order, if any.
+Operation *nextAllReduce(Operation *op) {
+  for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
+    if (llvm::isa<kiln::kgraph::AllReduceOp>(next)) {
+      return next;
+    }
+  }
+  return nullptr;
+}
+
 int64_t elements(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getNumElements();
 }
@@ -86,6 +107,28 @@ public:
       llvm::SetVector<Operation *> blockers;
       llvm::SetVector<size_t> pulls;
       collectBlockers(u, blockers, pulls);
+      // An update of an all-reduced gradient waits for the next bucket's
+      // all-reduce too. Right behind its own, its first loads would wait for
+      // the collective in flight (~0.1 ms), and the in-order engine streams
+      // with them; a bucket of the backward pass later, the collective is
+      // long done. (Behind its own: BERT-base at 4 workers 17.56 ms; behind
+      // the next: 16.02; at the end of the step: 17.10.)
+      llvm::SmallVector<Operation *> reduces;
+      for (Operation *b : blockers) {
+        if (llvm::isa<kiln::kgraph::AllReduceOp>(b)) {
+          reduces.push_back(b); // a bucket of one, reduced in place
+        }
+      }
+      for (size_t p : pulls) {
+        if (auto reduce = reducedBucketOf(units[p].ops.front())) {
+          reduces.push_back(reduce);
+        }
+      }
+      for (Operation *reduce : reduces) {
+        if (Operation *next = nextAllReduce(reduce)) {
+          blockers.insert(lastOf(next));
+        }
+      }
       pulled[u].assign(pulls.begin(), pulls.end());
       for (Operation *b : blockers) {
         waitersOf[b].push_back(u);
@@ -169,7 +212,11 @@ private:
         }
       }
       unit.update = returned && onlyReturned;
-      unit.small = small && !unit.update;
+      // A view unpacking a gradient from its all-reduced bucket moves
+      // nothing either: it goes with the update that reads it, instead of
+      // holding the update back where the front end traced the optimizer.
+      bool unpacked = unit.ops.size() == 1 && reducedBucketOf(unit.ops.front());
+      unit.small = (small || unpacked) && !unit.update;
     }
   }
 

@@ -79,3 +79,54 @@ func.func @value_of_a_group(
   %mn = kgraph.reshape %b : tensor<256xf32> -> tensor<16x16xf32>
   return %wn, %mn : tensor<256xf32>, tensor<16x16xf32>
 }
+
+// A data-parallel step (kgraph-data-parallel's form): w1's and w2's
+// gradients share bucket A, w3's is a bucket of one. An update reading an
+// all-reduced gradient waits for the next bucket's all-reduce as well, so
+// that its loads do not stall the engines waiting for the collective in
+// flight: w1's and w2's updates move up behind bucket B's all-reduce (the
+// unpacking views move with them), not right behind bucket A's, and w3's,
+// whose bucket is the last, right behind its own.
+// CHECK-LABEL: func.func @buckets
+// CHECK: kgraph.all_reduce %{{.*}} {reduction = "mean"} : tensor<768xf32>
+// CHECK: %[[G3:.*]] = kgraph.matmul
+// CHECK-NEXT: %[[B:.*]] = kgraph.all_reduce %[[G3]] {reduction = "mean"} : tensor<16x32xf32>
+// CHECK-NEXT: kgraph.reshape
+// CHECK-NEXT: kgraph.mul
+// CHECK-NEXT: kgraph.sub %arg0
+// CHECK-NEXT: kgraph.reshape
+// CHECK-NEXT: kgraph.mul
+// CHECK-NEXT: kgraph.sub %arg1
+// CHECK-NEXT: kgraph.mul %[[B]]
+// CHECK-NEXT: kgraph.sub %arg2
+// CHECK-NEXT: return
+func.func @buckets(
+    %w1: tensor<16x16xf32> {kgraph.name = "w1", kgraph.role = "parameter"},
+    %w2: tensor<16x32xf32> {kgraph.name = "w2", kgraph.role = "parameter"},
+    %w3: tensor<16x32xf32> {kgraph.name = "w3", kgraph.role = "parameter"},
+    %x: tensor<16x16xf32> {kgraph.name = "x", kgraph.role = "batch_input"},
+    %y: tensor<16x32xf32> {kgraph.name = "y", kgraph.role = "batch_input"},
+    %lr: tensor<f32> {kgraph.name = "lr", kgraph.role = "runtime_scalar"})
+    -> (tensor<16x16xf32> {kgraph.aliases = 0 : i64, kgraph.name = "w1", kgraph.role = "updated_parameter"},
+        tensor<16x32xf32> {kgraph.aliases = 1 : i64, kgraph.name = "w2", kgraph.role = "updated_parameter"},
+        tensor<16x32xf32> {kgraph.aliases = 2 : i64, kgraph.name = "w3", kgraph.role = "updated_parameter"}) {
+  %g1 = kgraph.matmul %x, %w1 {transpose_lhs = true} : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+  %g2 = kgraph.matmul %x, %y {transpose_lhs = true} : tensor<16x16xf32>, tensor<16x32xf32> -> tensor<16x32xf32>
+  %f1 = kgraph.reshape %g1 : tensor<16x16xf32> -> tensor<256xf32>
+  %f2 = kgraph.reshape %g2 : tensor<16x32xf32> -> tensor<512xf32>
+  %packed = kgraph.concat %f1, %f2 {dim = 0 : i64} : (tensor<256xf32>, tensor<512xf32>) -> tensor<768xf32>
+  %a = kgraph.all_reduce %packed {reduction = "mean"} : tensor<768xf32>
+  %s1 = kgraph.slice %a {limit = array<i64: 256>, start = array<i64: 0>, stride = array<i64: 1>} : tensor<768xf32> -> tensor<256xf32>
+  %d1 = kgraph.reshape %s1 : tensor<256xf32> -> tensor<16x16xf32>
+  %s2 = kgraph.slice %a {limit = array<i64: 768>, start = array<i64: 256>, stride = array<i64: 1>} : tensor<768xf32> -> tensor<512xf32>
+  %d2 = kgraph.reshape %s2 : tensor<512xf32> -> tensor<16x32xf32>
+  %g3 = kgraph.matmul %g1, %y : tensor<16x16xf32>, tensor<16x32xf32> -> tensor<16x32xf32>
+  %b = kgraph.all_reduce %g3 {reduction = "mean"} : tensor<16x32xf32>
+  %u1 = kgraph.mul %d1, %lr : tensor<16x16xf32>, tensor<f32>
+  %w1n = kgraph.sub %w1, %u1 : tensor<16x16xf32>, tensor<16x16xf32>
+  %u2 = kgraph.mul %d2, %lr : tensor<16x32xf32>, tensor<f32>
+  %w2n = kgraph.sub %w2, %u2 : tensor<16x32xf32>, tensor<16x32xf32>
+  %u3 = kgraph.mul %b, %lr : tensor<16x32xf32>, tensor<f32>
+  %w3n = kgraph.sub %w3, %u3 : tensor<16x32xf32>, tensor<16x32xf32>
+  return %w1n, %w2n, %w3n : tensor<16x16xf32>, tensor<16x32xf32>, tensor<16x32xf32>
+}
