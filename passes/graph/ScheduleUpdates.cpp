@@ -55,10 +55,14 @@ kiln::kgraph::AllReduceOp reducedBucketOf(Operation *op) {
   return llvm::dyn_cast_if_present<kiln::kgraph::AllReduceOp>(op);
 }
 
-/// The next all-reduce after `op` in program order, if any.
-Operation *nextAllReduce(Operation *op) {
+/// The next all-reduce of gradients after `op` in program order, if any
+/// (not a loss's or metric's, which the function only returns).
+Operation *nextBucketReduce(Operation *op) {
   for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
-    if (llvm::isa<kiln::kgraph::AllReduceOp>(next)) {
+    if (llvm::isa<kiln::kgraph::AllReduceOp>(next) &&
+        !llvm::all_of(next->getUsers(), [](Operation *user) {
+          return llvm::isa<func::ReturnOp>(user);
+        })) {
       return next;
     }
   }
@@ -125,7 +129,7 @@ public:
         }
       }
       for (Operation *reduce : reduces) {
-        if (Operation *next = nextAllReduce(reduce)) {
+        if (Operation *next = nextBucketReduce(reduce)) {
           blockers.insert(lastOf(next));
         }
       }
