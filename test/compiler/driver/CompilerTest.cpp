@@ -583,12 +583,16 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, OpTest,
                            return std::string(opCases()[info.param].name);
                          });
 
-TEST(CompilerTest, MlpTrainingStepMatchesReference) {
-  mlir::MLIRContext context;
+/// The MLP training step (examples/cpp), batch 32.
+llvm::Expected<proto::Graph> mlpStep(mlir::MLIRContext &context) {
   examples::MlpConfig config;
   config.batch = 32;
-  auto graph = examples::buildMlpTrainStep(context, config);
-  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  return examples::buildMlpTrainStep(context, config);
+}
+
+/// Inputs for the MLP training step: labels among its 10 classes, the first
+/// step, a small learning rate and second moments that are non-negative.
+DiffOptions mlpStepInputs() {
   DiffOptions options;
   options.ranges["y"] = {0.0, 10.0};
   options.ranges["step"] = {1.0, 1.0};
@@ -596,6 +600,14 @@ TEST(CompilerTest, MlpTrainingStepMatchesReference) {
   for (const char *v : {"v_w1", "v_b1", "v_w2", "v_b2"}) {
     options.ranges[v] = {0.0, 0.01};
   }
+  return options;
+}
+
+TEST(CompilerTest, MlpTrainingStepMatchesReference) {
+  mlir::MLIRContext context;
+  auto graph = mlpStep(context);
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  DiffOptions options = mlpStepInputs();
   for (int level : {0, 2}) {
     options.compile.optLevel = level;
     expectMatches(*graph, options);
@@ -609,17 +621,9 @@ TEST(CompilerTest, DataParallelStepMatchesReference) {
   // parameter, kgraph-fuse-elementwise). Simulated alone, each all-reduce
   // averages the worker's own gradient: the results are the reference's.
   mlir::MLIRContext context;
-  examples::MlpConfig config;
-  config.batch = 32;
-  auto graph = examples::buildMlpTrainStep(context, config);
+  auto graph = mlpStep(context);
   ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  DiffOptions options;
-  options.ranges["y"] = {0.0, 10.0};
-  options.ranges["step"] = {1.0, 1.0};
-  options.ranges["lr"] = {0.01, 0.01};
-  for (const char *v : {"v_w1", "v_b1", "v_w2", "v_b2"}) {
-    options.ranges[v] = {0.0, 0.01};
-  }
+  DiffOptions options = mlpStepInputs();
   options.compile.worldSize = 4;
   for (int64_t bucketBytes : {int64_t(4096), int64_t(16) << 20}) {
     options.compile.bucketBytes = bucketBytes;
@@ -1098,12 +1102,7 @@ TEST(CompilerTest, VariantTargetsCompileForTheirOwnLimits) {
   mlir::MLIRContext context;
   auto graph = examples::buildMlpTrainStep(context, examples::MlpConfig{});
   ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  DiffOptions options;
-  options.ranges["y"] = {0.0, 10.0};
-  options.ranges["step"] = {1.0, 1.0};
-  for (const char *v : {"v_w1", "v_b1", "v_w2", "v_b2"}) {
-    options.ranges[v] = {0.0, 0.01};
-  }
+  DiffOptions options = mlpStepInputs();
   auto onTrn1 = compileAndCompare(*graph, options);
   options.compile.target = name;
   auto onVariant = compileAndCompare(*graph, options);
