@@ -254,19 +254,25 @@ int printWhatIfs(const std::string &name, const proto::Graph &graph,
               "what-if on trn1, timing only", "same program", "MFU",
               "recompiled", "MFU", "against trn1");
   for (const WhatIf &w : kWhatIfs) {
-    const target::TargetDescription &variant = whatIfTarget(w);
-    auto same = modelTiming(artifact, &variant);
-    CompileOptions variantOptions = options;
-    variantOptions.target = w.name;
-    auto recompiled = compile(graph, variantOptions);
-    auto again = recompiled
-                     ? modelTiming(*recompiled, nullptr)
-                     : llvm::Expected<sim::SimResult>(recompiled.takeError());
-    if (!same || !again) {
-      llvm::Error err = same ? again.takeError() : same.takeError();
+    auto fail = [&](llvm::Error err) {
       std::fprintf(stderr, "%s: what-if '%s': %s\n", name.c_str(),
                    w.description, llvm::toString(std::move(err)).c_str());
       return 1;
+    };
+    const target::TargetDescription &variant = whatIfTarget(w);
+    auto same = modelTiming(artifact, &variant);
+    if (!same) {
+      return fail(same.takeError());
+    }
+    CompileOptions variantOptions = options;
+    variantOptions.target = w.name;
+    auto recompiled = compile(graph, variantOptions);
+    if (!recompiled) {
+      return fail(recompiled.takeError());
+    }
+    auto again = modelTiming(*recompiled, nullptr);
+    if (!again) {
+      return fail(again.takeError());
     }
     std::printf("  %-44s %9.1f us %5.1f %% %9.1f us %5.1f %%   %.3fx\n",
                 w.description, same->makespanSeconds * 1e6, 100 * same->mfu,
