@@ -465,6 +465,13 @@ Tensor GraphBuilder::allReduce(Tensor x, llvm::StringRef reduction) {
            : Tensor();
 }
 
+Tensor GraphBuilder::gradient(Tensor grad, llvm::StringRef parameter) {
+  return grad ? one(make<kg::GradientOp>(
+                    {grad}, {attr("parameter", builder.getStringAttr(parameter))},
+                    {grad.getType()}))
+              : Tensor();
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>> GraphBuilder::finish() {
   if (finished) {
     return llvm::createStringError("graph builder already finished");

@@ -150,6 +150,9 @@ public:
   };
   Dropout dropout(Tensor x, Tensor seed, double p, int64_t stream = 0);
   Tensor allReduce(Tensor x, llvm::StringRef reduction = "sum");
+  /// Marks `grad` as parameter `parameter`'s gradient, which a step compiled
+  /// for several workers averages across them (kgraph.gradient).
+  Tensor gradient(Tensor grad, llvm::StringRef parameter);
 
   /// The shape of a tensor of this graph.
   static llvm::ArrayRef<int64_t> shapeOf(Tensor t);

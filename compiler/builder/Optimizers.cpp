@@ -94,6 +94,8 @@ void adam(GraphBuilder &b, const OptimizerSpec &s, llvm::StringRef name,
 void addOptimizerUpdate(GraphBuilder &b, const OptimizerSpec &spec,
                         llvm::StringRef name, Tensor param, Tensor grad,
                         Tensor lr, Tensor step) {
+  // Where a data-parallel step averages the gradient across its workers.
+  grad = b.gradient(grad, name);
   if (spec.kind == OptimizerSpec::Kind::SGD) {
     sgd(b, spec, name, param, grad, lr, step);
   } else {

@@ -61,13 +61,17 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
     return llvm::Error::success();
   }
   OpPassManager &func = pm.nest<func::FuncOp>();
+  // An embedding table's gradient is averaged over the rows the group's
+  // batches pick before data parallelism buckets the rest.
+  if (options.optLevel >= 1) {
+    graph_passes::KGraphSparseTableUpdatesOptions tables;
+    tables.worldSize = options.worldSize;
+    func.addPass(graph_passes::createKGraphSparseTableUpdates(tables));
+  }
   graph_passes::KGraphDataParallelOptions dataParallel;
   dataParallel.worldSize = options.worldSize;
   dataParallel.bucketBytes = options.bucketBytes;
   func.addPass(graph_passes::createKGraphDataParallel(dataParallel));
-  if (options.optLevel >= 1) {
-    func.addPass(graph_passes::createKGraphSparseTableUpdates());
-  }
   func.addPass(graph_passes::createKGraphDecompose());
   func.addPass(graph_passes::createKGraphAssignLayout());
   func.addPass(createCanonicalizerPass());

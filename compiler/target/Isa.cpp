@@ -403,8 +403,23 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
                          "destination's free size");
     }
     return std::nullopt;
-  case Opcode::DmaCopy:
-  case Opcode::Collective: {
+  case Opcode::Collective:
+    if (static_cast<CollectiveKind>(inst.op0) == CollectiveKind::AllGather) {
+      // Every worker's source, one after another: the group's size times
+      // the source, which the artifact's world size fixes.
+      const AccessPattern &src = inst.operands[1];
+      int64_t in = src.partitions * src.freeElements();
+      int64_t out = dst.partitions * dst.freeElements();
+      if (src.dtype != dst.dtype || in == 0 || out % in != 0) {
+        return ("an all_gather's 'dst' holds a whole number of its 'src' (" +
+                llvm::Twine(in) + " elements) of the same type, not " +
+                llvm::Twine(out))
+            .str();
+      }
+      return std::nullopt;
+    }
+    [[fallthrough]];
+  case Opcode::DmaCopy: {
     const AccessPattern &src = inst.operands[1];
     if (dst.partitions * dst.freeElements() !=
         src.partitions * src.freeElements()) {

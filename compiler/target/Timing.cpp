@@ -130,6 +130,12 @@ double instructionSeconds(const isa::Instruction &inst,
     if (worldSize <= 1) {
       return 0;
     }
+    if (static_cast<CollectiveKind>(inst.op0) == CollectiveKind::AllGather) {
+      // A ring passes each worker's source on w - 1 times: half an
+      // all-reduce of the gathered result.
+      return (w - 1) * bytes / t.linkBytesPerSecond +
+             (w - 1) * t.collectiveHopLatencySeconds;
+    }
     return 2 * (w - 1) / w * bytes / t.linkBytesPerSecond +
            2 * (w - 1) * t.collectiveHopLatencySeconds;
   }

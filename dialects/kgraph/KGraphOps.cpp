@@ -190,6 +190,19 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   return success();
 }
 
+LogicalResult AllGatherOp::verify() {
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  auto out = llvm::cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType() || in.getRank() == 0 ||
+      out.getRank() != in.getRank() ||
+      in.getShape().drop_front() != out.getShape().drop_front() ||
+      in.getDimSize(0) == 0 || out.getDimSize(0) % in.getDimSize(0) != 0) {
+    return emitOpError("gathers a whole number of its operand ")
+           << in << " along the first dimension, not " << out;
+  }
+  return success();
+}
+
 LogicalResult BroadcastOp::verify() {
   auto in = llvm::cast<RankedTensorType>(getInput().getType());
   auto out = llvm::cast<RankedTensorType>(getType());

@@ -535,6 +535,26 @@ def KGraph_AllReduceOp : KGraph_Op<"all_reduce", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
 
+def KGraph_AllGatherOp : KGraph_Op<"all_gather"> {
+  let summary = "Every worker's operand, in rank order, on every worker";
+  let description = [{
+    The result is the group's operands concatenated along the first
+    dimension, rank 0's first: its first dimension is the group's size times
+    the operand's. Not pure, like `all_reduce`. No front end traces it:
+    `kgraph-sparse-table-updates` writes it to learn which embedding rows any
+    worker's batch picks. A worker simulated alone (the reference
+    interpreter, a group of one) finds its own operand in every slot.
+
+    ```mlir
+    %all = kgraph.all_gather %ids : tensor<1024xi32> -> tensor<4096xi32>
+    ```
+  }];
+  let arguments = (ins KGraph_NumericTensor:$input);
+  let results = (outs KGraph_NumericTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
 def KGraph_GradientOp : KGraph_Op<"gradient", [SameOperandsAndResultType]> {
   let summary = "A parameter's gradient, averaged across the data-parallel group";
   let description = [{

@@ -73,10 +73,23 @@ def KGraphSparseTableUpdates : Pass<"kgraph-sparse-table-updates",
     - each result the whole-table update with those rows written over it
       (`scatter_rows`; tokens that pick one row write the same values).
 
-    Tables with fewer than four rows per token (BERT's position table) keep
-    their update whole. A gradient reduced across workers (world size above
-    1) is read by the all-reduce, so it keeps its update whole too.
+    With `world-size` above 1 the gradient is the all-reduced one
+    (`kgraph-data-parallel` runs first), and the rows any worker's batch
+    picks all change: the indices are gathered from every worker
+    (`all_gather`, at the step's start, a few kilobytes), the picked rows
+    of the table and its state are gathered at all of them, and their
+    gradient rows are the all-reduced gradient's rows there (the dense
+    gradient stays, as the all-reduce needs it, so the picked rows compute
+    exactly what the whole update computed for them). Rows that several
+    workers pick are updated alike and written alike.
+
+    Tables with fewer than four rows per token (BERT's position table; the
+    tokens of the whole group when it is reduced) keep their update whole.
   }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "Workers of the data-parallel group">,
+  ];
 }
 
 def KGraphDecompose : Pass<"kgraph-decompose", "mlir::func::FuncOp"> {

@@ -35,9 +35,14 @@ using kiln::graph_passes::isElementwise;
 
 namespace {
 
-/// A table with fewer than this many rows per token is mostly picked: its
-/// dense update is little more than the split one's two halves.
-constexpr int64_t kRowsPerToken = 4;
+/// A table with fewer than this many rows per token the update covers (a
+/// group's, when its gradient is averaged) keeps its dense update: the
+/// split one's whole-table half slows the forward pass it is spread over,
+/// and its picked half (row scatters of 128 rows, one after another) ends
+/// the step, so the split pays for a table well beyond its tokens. On
+/// BERT-base (30522 rows, 1024 tokens a worker) it gains at 30 rows a token
+/// (one worker) and 15 (two), and loses at 7.5 (four workers).
+constexpr int64_t kRowsPerToken = 8;
 
 /// Whether `v` broadcasts alike to every row of a [V, D] result: a scalar,
 /// a [D] vector or a [1, D] row.
@@ -182,43 +187,14 @@ void cloneWithZeroGradient(OpBuilder &b, llvm::ArrayRef<Operation *> ops,
   }
 }
 
-/// Splits the update of embedding_backward `op`'s table; false when `op`
-/// has none this pass can split.
-bool split(EmbeddingBackwardOp op) {
-  Value indices = op.getIndices(), gradOutput = op.getGradOutput();
-  int64_t tokens = GraphEmitter::typeOf(indices).getNumElements();
-  auto tableShape = GraphEmitter::shapeOf(op.getOutput());
-  int64_t rows = tableShape[0], width = tableShape[1];
-  if (rows < kRowsPerToken * tokens) {
-    return false;
-  }
-  std::optional<TableUpdate> update = findUpdate(op.getOutput());
-  if (!update) {
-    return false;
-  }
-  OpBuilder b(op);
-  GraphEmitter e(b, op.getLoc());
+/// The gradient rows of the tokens whose indices are `flat` (one worker's,
+/// or a group's) and whose output gradient rows are `dy` ([tokens, D]):
+/// row i is the sum of the rows of every token that picks i's row,
+/// E . dY with E[i, j] = (flat[i] == flat[j]); padding tokens add nothing.
+Value pickedGradient(GraphEmitter &e, EmbeddingBackwardOp op, Value flat,
+                     Value dy) {
+  int64_t tokens = GraphEmitter::typeOf(flat).getNumElements();
   Type t = GraphEmitter::elementOf(op.getOutput());
-
-  // The picked rows of the table and its state, gathered as soon as the
-  // indices exist: before the whole-table update writes over them.
-  if (Operation *def = indices.getDefiningOp()) {
-    b.setInsertionPointAfter(def);
-  } else {
-    b.setInsertionPointToStart(indices.getParentBlock());
-  }
-  Value flat = e.reshape(indices, {tokens});
-  IRMapping picked;
-  for (BlockArgument leaf : update->tableLeaves) {
-    picked.map(leaf, EmbeddingOp::create(b, op.getLoc(), leaf, flat));
-  }
-
-  // Both updates where the last op of the original stands: whatever it
-  // reads exists there.
-  b.setInsertionPoint(update->ops.back());
-  // Row i's gradient is the sum of the gradient rows of every token that
-  // picks i's row: E . dY with E[i, j] = (indices[i] == indices[j]).
-  Value dy = e.reshape(gradOutput, {tokens, width});
   int64_t padding = op.getPaddingIdxAttr().getInt();
   if (padding >= 0) {
     Type indexType = GraphEmitter::elementOf(flat);
@@ -228,12 +204,84 @@ bool split(EmbeddingBackwardOp op) {
   Value same = e.cast(e.compare("eq", e.reshape(flat, {tokens, 1}),
                                 e.reshape(flat, {1, tokens})),
                       t);
-  picked.map(op.getOutput(), e.matmul(same, dy));
-  cloneOver(b, update->ops, picked, tokens);
+  return e.matmul(same, dy);
+}
+
+/// The all_gather of `v` across a group of `worldSize`: its first
+/// dimension `worldSize` times longer.
+Value gatherAcross(OpBuilder &b, Location loc, Value v, int64_t worldSize) {
+  auto type = GraphEmitter::typeOf(v);
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  shape[0] *= worldSize;
+  return AllGatherOp::create(b, loc, type.clone(shape), v).getOutput();
+}
+
+/// Splits the update of embedding_backward `op`'s table; false when `op`
+/// has none this pass can split. A gradient marked for averaging across a
+/// group of `worldSize` above 1 is averaged here, over the rows any worker
+/// picks, and never goes to kgraph-data-parallel's buckets.
+bool split(EmbeddingBackwardOp op, int64_t worldSize) {
+  Value indices = op.getIndices();
+  Value gradient = op.getOutput();
+  GradientOp marker;
+  if (gradient.hasOneUse()) {
+    marker = llvm::dyn_cast<GradientOp>(*gradient.getUsers().begin());
+  }
+  if (marker) {
+    gradient = marker.getOutput();
+  }
+  int64_t group = marker ? worldSize : 1;
+  int64_t tokens = GraphEmitter::typeOf(indices).getNumElements();
+  auto tableShape = GraphEmitter::shapeOf(op.getOutput());
+  int64_t width = tableShape[1];
+  if (tableShape[0] < kRowsPerToken * group * tokens) {
+    return false;
+  }
+  std::optional<TableUpdate> update = findUpdate(gradient);
+  if (!update) {
+    return false;
+  }
+  OpBuilder b(op);
+  GraphEmitter e(b, op.getLoc());
+
+  // The picked rows of the table and its state, gathered as soon as the
+  // indices exist: before the whole-table update writes over them. In a
+  // group, the rows any worker picks: every worker's indices, in rank
+  // order.
+  if (Operation *def = indices.getDefiningOp()) {
+    b.setInsertionPointAfter(def);
+  } else {
+    b.setInsertionPointToStart(indices.getParentBlock());
+  }
+  Value flat = e.reshape(indices, {tokens});
+  if (group > 1) {
+    flat = gatherAcross(b, op.getLoc(), flat, group);
+  }
+  IRMapping picked;
+  for (BlockArgument leaf : update->tableLeaves) {
+    picked.map(leaf, EmbeddingOp::create(b, op.getLoc(), leaf, flat));
+  }
+
+  // Both updates where the last op of the original stands: whatever it
+  // reads exists there.
+  b.setInsertionPoint(update->ops.back());
+  Value dy = e.reshape(op.getGradOutput(), {tokens, width});
+  if (group > 1) {
+    // The group's mean gradient in those rows: the sum over every worker's
+    // tokens that pick the row, over the group's size.
+    dy = gatherAcross(b, op.getLoc(), dy, group);
+  }
+  Value rows = pickedGradient(e, op, flat, dy);
+  if (group > 1) {
+    rows = e.mul(rows, e.scalar(1.0 / static_cast<double>(group),
+                                GraphEmitter::elementOf(rows)));
+  }
+  picked.map(gradient, rows);
+  cloneOver(b, update->ops, picked, group * tokens);
 
   IRMapping whole;
-  Value zero = e.splat(0.0, tableShape, t);
-  whole.map(op.getOutput(), zero);
+  Value zero = e.splat(0.0, tableShape, GraphEmitter::elementOf(gradient));
+  whole.map(gradient, zero);
   cloneWithZeroGradient(b, update->ops, whole, zero);
 
   b.setInsertionPoint(update->ops.back()->getBlock()->getTerminator());
@@ -248,6 +296,9 @@ bool split(EmbeddingBackwardOp op) {
   if (zero.use_empty()) {
     zero.getDefiningOp()->erase();
   }
+  if (marker) {
+    marker->erase();
+  }
   op->erase();
   return true;
 }
@@ -255,12 +306,14 @@ bool split(EmbeddingBackwardOp op) {
 struct KGraphSparseTableUpdates
     : kiln::graph_passes::impl::KGraphSparseTableUpdatesBase<
           KGraphSparseTableUpdates> {
+  using Base::Base;
+
   void runOnOperation() override {
     llvm::SmallVector<EmbeddingBackwardOp> candidates;
     getOperation().walk(
         [&](EmbeddingBackwardOp op) { candidates.push_back(op); });
     for (EmbeddingBackwardOp op : candidates) {
-      split(op);
+      split(op, worldSize);
     }
   }
 };

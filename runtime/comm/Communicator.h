@@ -34,6 +34,10 @@ public:
   /// (the ring adds in a fixed order).
   virtual llvm::Error allReduce(float *data, size_t count,
                                 Reduction reduction) = 0;
+  /// Concatenates every rank's `bytes` bytes at `input`, in rank order, into
+  /// `output` (size() * bytes bytes) on every rank.
+  virtual llvm::Error allGather(const void *input, void *output,
+                                size_t bytes) = 0;
   /// Copies `bytes` bytes from rank `root` to every other rank.
   virtual llvm::Error broadcast(void *data, size_t bytes, int root) = 0;
   virtual llvm::Error barrier() = 0;

@@ -216,11 +216,18 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::DmaScatter:
     // Indices are data, which can be wrong: executeIndexed checks them.
     llvm::report_fatal_error("indirect DMAs run through executeIndexed");
-  case isa::Opcode::Collective:
-    // A group of one: sums, means, gathers and scatters are all the copy.
-    // Larger groups go through executeCollective.
+  case isa::Opcode::Collective: {
+    // A worker alone: sums, means and scatters are the copy, and a gather
+    // for a larger group has the worker's own source in every slot. Groups
+    // go through executeCollective.
     out = gather(m, inst.operands[1]);
+    size_t slots = static_cast<size_t>(parts * free) / std::max<size_t>(1, out.size());
+    size_t n = out.size();
+    for (size_t s = 1; s < slots; ++s) {
+      out.insert(out.end(), out.begin(), out.begin() + n);
+    }
     break;
+  }
   }
   scatter(m, dst, out);
 }
@@ -232,13 +239,31 @@ llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
     return llvm::Error::success();
   }
   auto kind = static_cast<isa::CollectiveKind>(inst.op0);
+  std::vector<double> values = gather(m, inst.operands[1]);
+  if (kind == isa::CollectiveKind::AllGather) {
+    const isa::AccessPattern &dst = inst.operands[0];
+    size_t total = static_cast<size_t>(dst.partitions * dst.freeElements());
+    if (total != values.size() * static_cast<size_t>(communicator->size())) {
+      return llvm::createStringError(
+          "an all_gather of " + std::to_string(values.size()) +
+          " elements into " + std::to_string(total) +
+          " does not match the group of " +
+          std::to_string(communicator->size()));
+    }
+    // Doubles carry every element type exactly (indices included).
+    std::vector<double> all(total);
+    if (auto e = communicator->allGather(values.data(), all.data(),
+                                         values.size() * sizeof(double))) {
+      return e;
+    }
+    scatter(m, dst, all);
+    return llvm::Error::success();
+  }
   if (kind != isa::CollectiveKind::AllReduceSum &&
       kind != isa::CollectiveKind::AllReduceMean) {
     return llvm::createStringError(
-        "only all-reduce collectives run across workers (this one is an "
-        "all-gather or reduce-scatter)");
+        "reduce-scatter does not run across workers yet");
   }
-  std::vector<double> values = gather(m, inst.operands[1]);
   std::vector<float> wire(values.begin(), values.end());
   if (auto e = communicator->allReduce(wire.data(), wire.size(),
                                        kind == isa::CollectiveKind::AllReduceSum

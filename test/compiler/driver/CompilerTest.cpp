@@ -583,6 +583,17 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, OpTest,
                            return std::string(opCases()[info.param].name);
                          });
 
+/// How many of the artifact's instructions have `opcode`.
+size_t countOpcode(const artifact::Artifact &artifact, isa::Opcode opcode) {
+  size_t count = 0;
+  for (const auto &stream : artifact.streams) {
+    for (const isa::Instruction &inst : stream.instructions) {
+      count += inst.opcode == opcode;
+    }
+  }
+  return count;
+}
+
 /// The MLP training step (examples/cpp), batch 32.
 llvm::Expected<proto::Graph> mlpStep(mlir::MLIRContext &context) {
   examples::MlpConfig config;
@@ -626,9 +637,18 @@ TEST(CompilerTest, DataParallelStepMatchesReference) {
   ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
   DiffOptions options = mlpStepInputs();
   options.compile.worldSize = 4;
-  for (int64_t bucketBytes : {int64_t(4096), int64_t(16) << 20}) {
+  // Buckets of 4 KiB hold one gradient each (in production order, a bias
+  // and the next weight do not fit together), 16 MiB ones all four; the
+  // loss is averaged too (the metric, a count, is not a float).
+  for (auto [bucketBytes, collectives] :
+       {std::pair<int64_t, size_t>{4096, 5}, {int64_t(16) << 20, 2}}) {
     options.compile.bucketBytes = bucketBytes;
     expectMatches(*graph, options);
+    auto artifact = compile(*graph, options.compile);
+    ASSERT_TRUE(static_cast<bool>(artifact))
+        << llvm::toString(artifact.takeError());
+    EXPECT_EQ(countOpcode(*artifact, isa::Opcode::Collective), collectives)
+        << bucketBytes;
   }
 }
 
@@ -728,8 +748,8 @@ TEST(CompilerTest, EmbeddingGradientsComputeTheirOneHotOnChip) {
 }
 
 TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
-  // AdamW on a 700-row table that 160 tokens pick from (at least four rows
-  // a token, so kgraph-sparse-table-updates splits it: the whole table
+  // AdamW on a 1400-row table that 160 tokens pick from (at least eight
+  // rows a token, so kgraph-sparse-table-updates splits it: the whole table
   // updated with a zero gradient, the picked rows gathered first, updated
   // with their gradient and scattered back, all in place over the table
   // and its moments). The tokens crowd onto 100 rows, so most rows are
@@ -737,7 +757,7 @@ TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
   // gradient is zero. The forward lookup must still see the old table.
   mlir::MLIRContext context;
   proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
-    Tensor table = b.input("table", proto::F32, {700, 72}, proto::PARAMETER);
+    Tensor table = b.input("table", proto::F32, {1400, 72}, proto::PARAMETER);
     Tensor ids = in(b, "ids", {2, 80}, proto::I64);
     Tensor g = in(b, "g", {2, 80, 72});
     out(b, b.embedding(table, ids), "rows");
@@ -746,7 +766,7 @@ TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
     OptimizerSpec adamw;
     adamw.weightDecay = 0.01;
     addOptimizerUpdate(b, adamw, "table", table,
-                       b.embeddingBackward(g, ids, 700, 7), lr, step);
+                       b.embeddingBackward(g, ids, 1400, 7), lr, step);
   });
   DiffOptions options;
   options.ranges["ids"] = {0.0, 100.0};
@@ -759,13 +779,59 @@ TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
   auto artifact = compile(graph, options.compile);
   ASSERT_TRUE(static_cast<bool>(artifact))
       << llvm::toString(artifact.takeError());
-  size_t scatters = 0;
+  EXPECT_GT(countOpcode(*artifact, isa::Opcode::DmaScatter), 0u);
+}
+
+TEST(CompilerTest, EmbeddingTableUpdateOfAGroupMatchesReference) {
+  // The same update compiled for 4 workers, 16 tokens each (a 700-row
+  // table has more than eight rows for each of the group's 64): the
+  // gradient rows the group's tokens add to are averaged from every
+  // worker's indices and output gradient rows, which two all-gathers
+  // collect, and no all-reduce is left. Simulated alone, a worker finds its
+  // own indices and rows in every slot, four times the sum that the mean
+  // divides by four: the reference's step.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    Tensor table = b.input("table", proto::F32, {700, 72}, proto::PARAMETER);
+    Tensor ids = in(b, "ids", {2, 8}, proto::I64);
+    Tensor g = in(b, "g", {2, 8, 72});
+    out(b, b.embedding(table, ids), "rows");
+    Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
+    Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
+    OptimizerSpec adamw;
+    adamw.weightDecay = 0.01;
+    addOptimizerUpdate(b, adamw, "table", table,
+                       b.embeddingBackward(g, ids, 700, 7), lr, step);
+  });
+  DiffOptions options;
+  options.ranges["ids"] = {0.0, 20.0};
+  options.ranges["step"] = {3.0, 3.0};
+  options.ranges["lr"] = {0.01, 0.01};
+  options.ranges["v_table"] = {0.0, 0.01};
+  options.compile.optLevel = 2;
+  options.compile.worldSize = 4;
+  expectMatches(graph, options);
+  auto artifact = compile(graph, options.compile);
+  ASSERT_TRUE(static_cast<bool>(artifact))
+      << llvm::toString(artifact.takeError());
+  // Two all-gathers, and one all-reduce: the looked-up rows' average (the
+  // test's outputs are metrics), not the table's gradient.
+  size_t gathers = 0, reduces = 0;
   for (const auto &stream : artifact->streams) {
     for (const isa::Instruction &inst : stream.instructions) {
-      scatters += inst.opcode == isa::Opcode::DmaScatter;
+      if (inst.opcode != isa::Opcode::Collective) {
+        continue;
+      }
+      bool gather = static_cast<isa::CollectiveKind>(inst.op0) ==
+                    isa::CollectiveKind::AllGather;
+      gathers += gather;
+      reduces += !gather;
+      EXPECT_LT(inst.operands[1].freeElements(), 700 * 72);
     }
   }
-  EXPECT_GT(scatters, 0u);
+  EXPECT_EQ(gathers, 2u);
+  EXPECT_EQ(reduces, 1u);
+  EXPECT_GT(countOpcode(*artifact, isa::Opcode::DmaScatter), 0u);
 }
 
 TEST(CompilerTest, WeightsReadTwiceShareOneBf16Copy) {

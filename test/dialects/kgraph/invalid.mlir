@@ -534,6 +534,22 @@ func.func @all_reduce_kind(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @all_gather_shape(%x: tensor<4x2xi32>) {
+  // expected-error @+1 {{gathers a whole number of its operand 'tensor<4x2xi32>' along the first dimension, not 'tensor<10x2xi32>'}}
+  %0 = kgraph.all_gather %x : tensor<4x2xi32> -> tensor<10x2xi32>
+  return
+}
+
+// -----
+
+func.func @all_gather_type(%x: tensor<4xi32>) {
+  // expected-error @+1 {{gathers a whole number of its operand 'tensor<4xi32>' along the first dimension, not 'tensor<8xi64>'}}
+  %0 = kgraph.all_gather %x : tensor<4xi32> -> tensor<8xi64>
+  return
+}
+
+// -----
+
 func.func @gradient_of_integers(%x: tensor<4xi64>) {
   // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
   %0 = kgraph.gradient %x {parameter = "p.x"} : tensor<4xi64>

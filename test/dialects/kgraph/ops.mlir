@@ -152,5 +152,7 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %logi
   %5 = kgraph.all_reduce %gw {reduction = "mean"} : tensor<8xf32>
   // CHECK: kgraph.gradient %{{.*}} {parameter = "p.w"} : tensor<8xf32>
   %6 = kgraph.gradient %gw {parameter = "p.w"} : tensor<8xf32>
+  // CHECK: kgraph.all_gather %{{.*}} : tensor<3xi64> -> tensor<12xi64>
+  %7 = kgraph.all_gather %y : tensor<3xi64> -> tensor<12xi64>
   return
 }

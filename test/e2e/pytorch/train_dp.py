@@ -29,7 +29,28 @@ parser.add_argument("--trace")
 parser.add_argument("--pid-dir", help="each rank writes its pid here (for kill tests)")
 parser.add_argument("--bf16", action="store_true",
                     help="keep the model and its inputs in bf16 (model.to(torch.bfloat16))")
+parser.add_argument("--tokens", action="store_true",
+                    help="train a bag of token embeddings (a 1200-row table) instead")
 args = parser.parse_args()
+
+
+class TokenBag(torch.nn.Module):
+    """Token embeddings averaged over a sequence of 4, then a linear layer:
+    a table with more than 8 rows for each token of 4 workers' batches of 8,
+    whose update the compiler splits by row."""
+
+    def __init__(self, vocab=1200, width=16, classes=10):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(vocab, width)
+        self.out = torch.nn.Linear(width, classes)
+        # Small rows, so that Adam's steps move them far: the loss falls
+        # only if the table learns.
+        with torch.no_grad():
+            self.tokens.weight.mul_(0.05)
+
+    def forward(self, ids):
+        return self.out(self.tokens(ids).mean(dim=1))
+
 
 world = kiln.distributed.world()
 if args.pid_dir:
@@ -37,16 +58,22 @@ if args.pid_dir:
     with open(os.path.join(args.pid_dir, f"pid-{world.rank}-{restart}"), "w") as f:
         f.write(str(os.getpid()))
 torch.manual_seed(1234 + world.rank)  # different on purpose: rank 0's wins
-model = MLP(inputs=32, hidden=64, classes=10)
+model = TokenBag() if args.tokens else MLP(inputs=32, hidden=64, classes=10)
 if args.bf16:
     model = model.to(torch.bfloat16)
 step = kiln.compile_step(model, F.cross_entropy, kiln.optim.Adam(lr=1e-2), seed=7)
 
 generator = torch.Generator().manual_seed(99)
-x = torch.randn(512, 32, generator=generator)
-if args.bf16:
-    x = x.to(torch.bfloat16)
-y = (x[:, :10].argmax(dim=1) + (x[:, 10] > 0).long()) % 10
+if args.tokens:
+    # Sequences of one token among the table's first 60, repeated: each
+    # step's tokens pick rows many times over, and the model learns fast.
+    x = torch.randint(0, 60, (512, 1), generator=generator).repeat(1, 4)
+    y = x[:, 0] % 10
+else:
+    x = torch.randn(512, 32, generator=generator)
+    if args.bf16:
+        x = x.to(torch.bfloat16)
+    y = (x[:, :10].argmax(dim=1) + (x[:, 10] > 0).long()) % 10
 dataset = torch.utils.data.TensorDataset(x, y)
 sampler = kiln.distributed.sampler(dataset, shuffle=True, seed=5)
 loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler,

@@ -62,7 +62,7 @@ func.func @adamw_table(
   return %p2, %m2, %v2 : tensor<64x4xf32>, tensor<64x4xf32>, tensor<64x4xf32>
 }
 
-// A table with fewer than four rows per token keeps its update whole.
+// A table with fewer than eight rows per token keeps its update whole.
 // CHECK-LABEL: func.func @crowded_table
 // CHECK: kgraph.embedding_backward
 // CHECK-NOT: scatter_rows

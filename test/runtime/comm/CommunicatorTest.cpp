@@ -92,6 +92,9 @@ TEST_F(CommTest, NoLauncherIsAGroupOfOne) {
   float x[2] = {1, 2};
   EXPECT_FALSE(static_cast<bool>((*comm)->allReduce(x, 2, Reduction::Mean)));
   EXPECT_EQ(x[1], 2);
+  float gathered[2] = {};
+  EXPECT_FALSE(static_cast<bool>((*comm)->allGather(x, gathered, sizeof(x))));
+  EXPECT_EQ(gathered[1], 2);
 }
 
 TEST_F(CommTest, ReadsTorchrunAndMpiEnvironments) {
@@ -154,7 +157,7 @@ TEST_F(CommTest, BadEnvironmentsNameTheVariable) {
             std::string::npos);
 }
 
-TEST_F(CommTest, AllReduceBroadcastAndBarrierOverTcp) {
+TEST_F(CommTest, CollectivesAndBarrierOverTcp) {
   int port = freePort();
   std::vector<World> worlds;
   for (int r = 0; r < 3; ++r) {
@@ -162,6 +165,7 @@ TEST_F(CommTest, AllReduceBroadcastAndBarrierOverTcp) {
   }
   std::vector<std::vector<float>> sums(3), means(3);
   std::vector<int> broadcasts(3);
+  std::vector<std::vector<int32_t>> gathered(3);
   runGroup(worlds, [&](int rank,
                        llvm::Expected<std::unique_ptr<Communicator>> comm) {
     ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
@@ -180,6 +184,11 @@ TEST_F(CommTest, AllReduceBroadcastAndBarrierOverTcp) {
     int value = rank == 2 ? 42 : -1;
     ASSERT_FALSE(static_cast<bool>((*comm)->broadcast(&value, sizeof(value), 2)));
     broadcasts[rank] = value;
+    // Each rank's two indices, in rank order on every rank.
+    std::vector<int32_t> mine = {10 * rank, 10 * rank + 1};
+    gathered[rank].assign(6, -1);
+    ASSERT_FALSE(static_cast<bool>((*comm)->allGather(
+        mine.data(), gathered[rank].data(), mine.size() * sizeof(int32_t))));
     ASSERT_FALSE(static_cast<bool>((*comm)->barrier()));
   });
   for (int r = 0; r < 3; ++r) {
@@ -188,6 +197,7 @@ TEST_F(CommTest, AllReduceBroadcastAndBarrierOverTcp) {
     EXPECT_EQ(sums[r], sums[0]); // the same bytes on every rank
     EXPECT_EQ(means[r], (std::vector<float>{1.0f, 3.0f}));
     EXPECT_EQ(broadcasts[r], 42);
+    EXPECT_EQ(gathered[r], (std::vector<int32_t>{0, 1, 10, 11, 20, 21}));
   }
 }
 
