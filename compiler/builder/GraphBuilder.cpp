@@ -467,7 +467,8 @@ Tensor GraphBuilder::allReduce(Tensor x, llvm::StringRef reduction) {
 
 Tensor GraphBuilder::gradient(Tensor grad, llvm::StringRef parameter) {
   return grad ? one(make<kg::GradientOp>(
-                    {grad}, {attr("parameter", builder.getStringAttr(parameter))},
+                    {grad},
+                    {attr("parameter", builder.getStringAttr(parameter))},
                     {grad.getType()}))
               : Tensor();
 }

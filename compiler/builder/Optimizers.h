@@ -39,7 +39,8 @@ struct OptimizerSpec {
 
 /// Adds the update of parameter `param` (graph input `name`) given its
 /// gradient, which it marks as the parameter's (GraphBuilder::gradient) so
-/// that a step compiled for several workers averages it. Declares the parameter's optimizer-state inputs, named
+/// that a step compiled for several workers averages it. Declares the
+/// parameter's optimizer-state inputs, named
 /// "<state>_<name>", and outputs the updated parameter and states, each
 /// replacing its input. `lr` and `step` are f32 scalar hyper-parameter inputs;
 /// `step` counts from 1.

@@ -541,8 +541,9 @@ def KGraph_AllGatherOp : KGraph_Op<"all_gather"> {
     The result is the group's operands concatenated along the first
     dimension, rank 0's first: its first dimension is the group's size times
     the operand's. Not pure, like `all_reduce`. No front end traces it:
-    `kgraph-sparse-table-updates` writes it to learn which embedding rows any
-    worker's batch picks. A worker simulated alone (the reference
+    `kgraph-sparse-table-updates` writes it for an embedding table trained
+    by a group, to learn which rows any worker's batch picks and to average
+    the gradient rows there. A worker simulated alone (the reference
     interpreter, a group of one) finds its own operand in every slot.
 
     ```mlir

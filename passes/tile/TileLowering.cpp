@@ -798,15 +798,16 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
       })
       .Case([&](AllGatherOp gather) {
         auto type = tensorType(gather.getInput());
-        HbmView src = lowering.materialize(lowering.operandOf(gather.getInput()),
-                                           type.getShape());
+        HbmView src = lowering.materialize(
+            lowering.operandOf(gather.getInput()), type.getShape());
         HbmView dst = freshBuffer(gather.getOutput());
         int64_t n = src.elements();
-        tb.emit("collective",
-                {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, dst.elements(), 1)},
-                 {src.buffer, tb.pattern(src, src.offset, 1, 0, n, 1)}},
-                {builder.getNamedAttr("kind",
-                                      builder.getStringAttr("all_gather"))});
+        tb.emit(
+            "collective",
+            {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, dst.elements(), 1)},
+             {src.buffer, tb.pattern(src, src.offset, 1, 0, n, 1)}},
+            {builder.getNamedAttr("kind",
+                                  builder.getStringAttr("all_gather"))});
         bindView(gather.getOutput(), dst);
         return success();
       })

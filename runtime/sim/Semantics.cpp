@@ -221,7 +221,8 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
     // for a larger group has the worker's own source in every slot. Groups
     // go through executeCollective.
     out = gather(m, inst.operands[1]);
-    size_t slots = static_cast<size_t>(parts * free) / std::max<size_t>(1, out.size());
+    size_t slots =
+        static_cast<size_t>(parts * free) / std::max<size_t>(1, out.size());
     size_t n = out.size();
     for (size_t s = 1; s < slots; ++s) {
       out.insert(out.end(), out.begin(), out.begin() + n);
@@ -244,11 +245,11 @@ llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
     const isa::AccessPattern &dst = inst.operands[0];
     size_t total = static_cast<size_t>(dst.partitions * dst.freeElements());
     if (total != values.size() * static_cast<size_t>(communicator->size())) {
-      return llvm::createStringError(
-          "an all_gather of " + std::to_string(values.size()) +
-          " elements into " + std::to_string(total) +
-          " does not match the group of " +
-          std::to_string(communicator->size()));
+      return llvm::createStringError("an all_gather of " +
+                                     std::to_string(values.size()) +
+                                     " elements into " + std::to_string(total) +
+                                     " does not match the group of " +
+                                     std::to_string(communicator->size()));
     }
     // Doubles carry every element type exactly (indices included).
     std::vector<double> all(total);

@@ -51,6 +51,14 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
 
 // -----
 
+// An all-gather's destination holds a whole number of its source.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{an all_gather's 'dst' holds a whole number of its 'src' (64 elements) of the same type, not 100}}
+  kisa.collective {kind = "all_gather", dst = #kisa.ap<hbm, i32, p = 0:1, offset = 0, dims = [1 x 100]>, src = #kisa.ap<hbm, i32, p = 0:1, offset = 1024, dims = [1 x 64]>}
+}
+
+// -----
+
 // An unknown collective.
 kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
   // expected-error @+1 {{'kind' is 'broadcast', not one of: all_reduce_sum}}

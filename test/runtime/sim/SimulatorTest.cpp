@@ -140,6 +140,13 @@ TEST(CostModel, DmaAndCollectives) {
   EXPECT_DOUBLE_EQ(seconds(ar, 1), 0.0);
   // Ring all-reduce: 2(n-1)/n * bytes / 384 GB/s + 2(n-1) * 10 us.
   EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 384e9 + 6 * 10e-6);
+  // Ring all-gather of 4 workers' 1 MiB parts: each passes on 3 times.
+  auto ag =
+      make(Opcode::Collective, Engine::Dma,
+           {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 18)});
+  ag.op0 = static_cast<uint8_t>(isa::CollectiveKind::AllGather);
+  EXPECT_DOUBLE_EQ(seconds(ag, 1), 0.0);
+  EXPECT_DOUBLE_EQ(seconds(ag, 4), 3.0 * (1 << 20) / 384e9 + 3 * 10e-6);
 }
 
 TEST(CostModel, WhatIfVariantsOfTheTarget) {
