@@ -542,8 +542,8 @@ def KGraph_AllGatherOp : KGraph_Op<"all_gather"> {
     dimension, rank 0's first: its first dimension is the group's size times
     the operand's. Not pure, like `all_reduce`. No front end traces it:
     `kgraph-sparse-table-updates` writes it for an embedding table trained
-    by a group, to learn which rows any worker's batch picks and to average
-    the gradient rows there. A worker simulated alone (the reference
+    by a group, to learn which rows any worker's batch picks. A worker
+    simulated alone (the reference
     interpreter, a group of one) finds its own operand in every slot.
 
     ```mlir

@@ -75,16 +75,17 @@ def KGraphSparseTableUpdates : Pass<"kgraph-sparse-table-updates",
     - each result the whole-table update with those rows written over it
       (`scatter_rows`; tokens that pick one row write the same values).
 
-    With `world-size` above 1 a gradient marked for averaging
-    (`kgraph.gradient`; the pass runs before `kgraph-data-parallel`) is
-    averaged here, over the rows any worker's batch picks, and never joins
-    a bucket: the indices are gathered from every worker (`all_gather`, at
-    the step's start, a few kilobytes), the picked rows of the table and
-    its state are gathered at all of them, and their gradient rows are the
-    group's mean, `E . dY` over every worker's output gradient rows (an
-    `all_gather` of `[tokens, D]` each) divided by the group's size. The
-    dense gradient, its one-hot product and its all-reduce are gone. Rows
-    that several workers pick are updated alike and written alike.
+    With `world-size` above 1 and a gradient marked for averaging
+    (`kgraph.gradient`; the pass runs before `kgraph-data-parallel`), the
+    rows that change are those any worker's batch picks: the indices are
+    gathered from every worker (`all_gather`, at the step's start, a few
+    kilobytes), the picked rows of the table and its state are gathered at
+    all of them, and each worker computes its own gradient in those rows,
+    `E . dY` with `E[i, j] = (all[i] == indices[j])`, which it marks for
+    averaging in place of the dense gradient: `kgraph-data-parallel`
+    buckets and all-reduces `[group tokens, D]` instead of the table. The
+    dense gradient and its one-hot product are gone. Rows that several
+    workers pick are updated alike and written alike.
 
     A table needs at least eight rows per token the update covers (the
     group's tokens when averaged) to be split: the whole-table half slows

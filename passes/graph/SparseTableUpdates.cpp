@@ -187,39 +187,34 @@ void cloneWithZeroGradient(OpBuilder &b, llvm::ArrayRef<Operation *> ops,
   }
 }
 
-/// The gradient rows of the tokens whose indices are `flat` (one worker's,
-/// or a group's) and whose output gradient rows are `dy` ([tokens, D]):
-/// row i is the sum of the rows of every token that picks i's row,
-/// E . dY with E[i, j] = (flat[i] == flat[j]); padding tokens add nothing.
-Value pickedGradient(GraphEmitter &e, EmbeddingBackwardOp op, Value flat,
-                     Value dy) {
-  int64_t tokens = GraphEmitter::typeOf(flat).getNumElements();
+/// The gradient rows at the rows `picked` names ([R] indices) of the
+/// tokens whose indices are `tokens` ([T]) and whose output gradient rows
+/// are `dy` ([T, D]): row i is the sum of the rows of every token that
+/// picks i's row, E . dY with E[i, j] = (picked[i] == tokens[j]); padding
+/// tokens add nothing.
+Value pickedGradient(GraphEmitter &e, EmbeddingBackwardOp op, Value picked,
+                     Value tokens, Value dy) {
+  int64_t rows = GraphEmitter::typeOf(picked).getNumElements();
+  int64_t count = GraphEmitter::typeOf(tokens).getNumElements();
   Type t = GraphEmitter::elementOf(op.getOutput());
   int64_t padding = op.getPaddingIdxAttr().getInt();
   if (padding >= 0) {
-    Type indexType = GraphEmitter::elementOf(flat);
-    Value keep = e.cast(e.compare("ne", flat, e.scalar(padding, indexType)), t);
-    dy = e.mul(dy, e.reshape(keep, {tokens, 1}));
+    Type indexType = GraphEmitter::elementOf(tokens);
+    Value keep =
+        e.cast(e.compare("ne", tokens, e.scalar(padding, indexType)), t);
+    dy = e.mul(dy, e.reshape(keep, {count, 1}));
   }
-  Value same = e.cast(e.compare("eq", e.reshape(flat, {tokens, 1}),
-                                e.reshape(flat, {1, tokens})),
+  Value same = e.cast(e.compare("eq", e.reshape(picked, {rows, 1}),
+                                e.reshape(tokens, {1, count})),
                       t);
   return e.matmul(same, dy);
 }
 
-/// The all_gather of `v` across a group of `worldSize`: its first
-/// dimension `worldSize` times longer.
-Value gatherAcross(OpBuilder &b, Location loc, Value v, int64_t worldSize) {
-  auto type = GraphEmitter::typeOf(v);
-  llvm::SmallVector<int64_t> shape(type.getShape());
-  shape[0] *= worldSize;
-  return AllGatherOp::create(b, loc, type.clone(shape), v).getOutput();
-}
-
 /// Splits the update of embedding_backward `op`'s table; false when `op`
 /// has none this pass can split. A gradient marked for averaging across a
-/// group of `worldSize` above 1 is averaged here, over the rows any worker
-/// picks, and never goes to kgraph-data-parallel's buckets.
+/// group of `worldSize` above 1 changes the rows any worker picks: each
+/// worker computes its own gradient at all of them and marks that for
+/// averaging instead (kgraph-data-parallel then buckets it).
 bool split(EmbeddingBackwardOp op, int64_t worldSize) {
   Value indices = op.getIndices();
   Value gradient = op.getOutput();
@@ -247,36 +242,38 @@ bool split(EmbeddingBackwardOp op, int64_t worldSize) {
   // The picked rows of the table and its state, gathered as soon as the
   // indices exist: before the whole-table update writes over them. In a
   // group, the rows any worker picks: every worker's indices, in rank
-  // order.
+  // order (a row several workers pick comes several times).
   if (Operation *def = indices.getDefiningOp()) {
     b.setInsertionPointAfter(def);
   } else {
     b.setInsertionPointToStart(indices.getParentBlock());
   }
   Value flat = e.reshape(indices, {tokens});
+  Value rows = flat;
   if (group > 1) {
-    flat = gatherAcross(b, op.getLoc(), flat, group);
+    auto type = GraphEmitter::typeOf(flat);
+    rows =
+        AllGatherOp::create(b, op.getLoc(), type.clone({group * tokens}), flat)
+            .getOutput();
   }
   IRMapping picked;
   for (BlockArgument leaf : update->tableLeaves) {
-    picked.map(leaf, EmbeddingOp::create(b, op.getLoc(), leaf, flat));
+    picked.map(leaf, EmbeddingOp::create(b, op.getLoc(), leaf, rows));
   }
 
   // Both updates where the last op of the original stands: whatever it
   // reads exists there.
   b.setInsertionPoint(update->ops.back());
   Value dy = e.reshape(op.getGradOutput(), {tokens, width});
-  if (group > 1) {
-    // The group's mean gradient in those rows: the sum over every worker's
-    // tokens that pick the row, over the group's size.
-    dy = gatherAcross(b, op.getLoc(), dy, group);
+  Value rowGradient = pickedGradient(e, op, rows, flat, dy);
+  if (marker) {
+    // This worker's gradient in the group's rows, averaged like the dense
+    // one was: the group's mean there.
+    rowGradient = GradientOp::create(b, marker.getLoc(), rowGradient.getType(),
+                                     rowGradient, marker.getParameterAttr())
+                      .getOutput();
   }
-  Value rows = pickedGradient(e, op, flat, dy);
-  if (group > 1) {
-    rows = e.mul(rows, e.scalar(1.0 / static_cast<double>(group),
-                                GraphEmitter::elementOf(rows)));
-  }
-  picked.map(gradient, rows);
+  picked.map(gradient, rowGradient);
   cloneOver(b, update->ops, picked, group * tokens);
 
   IRMapping whole;
@@ -287,7 +284,7 @@ bool split(EmbeddingBackwardOp op, int64_t worldSize) {
   b.setInsertionPoint(update->ops.back()->getBlock()->getTerminator());
   for (Value output : update->outputs) {
     Value merged = ScatterRowsOp::create(b, op.getLoc(), whole.lookup(output),
-                                         flat, picked.lookup(output));
+                                         rows, picked.lookup(output));
     output.replaceAllUsesWith(merged);
   }
   for (Operation *dead : llvm::reverse(update->ops)) {

@@ -2,25 +2,22 @@
 
 // A 256-row table (8 rows for each of the group's 32 tokens) trained by
 // 4 workers, its gradient marked for averaging (SGD here for brevity). The
-// indices of all 4 workers are gathered at the start (8 -> 32), the picked
-// rows of p are gathered at all of them, and the whole table takes the
-// update with a zero gradient. The gradient rows every worker's tokens
-// add to are the group's mean: every worker's output gradient rows,
-// gathered, summed per row by E . dY (E[i, j] = ids[i] == ids[j]) and
-// divided by 4. The dense gradient is gone, and no bucket holds it: the
-// only all-reduce left averages the loss.
+// indices of all 4 workers are gathered at the start (8 -> 32), and the
+// picked rows of p are gathered at all of them. Each worker computes its
+// own gradient at those 32 rows, E . dY with E[i, j] = all[i] == ids[j]
+// ([32, 8] . [8, 4]), and marks that for averaging: the group's mean
+// gradient there, which kgraph-data-parallel all-reduces (4 KiB, not the
+// dense table's 4 KiB x 8). The dense gradient is gone.
 // CHECK-LABEL: func.func @table_of_a_group
 // CHECK: %[[IDS:.*]] = kgraph.reshape %arg2 : tensor<2x4xi64> -> tensor<8xi64>
 // CHECK-NEXT: %[[ALL:.*]] = kgraph.all_gather %[[IDS]] : tensor<8xi64> -> tensor<32xi64>
 // CHECK-NEXT: %[[P32:.*]] = kgraph.embedding %arg0, %[[ALL]] : tensor<256x4xf32>, tensor<32xi64> -> tensor<32x4xf32>
 // CHECK-NOT: embedding_backward
 // CHECK: %[[DY:.*]] = kgraph.reshape %arg3 : tensor<2x4x4xf32> -> tensor<8x4xf32>
-// CHECK-NEXT: %[[DYALL:.*]] = kgraph.all_gather %[[DY]] : tensor<8x4xf32> -> tensor<32x4xf32>
-// CHECK: %[[SAME:.*]] = kgraph.compare "eq"
-// CHECK-NEXT: %[[E:.*]] = kgraph.cast %[[SAME]] : tensor<32x32xi1> -> tensor<32x32xf32>
-// CHECK-NEXT: %[[SUM:.*]] = kgraph.matmul %[[E]], %[[DYALL]] : tensor<32x32xf32>, tensor<32x4xf32> -> tensor<32x4xf32>
-// CHECK-NEXT: %[[QUARTER:.*]] = kgraph.constant dense<2.500000e-01> : tensor<f32>
-// CHECK-NEXT: %[[G32:.*]] = kgraph.mul %[[SUM]], %[[QUARTER]]
+// CHECK: %[[SAME:.*]] = kgraph.compare "eq", %{{.*}}, %{{.*}} : tensor<32x8xi64>, tensor<32x8xi64>
+// CHECK-NEXT: %[[E:.*]] = kgraph.cast %[[SAME]] : tensor<32x8xi1> -> tensor<32x8xf32>
+// CHECK-NEXT: %[[MINE:.*]] = kgraph.matmul %[[E]], %[[DY]] : tensor<32x8xf32>, tensor<8x4xf32> -> tensor<32x4xf32>
+// CHECK-NEXT: %[[G32:.*]] = kgraph.all_reduce %[[MINE]] {reduction = "mean"} : tensor<32x4xf32>
 // CHECK-NEXT: %[[S32:.*]] = kgraph.mul %[[G32]], %arg1 : tensor<32x4xf32>, tensor<f32>
 // CHECK-NEXT: %[[P2R:.*]] = kgraph.sub %[[P32]], %[[S32]] : tensor<32x4xf32>, tensor<32x4xf32>
 // CHECK-NEXT: %[[P:.*]] = kgraph.scatter_rows %arg0, %[[ALL]], %[[P2R]] : tensor<256x4xf32>, tensor<32xi64>, tensor<32x4xf32> -> tensor<256x4xf32>
@@ -41,13 +38,14 @@ func.func @table_of_a_group(
   return %p2, %loss : tensor<256x4xf32>, tensor<f32>
 }
 
-// Beside a bias: the bias's gradient is bucketed and all-reduced alone,
-// the table's is averaged over its picked rows.
+// Beside a bias: the table's gradient in the group's rows shares the
+// bias's bucket, like any gradient.
 // CHECK-LABEL: func.func @table_beside_a_bias
 // CHECK: %[[ALL:.*]] = kgraph.all_gather %{{.*}} : tensor<8xi64> -> tensor<32xi64>
-// CHECK: kgraph.all_reduce %{{.*}} {reduction = "mean"} : tensor<4xf32>
-// CHECK-NOT: all_reduce
-// CHECK: kgraph.all_gather %{{.*}} : tensor<8x4xf32> -> tensor<32x4xf32>
+// CHECK: %[[ROWS:.*]] = kgraph.matmul %{{.*}}, %{{.*}} : tensor<32x8xf32>, tensor<8x4xf32> -> tensor<32x4xf32>
+// CHECK-NEXT: %[[FLAT:.*]] = kgraph.reshape %[[ROWS]] : tensor<32x4xf32> -> tensor<128xf32>
+// CHECK-NEXT: %[[BUCKET:.*]] = kgraph.concat %{{.*}}, %[[FLAT]] {dim = 0 : i64} : (tensor<4xf32>, tensor<128xf32>) -> tensor<132xf32>
+// CHECK-NEXT: kgraph.all_reduce %[[BUCKET]] {reduction = "mean"} : tensor<132xf32>
 // CHECK-NOT: all_reduce
 // CHECK: kgraph.scatter_rows %arg0, %[[ALL]]
 func.func @table_beside_a_bias(
