@@ -323,17 +323,10 @@ Values embeddingBackward(GraphEmitter &e, EmbeddingBackwardOp op) {
   Type t = GraphEmitter::elementOf(g);
   Value flat = e.reshape(op.getIndices(), {n});
   Value hot = e.oneHot(flat, op.getNumWeights(), t);
-  Value rows = e.reshape(g, {n, d});
-  // The attribute's getter is unsigned; -1 (no padding row) is negative.
-  int64_t padding = op.getPaddingIdxAttr().getInt();
-  if (padding >= 0) {
-    // Tokens of the padding row contribute nothing: their gradient rows
-    // are zeroed, [n, d], rather than their one-hot rows, [n, vocabulary].
-    Type indexType = GraphEmitter::elementOf(flat);
-    Value keep =
-        e.cast(e.compare("ne", flat, e.scalar(padding, indexType)), t);
-    rows = e.mul(rows, e.reshape(keep, {n, 1}));
-  }
+  // Tokens of the padding row contribute nothing. (The attribute's getter
+  // is unsigned; -1, no padding row, is negative.)
+  Value rows = e.zeroPaddingRows(e.reshape(g, {n, d}), flat,
+                                 op.getPaddingIdxAttr().getInt());
   return {e.matmul(hot, rows, /*transposeA=*/true)};
 }
 

@@ -123,4 +123,16 @@ Value GraphEmitter::oneHot(Value indices, int64_t classes, Type elementType) {
   return cast(compare("eq", column, row), elementType);
 }
 
+Value GraphEmitter::zeroPaddingRows(Value rows, Value indices,
+                                    int64_t padding) {
+  if (padding < 0) {
+    return rows;
+  }
+  // Zeroing [n, d] gradient rows costs less than zeroing [n, vocabulary]
+  // one-hot rows.
+  Value keep = cast(compare("ne", indices, scalar(padding, elementOf(indices))),
+                    elementOf(rows));
+  return mul(rows, reshape(keep, {shapeOf(indices)[0], 1}));
+}
+
 } // namespace kiln::graph_passes

@@ -62,6 +62,11 @@ public:
   /// (indices is 1-D; an index outside [0, classes) gives a zero row).
   mlir::Value oneHot(mlir::Value indices, int64_t classes,
                      mlir::Type elementType);
+  /// `rows` ([n, d], one per index of the 1-D `indices`) with the rows of
+  /// indices equal to `padding` zeroed (an embedding's padding row gets no
+  /// gradient); `rows` itself when `padding` is negative (none).
+  mlir::Value zeroPaddingRows(mlir::Value rows, mlir::Value indices,
+                              int64_t padding);
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }

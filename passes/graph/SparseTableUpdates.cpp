@@ -197,13 +197,7 @@ Value pickedGradient(GraphEmitter &e, EmbeddingBackwardOp op, Value picked,
   int64_t rows = GraphEmitter::typeOf(picked).getNumElements();
   int64_t count = GraphEmitter::typeOf(tokens).getNumElements();
   Type t = GraphEmitter::elementOf(op.getOutput());
-  int64_t padding = op.getPaddingIdxAttr().getInt();
-  if (padding >= 0) {
-    Type indexType = GraphEmitter::elementOf(tokens);
-    Value keep =
-        e.cast(e.compare("ne", tokens, e.scalar(padding, indexType)), t);
-    dy = e.mul(dy, e.reshape(keep, {count, 1}));
-  }
+  dy = e.zeroPaddingRows(dy, tokens, op.getPaddingIdxAttr().getInt());
   Value same = e.cast(e.compare("eq", e.reshape(picked, {rows, 1}),
                                 e.reshape(tokens, {1, count})),
                       t);

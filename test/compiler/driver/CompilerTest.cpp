@@ -747,6 +747,33 @@ TEST(CompilerTest, EmbeddingGradientsComputeTheirOneHotOnChip) {
   expectMatches(graph, options);
 }
 
+/// AdamW (weight decay 0.01) on a `rows` x 72 table looked up by [2,
+/// `seq`] ids, row 7 the padding row.
+proto::Graph tableStep(mlir::MLIRContext &context, int64_t rows, int64_t seq) {
+  return buildGraph(context, [&](GraphBuilder &b) {
+    Tensor table = b.input("table", proto::F32, {rows, 72}, proto::PARAMETER);
+    Tensor ids = in(b, "ids", {2, seq}, proto::I64);
+    Tensor g = in(b, "g", {2, seq, 72});
+    out(b, b.embedding(table, ids), "rows");
+    Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
+    Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
+    OptimizerSpec adamw;
+    adamw.weightDecay = 0.01;
+    addOptimizerUpdate(b, adamw, "table", table,
+                       b.embeddingBackward(g, ids, rows, 7), lr, step);
+  });
+}
+/// tableStep's inputs: ids in [0, `idRange`), the third step.
+DiffOptions tableStepInputs(double idRange) {
+  DiffOptions options;
+  options.ranges["ids"] = {0.0, idRange};
+  options.ranges["step"] = {3.0, 3.0};
+  options.ranges["lr"] = {0.01, 0.01};
+  options.ranges["v_table"] = {0.0, 0.01};
+  options.compile.optLevel = 2;
+  return options;
+}
+
 TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
   // AdamW on a 1400-row table that 160 tokens pick from (at least eight
   // rows a token, so kgraph-sparse-table-updates splits it: the whole table
@@ -756,24 +783,8 @@ TEST(CompilerTest, EmbeddingTableUpdateSplitsByRowAndMatchesReference) {
   // picked several times, and one of those is the padding row, whose
   // gradient is zero. The forward lookup must still see the old table.
   mlir::MLIRContext context;
-  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
-    Tensor table = b.input("table", proto::F32, {1400, 72}, proto::PARAMETER);
-    Tensor ids = in(b, "ids", {2, 80}, proto::I64);
-    Tensor g = in(b, "g", {2, 80, 72});
-    out(b, b.embedding(table, ids), "rows");
-    Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
-    Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
-    OptimizerSpec adamw;
-    adamw.weightDecay = 0.01;
-    addOptimizerUpdate(b, adamw, "table", table,
-                       b.embeddingBackward(g, ids, 1400, 7), lr, step);
-  });
-  DiffOptions options;
-  options.ranges["ids"] = {0.0, 100.0};
-  options.ranges["step"] = {3.0, 3.0};
-  options.ranges["lr"] = {0.01, 0.01};
-  options.ranges["v_table"] = {0.0, 0.01};
-  options.compile.optLevel = 2;
+  proto::Graph graph = tableStep(context, 1400, 80);
+  DiffOptions options = tableStepInputs(100.0);
   expectMatches(graph, options);
   // The split is what ran: the artifact holds row scatters.
   auto artifact = compile(graph, options.compile);
@@ -790,24 +801,8 @@ TEST(CompilerTest, EmbeddingTableUpdateOfAGroupMatchesReference) {
   // dense table's. Simulated alone, a worker finds its own indices in every
   // slot and its own gradient rows as the mean: the reference's step.
   mlir::MLIRContext context;
-  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
-    Tensor table = b.input("table", proto::F32, {700, 72}, proto::PARAMETER);
-    Tensor ids = in(b, "ids", {2, 8}, proto::I64);
-    Tensor g = in(b, "g", {2, 8, 72});
-    out(b, b.embedding(table, ids), "rows");
-    Tensor lr = b.input("lr", proto::F32, {}, proto::HYPER_PARAMETER);
-    Tensor step = b.input("step", proto::F32, {}, proto::HYPER_PARAMETER);
-    OptimizerSpec adamw;
-    adamw.weightDecay = 0.01;
-    addOptimizerUpdate(b, adamw, "table", table,
-                       b.embeddingBackward(g, ids, 700, 7), lr, step);
-  });
-  DiffOptions options;
-  options.ranges["ids"] = {0.0, 20.0};
-  options.ranges["step"] = {3.0, 3.0};
-  options.ranges["lr"] = {0.01, 0.01};
-  options.ranges["v_table"] = {0.0, 0.01};
-  options.compile.optLevel = 2;
+  proto::Graph graph = tableStep(context, 700, 8);
+  DiffOptions options = tableStepInputs(20.0);
   options.compile.worldSize = 4;
   expectMatches(graph, options);
   auto artifact = compile(graph, options.compile);
