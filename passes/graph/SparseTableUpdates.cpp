@@ -10,7 +10,10 @@
 // kgraph-schedule-updates moves to the start of the step where the forward
 // pass leaves the DMA queues room; and over the picked rows alone, gathered
 // before the first one writes, with their gradient rows. The picked rows'
-// results then overwrite the first update's (scatter_rows).
+// results then overwrite the first update's (scatter_rows). In a
+// data-parallel group the picked rows are every worker's (an all_gather
+// of the indices), and each worker's gradient in them, not the dense one,
+// is what the group averages.
 //
 //===----------------------------------------------------------------------===//
 

@@ -220,12 +220,13 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
     // A worker alone: sums, means and scatters are the copy, and a gather
     // for a larger group has the worker's own source in every slot. Groups
     // go through executeCollective.
-    out = gather(m, inst.operands[1]);
+    std::vector<double> own = gather(m, inst.operands[1]);
     size_t slots =
-        static_cast<size_t>(parts * free) / std::max<size_t>(1, out.size());
-    size_t n = out.size();
-    for (size_t s = 1; s < slots; ++s) {
-      out.insert(out.end(), out.begin(), out.begin() + n);
+        std::max<size_t>(1, static_cast<size_t>(parts * free) /
+                                std::max<size_t>(1, own.size()));
+    out.reserve(slots * own.size());
+    for (size_t s = 0; s < slots; ++s) {
+      out.insert(out.end(), own.begin(), own.end());
     }
     break;
   }
