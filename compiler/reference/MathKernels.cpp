@@ -26,7 +26,7 @@ namespace {
 HostTensor matmul(Operation *op, const HostTensor &lhs, const HostTensor &rhs,
                   bool transLhs, bool transRhs) {
   HostTensor out = emptyLike(op->getResult(0));
-  size_t lr = lhs.shape.size(), rr = rhs.shape.size(), orank = out.shape.size();
+  size_t lr = lhs.shape.size(), orank = out.shape.size();
   int64_t m = out.shape[orank - 2], n = out.shape[orank - 1];
   int64_t k = transLhs ? lhs.shape[lr - 2] : lhs.shape[lr - 1];
   Shape batch(out.shape.begin(), out.shape.end() - 2);
