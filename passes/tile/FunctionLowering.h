@@ -87,6 +87,8 @@ private:
   bool availableBy(mlir::Operation *def, unsigned at,
                    llvm::SetVector<mlir::Operation *> &views);
   mlir::LogicalResult lowerReturn(mlir::func::ReturnOp ret);
+  mlir::LogicalResult lowerCollective(mlir::Value input, mlir::Value output,
+                                      llvm::StringRef kind);
   HbmView freshBuffer(mlir::Value result);
   void planInPlace();
   void planScatterInPlace(kgraph::ScatterRowsOp scatter, unsigned arg,

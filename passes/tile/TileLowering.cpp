@@ -248,6 +248,22 @@ void FunctionLowering::bindEpilogueSums(const Epilogue &e) {
   }
 }
 
+/// A collective of `kind` from `input` into a fresh buffer for `output`,
+/// each one partition of all its elements (an all-gather's output holds
+/// the group's size times the input's).
+LogicalResult FunctionLowering::lowerCollective(Value input, Value output,
+                                                llvm::StringRef kind) {
+  HbmView src = lowering.materialize(lowering.operandOf(input),
+                                     tensorType(input).getShape());
+  HbmView dst = freshBuffer(output);
+  tb.emit("collective",
+          {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, dst.elements(), 1)},
+           {src.buffer, tb.pattern(src, src.offset, 1, 0, src.elements(), 1)}},
+          {builder.getNamedAttr("kind", builder.getStringAttr(kind))});
+  lowering.bind(output, TensorOperand{std::nullopt, std::move(dst)});
+  return success();
+}
+
 HbmView FunctionLowering::freshBuffer(Value result) {
   auto type = tensorType(result);
   auto it = inPlace.find(result);
@@ -781,35 +797,13 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](AllReduceOp ar) {
-        auto type = tensorType(ar.getInput());
-        HbmView src = lowering.materialize(lowering.operandOf(ar.getInput()),
-                                           type.getShape());
-        HbmView dst = freshBuffer(ar.getOutput());
-        int64_t n = src.elements();
-        tb.emit("collective",
-                {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, n, 1)},
-                 {src.buffer, tb.pattern(src, src.offset, 1, 0, n, 1)}},
-                {builder.getNamedAttr(
-                    "kind", builder.getStringAttr(ar.getReduction() == "mean"
-                                                      ? "all_reduce_mean"
-                                                      : "all_reduce_sum"))});
-        bindView(ar.getOutput(), dst);
-        return success();
+        return lowerCollective(ar.getInput(), ar.getOutput(),
+                               ar.getReduction() == "mean" ? "all_reduce_mean"
+                                                           : "all_reduce_sum");
       })
       .Case([&](AllGatherOp gather) {
-        auto type = tensorType(gather.getInput());
-        HbmView src = lowering.materialize(
-            lowering.operandOf(gather.getInput()), type.getShape());
-        HbmView dst = freshBuffer(gather.getOutput());
-        int64_t n = src.elements();
-        tb.emit(
-            "collective",
-            {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, dst.elements(), 1)},
-             {src.buffer, tb.pattern(src, src.offset, 1, 0, n, 1)}},
-            {builder.getNamedAttr("kind",
-                                  builder.getStringAttr("all_gather"))});
-        bindView(gather.getOutput(), dst);
-        return success();
+        return lowerCollective(gather.getInput(), gather.getOutput(),
+                               "all_gather");
       })
       .Case([&](func::ReturnOp ret) { return lowerReturn(ret); })
       .Default([&](Operation *other) {
