@@ -163,6 +163,60 @@ class NumericsTest(unittest.TestCase):
                                 kiln.optim.AdamW(lr=1e-3), batch)
         self.assertLossesMatch(k, t, 2e-2)
 
+    def test_bf16_model_with_stochastic_rounding_learns_like_f32(self):
+        # Neuron's "BF16+SR" (the precision of its published BERT figures):
+        # the model in bf16, every bf16 result rounded stochastically
+        # (KILN_STOCHASTIC_ROUNDING=1). AdamW's steps of lr = 1e-4 are below
+        # half a bf16 ulp of most weights, so rounding to nearest drops
+        # them and training stalls; rounded stochastically they land on
+        # average, and the loss falls as far as in f32.
+        model = models.MLP(inputs=64, hidden=128, classes=10)
+        g = torch.Generator().manual_seed(3)
+        x_all = torch.randn(512, 64, generator=g)
+        y_all = (x_all @ torch.randn(64, 10, generator=g)).argmax(dim=1)
+        steps, optimizer = 200, kiln.optim.AdamW(lr=1e-4)
+
+        def batch(i):
+            rows = slice(i * 64 % 512, i * 64 % 512 + 64)
+            return x_all[rows], y_all[rows]
+
+        def fall(losses):  # first loss minus the mean of the last 16
+            return losses[0] - sum(losses[-16:]) / 16
+
+        reference = copy.deepcopy(model)
+        torch_opt = kiln.optim.torch_optimizer(optimizer, reference.parameters())
+        f32 = []
+        for i in range(steps):
+            x, y = batch(i)
+            loss = F.cross_entropy(reference(x), y)
+            torch_opt.zero_grad()
+            loss.backward()
+            torch_opt.step()
+            f32.append(float(loss))
+
+        def train_bf16(stochastic):
+            if stochastic:
+                os.environ["KILN_STOCHASTIC_ROUNDING"] = "1"
+            try:
+                step = kiln.compile_step(copy.deepcopy(model).to(torch.bfloat16),
+                                         F.cross_entropy, optimizer)
+                x, y = batch(0)
+                losses = [float(step(x.to(torch.bfloat16), y))]
+            finally:
+                os.environ.pop("KILN_STOCHASTIC_ROUNDING", None)
+            for i in range(1, steps):  # the session keeps its rounding mode
+                x, y = batch(i)
+                losses.append(float(step(x.to(torch.bfloat16), y)))
+            return losses
+
+        nearest, stochastic = train_bf16(False), train_bf16(True)
+        self.assertGreater(fall(f32), 0.15, "the f32 model did not learn")
+        self.assertLess(fall(nearest), 0.4 * fall(f32),
+                        "rounding to nearest did not stall: the test shows nothing")
+        self.assertGreater(fall(stochastic), 0.85 * fall(f32),
+                           f"bf16 with stochastic rounding fell {fall(stochastic):.3f}, "
+                           f"f32 {fall(f32):.3f}")
+
     def test_pure_step_function(self):
         w = torch.randn(8, 4)
 
