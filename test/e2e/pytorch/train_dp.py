@@ -6,6 +6,7 @@ semantics, checkpointed every few steps, losses written as JSON by rank 0.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from models import MLP
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int, required=True, help="per worker")
 parser.add_argument("--steps", type=int, default=20)
-parser.add_argument("--out")
+parser.add_argument("--out", help="rank 0's results (JSON); with {rank}, every rank's")
 parser.add_argument("--checkpoints")
 parser.add_argument("--every", type=int, default=5)
 parser.add_argument("--logdir")
@@ -105,9 +106,13 @@ metrics.close()
 if args.pid_dir:
     open(os.path.join(args.pid_dir, f"done-{world.rank}"), "w").close()
 
-if world.rank == 0 and args.out:
+if args.out and ("{rank}" in args.out or world.rank == 0):
     params = step.parameters()
-    with open(args.out, "w") as f:
+    digest = hashlib.sha256()
+    for name in sorted(params):
+        digest.update(params[name].contiguous().view(torch.uint8).numpy().tobytes())
+    with open(args.out.format(rank=world.rank), "w") as f:
         json.dump({"losses": [losses[k] for k in sorted(losses)],
                    "checksum": float(sum(p.double().sum() for p in params.values())),
+                   "digest": digest.hexdigest(),
                    "stats": step.cache_stats(), "world": world.size}, f)
