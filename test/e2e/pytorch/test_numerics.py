@@ -37,6 +37,24 @@ def train_both(model, loss_fn, optimizer, make_batch, flags=()):
     return step, reference, kiln_losses, torch_losses
 
 
+# A learnable task for long runs at a small learning rate: 512 samples
+# labelled by a fixed linear teacher, taken 64 at a time.
+SLOW_STEPS = 200
+_teacher = torch.Generator().manual_seed(3)
+_teacher_x = torch.randn(512, 64, generator=_teacher)
+_teacher_y = (_teacher_x @ torch.randn(64, 10, generator=_teacher)).argmax(dim=1)
+
+
+def teacher_batch(i):
+    rows = slice(i * 64 % 512, i * 64 % 512 + 64)
+    return _teacher_x[rows], _teacher_y[rows]
+
+
+def fall(losses):
+    """How far a run's loss fell: the first minus the mean of the last 16."""
+    return losses[0] - sum(losses[-16:]) / 16
+
+
 class NumericsTest(unittest.TestCase):
     def setUp(self):
         self.cache = tempfile.TemporaryDirectory()
@@ -171,17 +189,7 @@ class NumericsTest(unittest.TestCase):
         # them and training stalls; rounded stochastically they land on
         # average, and the loss falls as far as in f32.
         model = models.MLP(inputs=64, hidden=128, classes=10)
-        g = torch.Generator().manual_seed(3)
-        x_all = torch.randn(512, 64, generator=g)
-        y_all = (x_all @ torch.randn(64, 10, generator=g)).argmax(dim=1)
-        steps, optimizer = 200, kiln.optim.AdamW(lr=1e-4)
-
-        def batch(i):
-            rows = slice(i * 64 % 512, i * 64 % 512 + 64)
-            return x_all[rows], y_all[rows]
-
-        def fall(losses):  # first loss minus the mean of the last 16
-            return losses[0] - sum(losses[-16:]) / 16
+        steps, optimizer, batch = SLOW_STEPS, kiln.optim.AdamW(lr=1e-4), teacher_batch
 
         reference = copy.deepcopy(model)
         torch_opt = kiln.optim.torch_optimizer(optimizer, reference.parameters())
@@ -216,6 +224,53 @@ class NumericsTest(unittest.TestCase):
         self.assertGreater(fall(stochastic), 0.85 * fall(f32),
                            f"bf16 with stochastic rounding fell {fall(stochastic):.3f}, "
                            f"f32 {fall(f32):.3f}")
+
+    def test_bf16_model_with_master_weights_matches_pytorch(self):
+        # kiln.optim.MasterWeights: a bf16 model whose AdamW runs on f32
+        # copies of its parameters, against the same in eager PyTorch
+        # (torch.optim.AdamW on f32 copies, the bf16 gradients added in f32,
+        # the model's parameters the copies rounded). At lr = 1e-4, where
+        # rounding to nearest loses the steps of a bf16 AdamW, the copies
+        # keep them and the loss falls.
+        model = models.MLP(inputs=64, hidden=128, classes=10).to(torch.bfloat16)
+        reference = copy.deepcopy(model)
+        masters = [p.detach().float().requires_grad_(True)
+                   for p in reference.parameters()]
+        torch_opt = torch.optim.AdamW(masters, lr=1e-4)
+        step = kiln.compile_step(model, F.cross_entropy,
+                                 kiln.optim.MasterWeights(kiln.optim.AdamW(lr=1e-4)))
+        kiln_losses, torch_losses = [], []
+        for i in range(SLOW_STEPS):
+            x, y = teacher_batch(i)
+            x = x.to(torch.bfloat16)
+            kiln_losses.append(float(step(x, y)))
+            loss = F.cross_entropy(reference(x), y)
+            reference.zero_grad()
+            loss.backward()
+            for master, p in zip(masters, reference.parameters()):
+                master.grad = p.grad.float()
+            torch_opt.step()
+            with torch.no_grad():
+                for master, p in zip(masters, reference.parameters()):
+                    p.copy_(master)
+            torch_losses.append(float(loss))
+        self.assertLossesMatch(kiln_losses, torch_losses, 2e-2)
+        self.assertGreater(fall(kiln_losses), 0.15, "the model did not learn")
+        # Adam turns the bf16 forward's noise-level differences into full
+        # steps of lr (a weight may move 2e-2 in 200 steps), so the copies
+        # agree to a few dozen steps.
+        state = step.state_dict()
+        for (name, _), master in zip(reference.named_parameters(), masters):
+            self.assertEqual(state[name].dtype, torch.bfloat16, name)
+            self.assertEqual(state[name + ".master"].dtype, torch.float32, name)
+            self.assertEqual(state[name + ".exp_avg_sq"].dtype, torch.float32, name)
+            diff = (state[name + ".master"] - master.detach()).abs().max().item()
+            self.assertLessEqual(diff, 5e-3, f"master copy of {name} differs by {diff}")
+
+    def test_master_weights_of_an_f32_model_is_an_error(self):
+        with self.assertRaisesRegex(TypeError, "torch.float32 parameter needs no f32 copy"):
+            kiln.compile_step(models.MLP(), F.cross_entropy,
+                              kiln.optim.MasterWeights(kiln.optim.Adam()))
 
     def test_pure_step_function(self):
         w = torch.randn(8, 4)

@@ -111,6 +111,42 @@ class AdamW(Adam):
         super().__init__(lr, betas, eps, weight_decay)
 
 
+class MasterWeights(Optimizer):
+    """`inner`'s update on f32 master copies of a bf16 (or f16) model's
+    parameters: the model computes in bf16, the optimizer keeps each
+    parameter's f32 copy and `inner`'s state in f32, adds the bf16 gradient
+    to the copy in f32, and the model's parameter is the copy rounded. Small
+    updates accumulate in the copy instead of rounding away (Neuron's "BF16
+    with an FP32 copy of the weights"; DeepSpeed's and Apex's master
+    weights).
+
+        step = kiln.compile_step(model.to(torch.bfloat16), loss_fn,
+                                 kiln.optim.MasterWeights(kiln.optim.AdamW(lr=1e-4)))
+    """
+
+    def __init__(self, inner):
+        if not isinstance(inner, Optimizer) or isinstance(inner, MasterWeights):
+            raise TypeError("kiln.optim.MasterWeights wraps an SGD, Adam or AdamW spec")
+        super().__init__(inner.lr)
+        self.inner = inner
+        self.state_names = ("master",) + tuple(inner.state_names)
+
+    def hyper_parameters(self, step):
+        return self.inner.hyper_parameters(step)
+
+    def init_state(self, param):
+        if param.dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"kiln.optim.MasterWeights: a {param.dtype} parameter "
+                            "needs no f32 copy; give it a bf16 or f16 model")
+        master = param.detach().float()
+        return {"master": master, **self.inner.init_state(master)}
+
+    def update(self, param, grad, state, hyper):
+        own = {name: state[name] for name in self.inner.state_names}
+        master, new_state = self.inner.update(state["master"], grad.float(), own, hyper)
+        return master.to(param.dtype), {"master": master, **new_state}
+
+
 def torch_optimizer(spec, params):
     """The torch.optim optimizer a spec mirrors (for eager comparisons)."""
     if isinstance(spec, SGD):
