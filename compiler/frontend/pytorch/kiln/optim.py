@@ -112,7 +112,7 @@ class AdamW(Adam):
 
 
 class MasterWeights(Optimizer):
-    """`inner`'s update on f32 master copies of a bf16 (or f16) model's
+    """`inner`'s update on f32 master copies of a bf16 model's
     parameters: the model computes in bf16, the optimizer keeps each
     parameter's f32 copy and `inner`'s state in f32, adds the bf16 gradient
     to the copy in f32, and the model's parameter is the copy rounded. Small
@@ -135,9 +135,9 @@ class MasterWeights(Optimizer):
         return self.inner.hyper_parameters(step)
 
     def init_state(self, param):
-        if param.dtype not in (torch.bfloat16, torch.float16):
-            raise TypeError(f"kiln.optim.MasterWeights: a {param.dtype} parameter "
-                            "needs no f32 copy; give it a bf16 or f16 model")
+        if param.dtype != torch.bfloat16:
+            raise TypeError(f"kiln.optim.MasterWeights keeps f32 copies of bf16 "
+                            f"parameters, not of {param.dtype} ones; give it a bf16 model")
         master = param.detach().float()
         return {"master": master, **self.inner.init_state(master)}
 
