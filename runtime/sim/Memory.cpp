@@ -61,12 +61,18 @@ double Rounder::round(isa::DType dtype, double value) {
     return static_cast<float>(value);
   case isa::DType::BF16: {
     float f = static_cast<float>(value);
-    if (!stochastic || !std::isfinite(f)) {
+    if (!stochastic) {
+      return bf16BitsToFloat(numerics::floatToBF16Bits(f));
+    }
+    // One draw per result whatever its value, so that the stream's position
+    // depends on the program alone: data-parallel replicas, which round
+    // different activations, stay in step for the update they share.
+    state += 0x9E3779B97F4A7C15ull;
+    if (!std::isfinite(f)) {
       return bf16BitsToFloat(numerics::floatToBF16Bits(f));
     }
     // Add 16 random bits below the bf16 mantissa, then truncate: rounds up
     // with probability equal to the discarded fraction.
-    state += 0x9E3779B97F4A7C15ull;
     uint64_t z = state;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace kiln;
 
 namespace {
@@ -327,6 +329,19 @@ TEST(Rounding, Bf16NearestEvenAndSeededStochastic) {
     sum += v;
   }
   EXPECT_NEAR(sum / a.size(), 1.001, 2e-4);
+}
+
+TEST(Rounding, StochasticStreamDependsOnTheResultCountAlone) {
+  // Two replicas that round different values (one meets an infinity) draw
+  // the same bits for the results after: their shared update rounds alike.
+  sim::Rounder a(/*stochastic=*/true, 3), b(/*stochastic=*/true, 3);
+  a.round(isa::DType::BF16, 2.5);
+  b.round(isa::DType::BF16, std::numeric_limits<double>::infinity());
+  a.round(isa::DType::F32, 0.1); // f32 results draw nothing
+  for (int i = 0; i < 100; ++i) {
+    double x = 1.0 + i * 1e-4;
+    EXPECT_EQ(a.round(isa::DType::BF16, x), b.round(isa::DType::BF16, x)) << i;
+  }
 }
 
 } // namespace
