@@ -115,6 +115,21 @@ class DistributedTest(unittest.TestCase):
             self.assertLess(abs(a - b) / abs(a), 2e-2, f"step {step}: {a} vs {b}")
         self.assertLess(four["losses"][-1], four["losses"][0] - 0.3, "the model did not learn")
 
+    def test_bf16_master_weights_four_workers_track_one_worker(self):
+        # kiln.optim.MasterWeights in a group: the bf16 gradients are
+        # all-reduced, each worker adds the mean to its f32 copies, and the
+        # replicas' bf16 parameters are the copies rounded alike.
+        one = self.train(1, 32, "one.json", "--bf16", "--master-weights")
+        out = self.path("four-{rank}.json")
+        self.run_ok(self.torchrun(4, "--batch", "8", "--bf16", "--master-weights",
+                                  "--out", out))
+        four = [load(out.format(rank=r)) for r in range(4)]
+        self.assertEqual(len({r["digest"] for r in four}), 1, "the replicas differ")
+        for step, (a, b) in enumerate(zip(one["losses"], four[0]["losses"]), 1):
+            self.assertLess(abs(a - b) / abs(a), 2e-2, f"step {step}: {a} vs {b}")
+        self.assertLess(four[0]["losses"][-1], four[0]["losses"][0] - 0.3,
+                        "the model did not learn")
+
     def test_bf16_stochastic_rounding_keeps_replicas_identical(self):
         # Every worker's session draws its rounding bits from one seeded
         # generator, one draw a bf16 result in program order, so the

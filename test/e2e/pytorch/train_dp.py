@@ -30,6 +30,8 @@ parser.add_argument("--trace")
 parser.add_argument("--pid-dir", help="each rank writes its pid here (for kill tests)")
 parser.add_argument("--bf16", action="store_true",
                     help="keep the model and its inputs in bf16 (model.to(torch.bfloat16))")
+parser.add_argument("--master-weights", action="store_true",
+                    help="with --bf16: Adam on f32 copies (kiln.optim.MasterWeights)")
 parser.add_argument("--tokens", action="store_true",
                     help="train a bag of token embeddings (a 1200-row table) instead")
 args = parser.parse_args()
@@ -62,7 +64,10 @@ torch.manual_seed(1234 + world.rank)  # different on purpose: rank 0's wins
 model = TokenBag() if args.tokens else MLP(inputs=32, hidden=64, classes=10)
 if args.bf16:
     model = model.to(torch.bfloat16)
-step = kiln.compile_step(model, F.cross_entropy, kiln.optim.Adam(lr=1e-2), seed=7)
+optimizer = kiln.optim.Adam(lr=1e-2)
+if args.master_weights:
+    optimizer = kiln.optim.MasterWeights(optimizer)
+step = kiln.compile_step(model, F.cross_entropy, optimizer, seed=7)
 
 generator = torch.Generator().manual_seed(99)
 if args.tokens:
