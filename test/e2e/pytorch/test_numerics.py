@@ -189,13 +189,12 @@ class NumericsTest(unittest.TestCase):
         # them and training stalls; rounded stochastically they land on
         # average, and the loss falls as far as in f32.
         model = models.MLP(inputs=64, hidden=128, classes=10)
-        steps, optimizer, batch = SLOW_STEPS, kiln.optim.AdamW(lr=1e-4), teacher_batch
-
+        optimizer = kiln.optim.AdamW(lr=1e-4)
         reference = copy.deepcopy(model)
         torch_opt = kiln.optim.torch_optimizer(optimizer, reference.parameters())
         f32 = []
-        for i in range(steps):
-            x, y = batch(i)
+        for i in range(SLOW_STEPS):
+            x, y = teacher_batch(i)
             loss = F.cross_entropy(reference(x), y)
             torch_opt.zero_grad()
             loss.backward()
@@ -208,12 +207,12 @@ class NumericsTest(unittest.TestCase):
             try:
                 step = kiln.compile_step(copy.deepcopy(model).to(torch.bfloat16),
                                          F.cross_entropy, optimizer)
-                x, y = batch(0)
+                x, y = teacher_batch(0)
                 losses = [float(step(x.to(torch.bfloat16), y))]
             finally:
                 os.environ.pop("KILN_STOCHASTIC_ROUNDING", None)
-            for i in range(1, steps):  # the session keeps its rounding mode
-                x, y = batch(i)
+            for i in range(1, SLOW_STEPS):  # the session keeps its rounding mode
+                x, y = teacher_batch(i)
                 losses.append(float(step(x.to(torch.bfloat16), y)))
             return losses
 
