@@ -79,6 +79,20 @@ class DistributedTest(unittest.TestCase):
                                   *args, extra=extra))
         return load(self.path(out))
 
+    def train_every_rank(self, name, *args, env=None):
+        """4 workers of batch 8; every rank's results, in rank order."""
+        out = self.path(name + "-{rank}.json")
+        self.run_ok(self.torchrun(4, "--batch", "8", "--out", out, *args), env=env)
+        return [load(out.format(rank=r)) for r in range(4)]
+
+    def assertTracks(self, one, four, rtol):
+        """Four workers' losses against one worker's with 4 times the batch,
+        step by step, and a model that learned."""
+        self.assertEqual(len(four), 20)
+        for step, (a, b) in enumerate(zip(one, four), 1):
+            self.assertLess(abs(a - b) / abs(a), rtol, f"step {step}: {a} vs {b}")
+        self.assertLess(four[-1], four[0] - 0.3, "the model did not learn")
+
     def test_four_workers_match_one_worker_with_four_times_the_batch(self):
         one = self.train(1, 32, "one.json")
         four = self.train(4, 8, "four.json")
@@ -98,10 +112,7 @@ class DistributedTest(unittest.TestCase):
         # rows all-gathered through Gloo, not all-reduced in a bucket.
         one = self.train(1, 32, "one.json", "--tokens")
         four = self.train(4, 8, "four.json", "--tokens")
-        self.assertEqual(len(four["losses"]), 20)
-        for step, (a, b) in enumerate(zip(one["losses"], four["losses"]), 1):
-            self.assertLess(abs(a - b) / abs(a), 1e-5, f"step {step}: {a} vs {b}")
-        self.assertLess(four["losses"][-1], four["losses"][0] - 0.3, "the model did not learn")
+        self.assertTracks(one["losses"], four["losses"], 1e-5)
 
     def test_bf16_model_four_workers_track_one_worker(self):
         # A model kept in bf16 all-reduces bf16 gradients. Each worker's is
@@ -110,25 +121,16 @@ class DistributedTest(unittest.TestCase):
         # relative, as docs/pytorch.md says), not bit for bit.
         one = self.train(1, 32, "one.json", "--bf16")
         four = self.train(4, 8, "four.json", "--bf16")
-        self.assertEqual(len(four["losses"]), 20)
-        for step, (a, b) in enumerate(zip(one["losses"], four["losses"]), 1):
-            self.assertLess(abs(a - b) / abs(a), 2e-2, f"step {step}: {a} vs {b}")
-        self.assertLess(four["losses"][-1], four["losses"][0] - 0.3, "the model did not learn")
+        self.assertTracks(one["losses"], four["losses"], 2e-2)
 
     def test_bf16_master_weights_four_workers_track_one_worker(self):
         # kiln.optim.MasterWeights in a group: the bf16 gradients are
         # all-reduced, each worker adds the mean to its f32 copies, and the
         # replicas' bf16 parameters are the copies rounded alike.
         one = self.train(1, 32, "one.json", "--bf16", "--master-weights")
-        out = self.path("four-{rank}.json")
-        self.run_ok(self.torchrun(4, "--batch", "8", "--bf16", "--master-weights",
-                                  "--out", out))
-        four = [load(out.format(rank=r)) for r in range(4)]
+        four = self.train_every_rank("four", "--bf16", "--master-weights")
         self.assertEqual(len({r["digest"] for r in four}), 1, "the replicas differ")
-        for step, (a, b) in enumerate(zip(one["losses"], four[0]["losses"]), 1):
-            self.assertLess(abs(a - b) / abs(a), 2e-2, f"step {step}: {a} vs {b}")
-        self.assertLess(four[0]["losses"][-1], four[0]["losses"][0] - 0.3,
-                        "the model did not learn")
+        self.assertTracks(one["losses"], four[0]["losses"], 2e-2)
 
     def test_bf16_stochastic_rounding_keeps_replicas_identical(self):
         # Every worker's session draws its rounding bits from one seeded
@@ -138,9 +140,7 @@ class DistributedTest(unittest.TestCase):
         # not those of rounding to nearest.
         def run(name, stochastic):
             env = dict(self.env, KILN_STOCHASTIC_ROUNDING="1") if stochastic else self.env
-            out = self.path(name + "-{rank}.json")
-            self.run_ok(self.torchrun(4, "--batch", "8", "--bf16", "--out", out), env=env)
-            return [load(out.format(rank=r)) for r in range(4)]
+            return self.train_every_rank(name, "--bf16", env=env)
         first, again = run("sr", True), run("sr-again", True)
         digests = {r["digest"] for r in first}
         self.assertEqual(len(digests), 1, "the replicas' parameters differ")
