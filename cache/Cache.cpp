@@ -4,11 +4,13 @@
 
 #include "compiler/Version.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -27,6 +29,28 @@ double monotonicSeconds() {
 void warn(const llvm::Twine &message) {
   llvm::WithColor::warning(llvm::errs(), "kiln") << message << "\n";
 }
+
+/// Validates what the compiler produced and records `key` in it, so that the
+/// published entry is bound to its key; `bytes` becomes the bound artifact.
+llvm::Expected<artifact::Artifact> bindArtifact(std::string &bytes,
+                                                llvm::StringRef name,
+                                                const CompileOptions &options,
+                                                llvm::StringRef key) {
+  auto loaded = artifact::readArtifact(
+      bytes, ("compiled graph '" + name + "'").str(), options.target);
+  if (!loaded) {
+    return llvm::createStringError(
+        "the compiler produced an invalid artifact for graph '" + name +
+        "': " + llvm::toString(loaded.takeError()));
+  }
+  loaded->manifest.set_cache_key(key.str());
+  bytes = artifact::writeArtifact(*loaded);
+  return loaded;
+}
+
+/// Whether this process has said that the cache cannot take writes; said
+/// once, not once a graph.
+std::atomic<bool> warnedUnwritable{false};
 
 } // namespace
 
@@ -79,6 +103,12 @@ llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
   if (!opened) {
     return opened.takeError();
   }
+  std::vector<std::string> damage = opened->layoutProblems();
+  if (!damage.empty()) {
+    return llvm::createStringError("cache root '" + opened->root() +
+                                   "' is damaged: " + llvm::join(damage, "; ") +
+                                   " (kiln cache doctor)");
+  }
   return Cache(std::move(*opened), leases, get);
 }
 
@@ -111,12 +141,9 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
                                    key.hex.substr(0, 16) +
                                    ") failed: " + error);
   }
-  auto loaded = artifact::readArtifact(*bytes, "compiled graph '" + name + "'",
-                                       options.target);
+  auto loaded = bindArtifact(*bytes, name, options, key.hex);
   if (!loaded) {
-    return llvm::createStringError(
-        "the compiler produced an invalid artifact for graph '" + name +
-        "': " + llvm::toString(loaded.takeError()));
+    return loaded.takeError();
   }
   ++counters.compiles;
   Result result{std::move(*loaded), std::move(key), Outcome::InMemory, seconds};
@@ -151,6 +178,30 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   return result;
 }
 
+llvm::Expected<Result> Cache::compileUncached(const proto::Graph &graph,
+                                              const CompileOptions &options,
+                                              const CompileFunction &compile) {
+  auto key = deriveKey(graph, options);
+  if (!key) {
+    return key.takeError();
+  }
+  double start = monotonicSeconds();
+  auto bytes = compile(graph, options);
+  double seconds = monotonicSeconds() - start;
+  if (!bytes) {
+    return llvm::createStringError("compiling graph '" + graph.name() +
+                                   "' (key " + key->hex.substr(0, 16) +
+                                   ") failed: " +
+                                   llvm::toString(bytes.takeError()));
+  }
+  auto loaded = bindArtifact(*bytes, graph.name(), options, key->hex);
+  if (!loaded) {
+    return loaded.takeError();
+  }
+  return Result{std::move(*loaded), std::move(*key), Outcome::InMemory,
+                seconds};
+}
+
 llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
                                            const CompileOptions &options,
                                            const CompileFunction &compile) {
@@ -159,26 +210,36 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
     return key.takeError();
   }
   std::mt19937_64 jitter(std::random_device{}());
-  double waitStart = 0, delay = 0.02;
+  double waitStart = 0, lastReport = 0, delay = 0.02;
   bool waited = false, missed = false;
   while (true) {
-    auto object = files.loadObject(key->hex);
-    if (!object) {
-      // Corrupt: it has been quarantined; count it and compile.
-      warn(llvm::toString(object.takeError()) + "; recompiling");
-      ++counters.corrupt;
-      record({"corrupt", key->hex});
-    } else if (*object) {
+    Lookup found = files.loadObject(key->hex);
+    if (found.state == Lookup::State::Valid) {
       ++counters.hits;
       int64_t size = static_cast<int64_t>(
-          (*object)->mapping ? (*object)->mapping->getBufferSize() : 0);
+          found.artifact->mapping ? found.artifact->mapping->getBufferSize()
+                                  : 0);
       counters.bytesRead += size;
       record({"hit", key->hex, static_cast<double>(size)});
       if (waited) {
         counters.leaseWaitSeconds += monotonicSeconds() - waitStart;
         record({"lease_wait", key->hex, 0, monotonicSeconds() - waitStart});
       }
-      return Result{std::move(**object), std::move(*key), Outcome::Hit, 0};
+      return Result{std::move(*found.artifact), std::move(*key), Outcome::Hit,
+                    0};
+    }
+    if (found.state == Lookup::State::Unreadable) {
+      // Perhaps good, and readable by its owner: not ours to replace.
+      warn(found.problem + "; compiling graph '" + graph.name() +
+           "' in memory");
+      return compileAndPublish(graph, options, compile, std::move(*key),
+                               /*publish=*/false);
+    }
+    if (found.state == Lookup::State::Corrupt) {
+      // It has been quarantined: count it and compile.
+      warn(found.problem + "; recompiling");
+      ++counters.corrupt;
+      record({"corrupt", key->hex});
     }
     if (!missed) {
       missed = true;
@@ -198,32 +259,51 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
       return compileAndPublish(graph, options, compile, std::move(*key),
                                /*publish=*/false);
     }
-    if (auto lease = Lease::tryAcquire(files.leasePath(key->hex), leases)) {
-      // Someone may have published between our lookup and our lease.
-      auto object = files.loadObject(key->hex);
-      if (object && *object) {
-        continue;
+    std::string leasePath = files.leasePath(key->hex);
+    auto lease = Lease::tryAcquire(leasePath, leases);
+    if (!lease) {
+      // A read-only mount, no permission, no space or inodes: nobody can
+      // publish here, so there is nothing to wait for.
+      std::string why = llvm::toString(lease.takeError());
+      if (!warnedUnwritable.exchange(true)) {
+        warn("the cache at '" + files.root() + "' takes no writes (" + why +
+             "); compiling in memory, nothing is published");
       }
-      if (!object) {
-        llvm::consumeError(object.takeError());
+      return compileAndPublish(graph, options, compile, std::move(*key),
+                               /*publish=*/false);
+    }
+    if (*lease) {
+      // Someone may have published between our lookup and our lease.
+      if (files.loadObject(key->hex).state == Lookup::State::Valid) {
+        continue;
       }
       return compileAndPublish(graph, options, compile, std::move(*key),
                                /*publish=*/true);
     }
     // Another process is compiling this key: wait for its result.
+    double now = monotonicSeconds();
     if (!waited) {
       waited = true;
-      waitStart = monotonicSeconds();
+      waitStart = lastReport = now;
       ++counters.leaseWaits;
     }
-    if (monotonicSeconds() - waitStart > leases.maxWaitSeconds) {
+    if (now - waitStart > leases.maxWaitSeconds) {
       warn("waited " + llvm::formatv("{0:f0}", leases.maxWaitSeconds).str() +
-           " s for another process to compile " + key->hex.substr(0, 16) +
-           "; compiling it here too");
-      counters.leaseWaitSeconds += monotonicSeconds() - waitStart;
-      record({"lease_wait", key->hex, 0, monotonicSeconds() - waitStart});
+           " s for " + describeHolder(leasePath) + " to compile graph '" +
+           graph.name() + "' (key " + key->hex.substr(0, 16) +
+           "); compiling it here too");
+      counters.leaseWaitSeconds += now - waitStart;
+      record({"lease_wait", key->hex, 0, now - waitStart});
       return compileAndPublish(graph, options, compile, std::move(*key),
                                /*publish=*/true);
+    }
+    if (now - lastReport >= leases.reportEverySeconds) {
+      lastReport = now;
+      llvm::errs() << llvm::formatv(
+          "kiln: waiting for {0} to compile graph '{1}' (key {2}): {3:f0} s "
+          "so far, compiling here after {4:f0} s (lease {5})\n",
+          describeHolder(leasePath), graph.name(), key->hex.substr(0, 16),
+          now - waitStart, leases.maxWaitSeconds, leasePath);
     }
     std::uniform_real_distribution<double> spread(0.5, 1.5);
     std::this_thread::sleep_for(

@@ -76,6 +76,12 @@ public:
                                       const CompileOptions &options,
                                       const CompileFunction &compile);
 
+  /// Compiles with no cache at all (its root is unusable): the artifact, bound
+  /// to its key as a cached one would be, lives in this process only.
+  static llvm::Expected<Result> compileUncached(const proto::Graph &graph,
+                                                const CompileOptions &options,
+                                                const CompileFunction &compile);
+
   const Store &store() const { return files; }
   const Stats &stats() const { return counters; }
 

@@ -8,6 +8,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <sqlite3.h>
 
@@ -197,25 +198,49 @@ llvm::Expected<Index> Index::openForUpdate(const Store &store) {
   }
   Index index(store);
   LeaseOptions leaseOptions = LeaseOptions::fromEnvironment();
+  std::string leasePath = store.leasePath("index");
   // Serialize writers; a holder that died is broken after the timeout.
-  double waited = 0;
-  while (!(index.lease =
-               Lease::tryAcquire(store.leasePath("index"), leaseOptions))) {
+  double waited = 0, reported = 0;
+  while (true) {
+    auto lease = Lease::tryAcquire(leasePath, leaseOptions);
+    if (!lease) {
+      return llvm::createStringError("cannot update cache index '" +
+                                     indexPath(store) + "': " +
+                                     llvm::toString(lease.takeError()));
+    }
+    if (*lease) {
+      index.lease = std::move(*lease);
+      break;
+    }
     if (waited > leaseOptions.timeoutSeconds * 2) {
       return llvm::createStringError(
-          "cache index '" + indexPath(store) +
-          "' is held by another maintenance command (lease " +
-          store.leasePath("index") + ")");
+          "cache index '" + indexPath(store) + "' is held by " +
+          describeHolder(leasePath) + " (lease " + leasePath +
+          "), another maintenance command; try again when it is done");
+    }
+    if (waited - reported >= leaseOptions.reportEverySeconds) {
+      reported = waited;
+      llvm::errs() << llvm::formatv(
+          "kiln: waiting for {0} to release the cache index (lease {1}): "
+          "{2:f0} s so far\n",
+          describeHolder(leasePath), leasePath, waited);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     waited += 0.05;
   }
-  if (llvm::Error err = index.openDatabase(/*readOnly=*/false)) {
-    // Corrupt (or not a database): files are the truth, rebuild.
-    llvm::consumeError(std::move(err));
-    if (auto rebuilt = index.rebuild()) {
-      return std::move(rebuilt);
+  // Files are the truth: an index that is missing (deleted, as docs/cache.md
+  // allows), corrupt or not a database at all is rebuilt from them.
+  struct stat info;
+  bool present = ::lstat(indexPath(store).c_str(), &info) == 0 &&
+                 S_ISREG(info.st_mode) && info.st_size > 0;
+  llvm::Error opened = present ? index.openDatabase(/*readOnly=*/false)
+                               : llvm::createStringError("no index");
+  if (opened) {
+    llvm::consumeError(std::move(opened));
+    if (auto err = index.rebuild()) {
+      return std::move(err);
     }
+    return std::move(index);
   }
   if (auto err = index.mergeEvents()) {
     return std::move(err);
@@ -331,6 +356,22 @@ llvm::Error Index::rebuild() {
     db = nullptr;
   }
   std::string path = indexPath(*store);
+  struct stat info;
+  if (::lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    // Not ours to delete (a directory, say): moved aside, where the user can
+    // look at it, and a new index takes its place.
+    std::string aside = store->subdir("quarantine") + "/index.sqlite-" +
+                        hostIdentity() + "-" + std::to_string(::getpid());
+    if (::rename(path.c_str(), aside.c_str()) != 0) {
+      return llvm::createStringError(
+          "cache index '" + path + "' is not a regular file and cannot be "
+          "moved to quarantine/: " + std::strerror(errno) +
+          "; move it away and run kiln cache index rebuild");
+    }
+    llvm::errs() << "kiln: cache index '" << path
+                 << "' was not a regular file; moved it to '" << aside
+                 << "' and rebuilt the index\n";
+  }
   ::unlink(path.c_str());
   ::unlink((path + "-journal").c_str());
   if (auto err = openDatabase(/*readOnly=*/false)) {
@@ -357,7 +398,7 @@ llvm::Error Index::rebuild() {
     e.key = key.str();
     e.size = info.st_size;
     e.created = e.lastUsed = info.st_mtim.tv_sec;
-    auto loaded = artifact::loadArtifactFile(file);
+    auto loaded = loadEntry(file, key);
     if (loaded) {
       e.graphName = loaded->manifest.name();
       e.compiler = artifactBuild(*loaded);

@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -32,6 +33,7 @@ struct Holder {
   std::string host;
   long pid = 0;
   double age = 0;
+  bool named = false; // the file holds a "host pid" line
 };
 
 bool readHolder(const std::string &path, Holder &holder) {
@@ -52,16 +54,22 @@ bool readHolder(const std::string &path, Holder &holder) {
     holder.host = parts[0].str();
     parts[1].getAsInteger(10, holder.pid);
   }
+  holder.named = !holder.host.empty() && holder.pid > 0;
   return true;
 }
 
 bool isStale(const Holder &holder, const LeaseOptions &options) {
+  // Leases appear with their holder line (link() of a written file), so one
+  // without it was never taken: a crash or a full disk left it behind.
+  if (!holder.named) {
+    return true;
+  }
   if (holder.age > options.timeoutSeconds) {
     return true;
   }
   // A holder on this host that no longer exists will never renew: break its
   // lease now instead of after the timeout.
-  return holder.host == hostIdentity() && holder.pid > 0 &&
+  return holder.host == hostIdentity() &&
          ::kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH;
 }
 
@@ -71,6 +79,8 @@ LeaseOptions LeaseOptions::fromEnvironment() {
   LeaseOptions o;
   o.timeoutSeconds = envSeconds("KILN_CACHE_LEASE_TIMEOUT", o.timeoutSeconds);
   o.maxWaitSeconds = envSeconds("KILN_CACHE_LEASE_WAIT", o.maxWaitSeconds);
+  o.reportEverySeconds =
+      envSeconds("KILN_CACHE_LEASE_REPORT", o.reportEverySeconds);
   return o;
 }
 
@@ -94,24 +104,63 @@ bool breakIfStale(const std::string &path, const LeaseOptions &options) {
   return true;
 }
 
-std::unique_ptr<Lease> Lease::tryAcquire(const std::string &path,
-                                         const LeaseOptions &options) {
+std::string describeHolder(const std::string &path) {
+  Holder holder;
+  if (!readHolder(path, holder) || !holder.named) {
+    return "an unknown holder";
+  }
+  return holder.host + " pid " + std::to_string(holder.pid);
+}
+
+llvm::Expected<std::unique_ptr<Lease>>
+Lease::tryAcquire(const std::string &path, const LeaseOptions &options) {
+  auto cannot = [&](const llvm::Twine &what, int error) {
+    return llvm::createStringError(
+        std::error_code(error, std::generic_category()),
+        "cannot take the lease '" + path + "': " + what + ": " +
+            std::strerror(error));
+  };
+  // The holder line goes into a staging file first, so that the lease
+  // appears whole or not at all (a full disk cannot leave an empty one).
+  static std::atomic<uint64_t> attempts{0};
+  std::string staging = path + ".tmp-" + hostIdentity() + "-" +
+                        std::to_string(::getpid()) + "-" +
+                        std::to_string(attempts++);
+  int fd = ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                  0666);
+  if (fd < 0) {
+    return cannot("creating it", errno);
+  }
+  std::string holder = hostIdentity() + " " + std::to_string(::getpid()) + "\n";
+  int writeError = injectedFault(PublishStep::Lease);
+  ssize_t written = writeError ? 0 : ::write(fd, holder.data(), holder.size());
+  if (written < 0) {
+    writeError = errno;
+  }
+  if (::close(fd) != 0 && writeError == 0 &&
+      written == static_cast<ssize_t>(holder.size())) {
+    writeError = errno;
+  }
+  if (writeError != 0 || written != static_cast<ssize_t>(holder.size())) {
+    ::unlink(staging.c_str());
+    return cannot("writing its holder", writeError ? writeError : ENOSPC);
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int fd =
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      std::string holder =
-          hostIdentity() + " " + std::to_string(::getpid()) + "\n";
-      ssize_t written = ::write(fd, holder.data(), holder.size());
-      (void)written; // the holder line is advisory; the mtime is the heartbeat
-      ::close(fd);
+    if (::link(staging.c_str(), path.c_str()) == 0) {
+      ::unlink(staging.c_str());
       return std::unique_ptr<Lease>(
           new Lease(path, std::max(0.05, options.timeoutSeconds / 4)));
     }
-    if (errno != EEXIST || !breakIfStale(path, options)) {
-      return nullptr;
+    int error = errno;
+    if (error != EEXIST) {
+      ::unlink(staging.c_str());
+      return cannot("linking it into place", error);
+    }
+    if (!breakIfStale(path, options)) {
+      break;
     }
   }
+  ::unlink(staging.c_str());
   return nullptr;
 }
 
@@ -137,7 +186,8 @@ Lease::~Lease() {
   // Only our own: if our lease was broken (we stalled past the timeout) and
   // someone else took it, theirs stays.
   Holder holder;
-  if (readHolder(path, holder) && holder.host == hostIdentity() &&
+  if (readHolder(path, holder) && holder.named &&
+      holder.host == hostIdentity() &&
       holder.pid == ::getpid()) {
     ::unlink(path.c_str());
   }

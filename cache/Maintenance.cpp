@@ -90,9 +90,13 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
   LeaseOptions leaseOptions = LeaseOptions::fromEnvironment();
   auto lease = Lease::tryAcquire(store.leasePath("gc"), leaseOptions);
   if (!lease) {
-    return llvm::createStringError("another gc holds the cache's gc lease (" +
-                                   store.leasePath("gc") +
-                                   "); try again when it is done");
+    return lease.takeError();
+  }
+  if (!*lease) {
+    return llvm::createStringError(
+        "another gc (" + describeHolder(store.leasePath("gc")) +
+        ") holds the cache's gc lease (" + store.leasePath("gc") +
+        "); try again when it is done");
   }
   GcReport report;
   double now = wallSeconds();
@@ -129,7 +133,7 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
     if (policy.otherCompilers) {
       // Keys embed the compiler build, so an entry of another build can
       // never be hit again by this one; an unreadable entry never could.
-      auto loaded = artifact::loadArtifactFile(o.path);
+      auto loaded = loadEntry(o.path, o.key);
       wanted = wanted || !loaded || artifactBuild(*loaded) != current;
       if (!loaded) {
         llvm::consumeError(loaded.takeError());
@@ -214,24 +218,34 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
 
 VerifyReport verifyObjects(const Store &store, Index *index, bool repair) {
   VerifyReport report;
+  report.layout = store.layoutProblems();
   for (const ObjectFile &o : scanObjects(store)) {
     ++report.checked;
-    auto loaded = artifact::loadArtifactFile(o.path);
+    if (::access(o.path.c_str(), R_OK) != 0) {
+      report.unreadable.push_back(
+          {o.key, std::string("cannot read '") + o.path +
+                      "': " + std::strerror(errno)});
+      continue;
+    }
+    auto loaded = loadEntry(o.path, o.key);
     if (loaded) {
       continue;
     }
     report.bad.push_back({o.key, llvm::toString(loaded.takeError())});
-    if (repair) {
-      store.quarantine(o.key);
-      if (index) {
-        llvm::consumeError(index->remove(o.key));
-      }
+    if (!repair) {
+      continue;
+    }
+    if (llvm::Error error = store.quarantine(o.key)) {
+      report.unrepaired.push_back({o.key, llvm::toString(std::move(error))});
+    } else if (index) {
+      llvm::consumeError(index->remove(o.key));
     }
   }
   return report;
 }
 
-llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file) {
+llvm::Expected<ExportReport> exportCache(const Store &store,
+                                         llvm::StringRef file) {
   int error = 0;
   ::unlink(file.str().c_str());
   zip_t *zip = zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
@@ -242,8 +256,15 @@ llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file) {
     zip_error_fini(&ze);
     return llvm::createStringError("cannot create '" + file + "': " + why);
   }
-  int count = 0;
+  ExportReport report;
   for (const ObjectFile &o : scanObjects(store)) {
+    // Only what a lookup would serve goes out: a damaged or mislabeled entry
+    // would be refused by every importer anyway.
+    auto valid = loadEntry(o.path, o.key);
+    if (!valid) {
+      report.skipped.push_back({o.key, llvm::toString(valid.takeError())});
+      continue;
+    }
     for (auto [path, name] : {std::pair{o.path, "objects/" + o.key + ".kneff"},
                               std::pair{store.graphPath(o.key),
                                         "graphs/" + o.key + ".kgraph.pb"}}) {
@@ -261,14 +282,14 @@ llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file) {
                                        "': " + why);
       }
     }
-    ++count;
+    ++report.exported;
   }
   if (zip_close(zip) != 0) {
     std::string why = zip_strerror(zip);
     zip_discard(zip);
     return llvm::createStringError("cannot write '" + file + "': " + why);
   }
-  return count;
+  return report;
 }
 
 llvm::Expected<std::pair<int, int>> importCache(const Store &store,
@@ -305,8 +326,10 @@ llvm::Expected<std::pair<int, int>> importCache(const Store &store,
     if (name.starts_with("objects/") && name.ends_with(".kneff")) {
       // Never trust an import: an artifact is verified before it is shared.
       auto valid = artifact::readArtifact(bytes, name);
-      if (!valid) {
-        llvm::consumeError(valid.takeError());
+      llvm::Error bound = valid ? checkBinding(*valid, key, name)
+                                : valid.takeError();
+      if (bound) {
+        llvm::consumeError(std::move(bound));
         ++skipped;
         continue;
       }
@@ -396,11 +419,27 @@ std::vector<DoctorCheck> diagnose(const Store &store) {
     }
     add("filesystem", true, kind);
   }
-  auto index = Index::openReadOnly(store);
-  add("index", static_cast<bool>(index),
-      index ? "index.sqlite is readable"
-            : llvm::toString(index.takeError()) +
-                  " (kiln cache index rebuild recreates it)");
+  std::vector<std::string> layout = store.layoutProblems();
+  add("layout", layout.empty(),
+      layout.empty() ? "every directory of " + store.dir().str() + " is sound"
+                     : llvm::join(layout, "; ") +
+                           ": move the damaged path away and rerun (Kiln "
+                           "recreates its directories)");
+  std::string indexFile = (store.dir() + "/index.sqlite").str();
+  if (!llvm::sys::fs::exists(indexFile)) {
+    add("index", true,
+        "no index.sqlite yet (the next maintenance command builds it)");
+  } else if (!llvm::sys::fs::is_regular_file(indexFile)) {
+    add("index", false,
+        "index.sqlite is not a regular file: kiln cache index rebuild moves "
+        "it to quarantine/ and rebuilds the index");
+  } else {
+    auto index = Index::openReadOnly(store);
+    add("index", static_cast<bool>(index),
+        index ? "index.sqlite is readable"
+              : llvm::toString(index.takeError()) +
+                    " (kiln cache index rebuild recreates it)");
+  }
   return checks;
 }
 

@@ -37,13 +37,29 @@ llvm::Expected<GcReport> collectGarbage(const Store &store, Index &index,
 
 struct VerifyReport {
   int checked = 0;
-  std::vector<std::pair<std::string, std::string>> bad; // key, why
+  /// Layout damage (Store::layoutProblems): objects there cannot be checked.
+  std::vector<std::string> layout;
+  std::vector<std::pair<std::string, std::string>> bad;        // key, why
+  std::vector<std::pair<std::string, std::string>> unreadable; // key, why
+  /// Bad objects that `repair` could not move to quarantine/: key, why.
+  std::vector<std::pair<std::string, std::string>> unrepaired;
+  bool clean() const {
+    return layout.empty() && bad.empty() && unreadable.empty();
+  }
 };
-/// Verifies every object; with `repair`, quarantines the bad ones.
+/// Verifies every object (loadEntry: integrity, and the key it records);
+/// with `repair`, quarantines the bad ones. Objects this process cannot read
+/// are reported apart and never quarantined.
 VerifyReport verifyObjects(const Store &store, Index *index, bool repair);
 
-/// Writes every object and graph into a zip file; returns how many objects.
-llvm::Expected<int> exportCache(const Store &store, llvm::StringRef file);
+/// Writes every valid object, and its graph, into a zip file; returns how
+/// many objects went in and which were left out as invalid (key, why).
+struct ExportReport {
+  int exported = 0;
+  std::vector<std::pair<std::string, std::string>> skipped;
+};
+llvm::Expected<ExportReport> exportCache(const Store &store,
+                                         llvm::StringRef file);
 /// Publishes every valid object and graph of a zip file written by
 /// exportCache; returns (imported, skipped as invalid).
 llvm::Expected<std::pair<int, int>> importCache(const Store &store,

@@ -47,14 +47,14 @@ llvm::Error errnoError(const llvm::Twine &what, int error) {
       what + ": " + std::strerror(error));
 }
 
-/// The fault KILN_CACHE_FAULT injects at `step`: 0 for none, else an errno.
-/// A `kill` fault does not return.
+} // namespace
+
 int injectedFault(PublishStep step) {
   const char *spec = std::getenv("KILN_CACHE_FAULT");
   if (!spec) {
     return 0;
   }
-  static const char *names[] = {"open", "write", "fsync", "link"};
+  static const char *names[] = {"open", "write", "fsync", "link", "lease"};
   llvm::SmallVector<llvm::StringRef> faults;
   llvm::StringRef(spec).split(faults, ',', -1, false);
   for (llvm::StringRef fault : faults) {
@@ -74,6 +74,12 @@ int injectedFault(PublishStep step) {
   }
   return 0;
 }
+
+namespace {
+
+/// The directories of a cache version, in the order Store::open makes them.
+constexpr const char *kSubdirs[] = {"objects", "failed", "graphs",   "leases",
+                                    "events",  "tmp",    "quarantine"};
 
 std::string fanOut(llvm::StringRef dir, llvm::StringRef key,
                    llvm::StringRef suffix) {
@@ -149,7 +155,21 @@ StoreOptions Store::optionsFromEnvironment() {
   return o;
 }
 
+llvm::Error checkRootUrl(llvm::StringRef root) {
+  size_t scheme = root.find("://");
+  if (scheme == llvm::StringRef::npos || root.starts_with("file://")) {
+    return llvm::Error::success();
+  }
+  return llvm::createStringError(
+      "cache root '" + root + "': the " + root.take_front(scheme) +
+      ":// scheme is not supported; give a directory (local or on shared "
+      "storage) or a file:// URL");
+}
+
 llvm::Expected<Store> Store::open(llvm::StringRef root, StoreOptions options) {
+  if (llvm::Error error = checkRootUrl(root)) {
+    return std::move(error);
+  }
   llvm::StringRef path = root;
   path.consume_front("file://");
   if (path.empty()) {
@@ -191,10 +211,12 @@ llvm::Expected<Store> Store::open(llvm::StringRef root, StoreOptions options) {
   if (options.readOnly) {
     return store;
   }
-  for (const char *sub : {"objects", "failed", "graphs", "leases", "events",
-                          "tmp", "quarantine"}) {
-    if (std::error_code ec =
-            store.makeDirectory(store.versionDir + "/" + sub)) {
+  for (const char *sub : kSubdirs) {
+    std::error_code ec = store.makeDirectory(store.versionDir + "/" + sub);
+    // A file where a directory belongs is damage that layoutProblems()
+    // reports (and `kiln cache doctor` explains), not a reason to refuse
+    // the maintenance commands that diagnose it.
+    if (ec && ec != std::errc::not_a_directory) {
       return fail("is not writable: cannot create " + llvm::Twine(sub) +
                   "/: " + ec.message());
     }
@@ -213,8 +235,14 @@ std::error_code Store::makeDirectory(llvm::StringRef path) const {
     }
   }
   if (::mkdir(path.str().c_str(), 0777) != 0) {
-    return errno == EEXIST ? std::error_code()
-                           : std::error_code(errno, std::generic_category());
+    if (errno != EEXIST) {
+      return std::error_code(errno, std::generic_category());
+    }
+    // Something is there already: fine if it is a directory, and a damaged
+    // layout (a file where a directory belongs) otherwise.
+    return llvm::sys::fs::is_directory(path)
+               ? std::error_code()
+               : std::make_error_code(std::errc::not_a_directory);
   }
   ::chmod(path.str().c_str(),
           (0777 & ~opts.umask) | (parentSetgid(path) ? S_ISGID : 0));
@@ -305,32 +333,105 @@ llvm::Expected<bool> Store::publish(llvm::StringRef path, llvm::StringRef bytes,
   return published;
 }
 
-llvm::Expected<std::optional<artifact::Artifact>>
-Store::loadObject(llvm::StringRef key) const {
-  std::string path = objectPath(key);
-  if (!llvm::sys::fs::exists(path)) {
-    return std::nullopt;
+llvm::Error checkBinding(const artifact::Artifact &artifact,
+                         llvm::StringRef key, llvm::StringRef origin) {
+  llvm::StringRef recorded = artifact.manifest.cache_key();
+  if (recorded == key) {
+    return llvm::Error::success();
   }
+  return llvm::createStringError(
+      "artifact '" + origin + "' is not the entry for key " + key + ": " +
+      (recorded.empty() ? llvm::Twine("it records no key")
+                        : "it was compiled for key " + recorded));
+}
+
+llvm::Expected<artifact::Artifact> loadEntry(llvm::StringRef path,
+                                             llvm::StringRef key) {
   auto loaded = artifact::loadArtifactFile(path);
+  if (!loaded) {
+    return loaded.takeError();
+  }
+  if (llvm::Error error = checkBinding(*loaded, key, path)) {
+    return std::move(error);
+  }
+  return loaded;
+}
+
+Lookup Store::loadObject(llvm::StringRef key) const {
+  std::string path = objectPath(key);
+  Lookup lookup;
+  // Whether this process can read the file at all, before judging what is
+  // in it: a permission problem says nothing about the entry.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      lookup.state = Lookup::State::Unreadable;
+      lookup.problem = "cannot read cache entry '" + path +
+                       "': " + std::strerror(errno);
+    }
+    return lookup;
+  }
+  ::close(fd);
+  auto loaded = loadEntry(path, key);
   if (loaded) {
-    return std::optional<artifact::Artifact>(std::move(*loaded));
+    lookup.state = Lookup::State::Valid;
+    lookup.artifact = std::move(*loaded);
+    return lookup;
   }
   std::string why = llvm::toString(loaded.takeError());
   if (!llvm::sys::fs::exists(path)) {
-    return std::nullopt; // removed under us (gc): a plain miss
+    return lookup; // removed under us (gc): a plain miss
   }
-  quarantine(key);
-  return llvm::createStringError("corrupt cache entry " + key + ": " + why);
+  lookup.state = Lookup::State::Corrupt;
+  lookup.problem = "corrupt cache entry " + key.str() + ": " + why;
+  if (llvm::Error error = quarantine(key)) {
+    if (!opts.readOnly) {
+      lookup.problem += " (" + llvm::toString(std::move(error)) + ")";
+    } else {
+      llvm::consumeError(std::move(error));
+    }
+  }
+  return lookup;
 }
 
-void Store::quarantine(llvm::StringRef key) const {
+llvm::Error Store::quarantine(llvm::StringRef key) const {
   if (opts.readOnly) {
-    return;
+    return llvm::createStringError(
+        "cannot quarantine " + key + ": the cache is read-only "
+        "(KILN_CACHE_READONLY)");
   }
   std::string to = subdir("quarantine") + "/" + key.str() + "-" +
                    hostIdentity() + "-" + std::to_string(::getpid()) + "-" +
                    uniqueSuffix() + ".kneff";
-  ::rename(objectPath(key).c_str(), to.c_str());
+  if (::rename(objectPath(key).c_str(), to.c_str()) != 0) {
+    return errnoError("cannot move '" + objectPath(key) + "' to quarantine/",
+                      errno);
+  }
+  return llvm::Error::success();
+}
+
+std::vector<std::string> Store::layoutProblems() const {
+  std::vector<std::string> problems;
+  struct stat info;
+  if (::stat(versionDir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    problems.push_back(versionDir + " is not a directory");
+    return problems;
+  }
+  for (const char *sub : kSubdirs) {
+    std::string path = subdir(sub);
+    if (::stat(path.c_str(), &info) != 0) {
+      if (!opts.readOnly) {
+        problems.push_back(std::string(sub) + "/ is missing");
+      }
+    } else if (!S_ISDIR(info.st_mode)) {
+      problems.push_back(std::string(sub) + "/ is not a directory");
+    }
+  }
+  std::string index = versionDir + "/index.sqlite";
+  if (::lstat(index.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    problems.push_back("index.sqlite is not a regular file");
+  }
+  return problems;
 }
 
 std::optional<FailedEntry> Store::failedEntry(llvm::StringRef key) const {

@@ -28,6 +28,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::cache {
 
@@ -41,8 +42,13 @@ double wallSeconds();
 /// Where publishing can be interrupted, for fault injection. KILN_CACHE_FAULT
 /// holds `action@step` pairs, comma separated: action `kill` (SIGKILL
 /// itself), `enospc` or `eio` (the step fails with that error); steps are
-/// `open`, `write` (after half the bytes), `fsync`, `link`.
-enum class PublishStep { Open, Write, Fsync, Link };
+/// `open`, `write` (after half the bytes), `fsync`, `link`, and `lease`
+/// (writing a lease's holder line).
+enum class PublishStep { Open, Write, Fsync, Link, Lease };
+
+/// The fault KILN_CACHE_FAULT injects at `step`: 0 for none, else an errno.
+/// A `kill` fault does not return.
+int injectedFault(PublishStep step);
 
 struct StoreOptions {
   /// Permission bits masked from every entry (KILN_CACHE_UMASK, octal;
@@ -53,6 +59,33 @@ struct StoreOptions {
   /// Readers never create or move anything (KILN_CACHE_READONLY=1).
   bool readOnly = false;
 };
+
+/// What looking up a key's object found.
+struct Lookup {
+  enum class State {
+    Missing,    // no object: a miss
+    Valid,      // verified, and bound to the key looked up
+    Corrupt,    // failed verification: quarantined (unless read-only)
+    Unreadable, // there but not readable by this process: left alone
+  };
+  State state = State::Missing;
+  std::optional<artifact::Artifact> artifact; // when Valid
+  std::string problem;                        // when Corrupt or Unreadable
+};
+
+/// Loads the artifact at `path` and checks that it is the entry for `key`:
+/// header, version, checksum, every instruction, and the key it records.
+llvm::Expected<artifact::Artifact> loadEntry(llvm::StringRef path,
+                                             llvm::StringRef key);
+/// Checks that `artifact` records `key` (an entry copied, renamed or
+/// imported under another key must never be served). `origin` names it.
+llvm::Error checkBinding(const artifact::Artifact &artifact,
+                         llvm::StringRef key, llvm::StringRef origin);
+
+/// Checks the spelling of a cache root: a directory path or file:// URL.
+/// Remote schemes (s3://, http://, ...) are refused by name rather than
+/// taken for a relative directory called "s3:".
+llvm::Error checkRootUrl(llvm::StringRef root);
 
 /// A negative entry: why a key failed to compile.
 struct FailedEntry {
@@ -95,13 +128,19 @@ public:
   llvm::Expected<bool> publish(llvm::StringRef path, llvm::StringRef bytes,
                                bool replace = false) const;
 
-  /// Loads and verifies the artifact for `key`. std::nullopt when there is
-  /// none; when the file is there but fails verification it is moved to
-  /// quarantine/ and the error says why (the caller counts and recompiles).
-  llvm::Expected<std::optional<artifact::Artifact>>
-  loadObject(llvm::StringRef key) const;
-  /// Moves the object for `key` to quarantine/ (not when read-only).
-  void quarantine(llvm::StringRef key) const;
+  /// Loads and verifies the artifact for `key` (loadEntry). An object that
+  /// fails verification is moved to quarantine/ (the caller counts and
+  /// recompiles); one this process cannot read (permissions) is left where
+  /// it is: it may be good, and others may read it.
+  Lookup loadObject(llvm::StringRef key) const;
+  /// Moves the object for `key` to quarantine/; an error when it could not
+  /// (read-only cache, quarantine/ damaged).
+  llvm::Error quarantine(llvm::StringRef key) const;
+
+  /// What is wrong with the directory layout (a subdirectory that is a file,
+  /// an index that is not a file); empty when it is sound. `kiln cache
+  /// doctor` and `verify` report these.
+  std::vector<std::string> layoutProblems() const;
 
   /// The live negative entry for `key`, if any (expired ones are ignored).
   std::optional<FailedEntry> failedEntry(llvm::StringRef key) const;

@@ -9,7 +9,9 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +56,44 @@ std::optional<proto::TensorType> valueType(const proto::Graph &graph,
     first += node.results_size();
   }
   return std::nullopt;
+}
+
+/// The step's artifact from the cache at `options.cacheRoot`, compiled on a
+/// miss. A root that is unusable (not a directory, unreachable, damaged) costs
+/// the cache, not the run: the graph compiles in memory, with one warning a
+/// process. A root spelled wrong (an unsupported URL scheme) is an error.
+llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
+                                                  const SessionOptions &options,
+                                                  cache::Stats &stats) {
+  std::string root = options.cacheRoot.empty() ? cache::Cache::defaultRoot()
+                                               : options.cacheRoot;
+  if (llvm::Error error = cache::checkRootUrl(root)) {
+    return std::move(error);
+  }
+  auto cache = cache::Cache::open(root);
+  if (!cache) {
+    static std::atomic<bool> warned{false};
+    std::string why = llvm::toString(cache.takeError());
+    if (!warned.exchange(true)) {
+      llvm::WithColor::warning(llvm::errs(), "kiln")
+          << why << "; compiling in memory, nothing is cached\n";
+    }
+    auto result = cache::Cache::compileUncached(graph, options.compile,
+                                                kiln::compileToBytes);
+    ++stats.misses;
+    if (result) {
+      ++stats.compiles;
+      ++stats.bypasses;
+      stats.compileSeconds += result->compileSeconds;
+    } else {
+      ++stats.failures;
+    }
+    return result;
+  }
+  auto result = cache->getOrCompile(graph, options.compile,
+                                    kiln::compileToBytes);
+  stats = cache->stats();
+  return result;
 }
 
 } // namespace
@@ -194,13 +234,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
     return session;
   }
 
-  auto cache = o.cacheRoot.empty() ? cache::Cache::openDefault()
-                                   : cache::Cache::open(o.cacheRoot);
-  if (!cache) {
-    return fail(cache.takeError());
-  }
-  auto result = cache->getOrCompile(g, o.compile, kiln::compileToBytes);
-  session->stats = cache->stats();
+  auto result = compileThroughCache(g, o, session->stats);
   if (!result) {
     return result.takeError(); // the cache's errors name the graph and key
   }

@@ -9,9 +9,13 @@
 
 #include "llvm/Support/FileSystem.h"
 
+#include <zip.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace kiln;
@@ -66,6 +70,25 @@ protected:
     return n;
   }
 };
+
+/// Runs `check` as a user who does not own the test's files, and returns its
+/// exit code: as nobody in a child process when the tests run as root (whom
+/// permissions do not stop), else here.
+int asAnotherUser(const std::function<int()> &check) {
+  if (::geteuid() != 0) {
+    return check();
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      ::_exit(99);
+    }
+    ::_exit(check());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
 
 TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
   proto::Graph g = makeGraph("step");
@@ -283,14 +306,14 @@ TEST_F(CacheTest, GcHonoursSizeAgeGraceAndLeases) {
   EXPECT_EQ(report->skippedYoung, 4);
   // Without grace, a live lease still protects its key.
   auto lease = Lease::tryAcquire(cache.store().leasePath(keys[0]), {});
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease && *lease);
   all.graceSeconds = 0;
   report = collectGarbage(cache.store(), *index, all);
   ASSERT_TRUE(static_cast<bool>(report));
   EXPECT_EQ(report->removed.size(), 3u);
   EXPECT_EQ(report->skippedLeased, 1);
   EXPECT_TRUE(llvm::sys::fs::exists(cache.store().objectPath(keys[0])));
-  lease.reset();
+  lease->reset();
   // A stale staging file is swept.
   writeFile(cache.store().subdir("tmp") + "/dead-writer", "partial");
   GcPolicy sweep;
@@ -363,7 +386,7 @@ TEST_F(CacheTest, ExportImportAndVerify) {
   Result r = get(cache, makeGraph("step"));
   auto exported = exportCache(cache.store(), path("cache.zip"));
   ASSERT_TRUE(static_cast<bool>(exported));
-  EXPECT_EQ(*exported, 1);
+  EXPECT_EQ(exported->exported, 1);
   auto other = Cache::open(path("other"), {}, {}, {});
   ASSERT_TRUE(static_cast<bool>(other));
   auto imported = importCache(other->store(), path("cache.zip"));
@@ -406,6 +429,232 @@ TEST_F(CacheTest, DoctorPassesOnALocalDirectory) {
       EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
     }
   }
+}
+
+TEST_F(CacheTest, AnEntryFiledUnderAnotherKeyIsCorruptNeverServed) {
+  Cache cache = open();
+  Result a = get(cache, makeGraph("a", 1.0));
+  Result b = get(cache, makeGraph("b", 2.0));
+  EXPECT_EQ(a.artifact.manifest.cache_key(), a.key.hex);
+  std::string objectB = cache.store().objectPath(b.key.hex);
+  ::unlink(objectB.c_str());
+  writeFile(objectB, readFile(cache.store().objectPath(a.key.hex)));
+  // verify and export see it...
+  VerifyReport report = verifyObjects(cache.store(), nullptr, false);
+  ASSERT_EQ(report.bad.size(), 1u);
+  EXPECT_EQ(report.bad[0].first, b.key.hex);
+  EXPECT_NE(report.bad[0].second.find("compiled for key " + a.key.hex),
+            std::string::npos)
+      << report.bad[0].second;
+  auto exported = exportCache(cache.store(), path("cache.zip"));
+  ASSERT_TRUE(static_cast<bool>(exported));
+  EXPECT_EQ(exported->exported, 1);
+  ASSERT_EQ(exported->skipped.size(), 1u);
+  EXPECT_EQ(exported->skipped[0].first, b.key.hex);
+  // ...and a lookup quarantines it and compiles b's own program.
+  Result again = get(cache, makeGraph("b", 2.0));
+  EXPECT_EQ(again.outcome, Outcome::Compiled);
+  EXPECT_EQ(again.artifact.manifest.cache_key(), b.key.hex);
+  EXPECT_EQ(again.artifact.constantBytes(), b.artifact.constantBytes());
+  EXPECT_EQ(cache.stats().corrupt, 1);
+  EXPECT_EQ(countFiles(cache.store().subdir("quarantine")), 1);
+}
+
+TEST_F(CacheTest, ImportRefusesAnEntryFiledUnderAnotherKey) {
+  Cache cache = open();
+  Result a = get(cache, makeGraph("a", 1.0));
+  std::string b = deriveKey(makeGraph("b", 2.0), {})->hex;
+  std::string bytes = readFile(cache.store().objectPath(a.key.hex));
+  int error = 0;
+  zip_t *zip = zip_open(path("bundle.zip").c_str(), ZIP_CREATE, &error);
+  ASSERT_NE(zip, nullptr);
+  zip_source_t *source =
+      zip_source_buffer(zip, bytes.data(), bytes.size(), /*freep=*/0);
+  ASSERT_GE(zip_file_add(zip, ("objects/" + b + ".kneff").c_str(), source, 0),
+            0);
+  ASSERT_EQ(zip_close(zip), 0);
+  auto other = Cache::open(path("other"), {}, {}, {});
+  ASSERT_TRUE(static_cast<bool>(other));
+  auto imported = importCache(other->store(), path("bundle.zip"));
+  ASSERT_TRUE(static_cast<bool>(imported));
+  EXPECT_EQ(imported->first, 0);
+  EXPECT_EQ(imported->second, 1);
+  EXPECT_FALSE(llvm::sys::fs::exists(other->store().objectPath(b)));
+}
+
+TEST_F(CacheTest, AnUnreadableEntryIsLeftInPlaceAndCompiledAround) {
+  Cache cache = open();
+  proto::Graph g = makeGraph("step");
+  std::string object = cache.store().objectPath(get(cache, g).key.hex);
+  ::chmod(dir.c_str(), 0755);
+  ::chmod(path("root").c_str(), 0755);
+  ::chmod(object.c_str(), 0);
+  StoreOptions trusting;
+  trusting.allowForeignOwner = true;
+  int rc = asAnotherUser([&] {
+    auto other = Cache::open(path("root"), trusting, {}, {});
+    if (!other) {
+      llvm::errs() << llvm::toString(other.takeError()) << "\n";
+      return 1;
+    }
+    Lookup found = other->store().loadObject(deriveKey(g, {})->hex);
+    if (found.state != Lookup::State::Unreadable) {
+      return 2;
+    }
+    auto result = other->getOrCompile(g, {}, test::standInCompile);
+    if (!result || result->outcome != Outcome::InMemory) {
+      return 3;
+    }
+    if (other->stats().corrupt != 0) {
+      return 4;
+    }
+    // verify reports it apart, and --repair leaves it alone.
+    VerifyReport report = verifyObjects(other->store(), nullptr, true);
+    return report.unreadable.size() == 1 && report.bad.empty() ? 0 : 5;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(llvm::sys::fs::exists(object));
+  EXPECT_EQ(countFiles(cache.store().subdir("quarantine")), 0);
+  ::chmod(object.c_str(), 0644);
+}
+
+TEST_F(CacheTest, AnUnwritableRootCompilesInMemoryWithoutWaiting) {
+  Cache cache = open();
+  ::chmod(dir.c_str(), 0755);
+  ::chmod(path("root").c_str(), 0755);
+  ::chmod(cache.store().subdir("leases").c_str(), 0555);
+  ::chmod(cache.store().subdir("tmp").c_str(), 0555);
+  StoreOptions trusting;
+  trusting.allowForeignOwner = true;
+  LeaseOptions patient;
+  patient.maxWaitSeconds = 5;
+  proto::Graph g = makeGraph("step");
+  int rc = asAnotherUser([&] {
+    auto other = Cache::open(path("root"), trusting, patient, {});
+    if (!other) {
+      return 1;
+    }
+    auto result = other->getOrCompile(g, {}, test::standInCompile);
+    if (!result || result->outcome != Outcome::InMemory) {
+      return 2;
+    }
+    // Nobody could be compiling it: there was nothing to wait for.
+    return other->stats().leaseWaits == 0 ? 0 : 3;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST_F(CacheTest, AFullDiskLeavesNoLeaseBehind) {
+  Cache cache = open();
+  {
+    ScopedEnv injected("KILN_CACHE_FAULT", "enospc@lease");
+    ::testing::internal::CaptureStderr();
+    Result r = get(cache, makeGraph("step"));
+    std::string said = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(r.outcome, Outcome::InMemory);
+    EXPECT_EQ(cache.stats().leaseWaits, 0);
+    EXPECT_NE(said.find("No space left on device"), std::string::npos) << said;
+    EXPECT_NE(said.find("compiling in memory"), std::string::npos) << said;
+  }
+  EXPECT_EQ(countFiles(cache.store().subdir("leases")), 0);
+  // A lease file without a holder line (left by a crash) is no lease.
+  std::string key = deriveKey(makeGraph("other", 3.0), {})->hex;
+  writeFile(cache.store().leasePath(key), "");
+  EXPECT_FALSE(leaseIsLive(cache.store().leasePath(key), {}));
+  Result r = get(cache, makeGraph("other", 3.0));
+  EXPECT_EQ(r.outcome, Outcome::Compiled);
+  EXPECT_EQ(cache.stats().leaseWaits, 0);
+}
+
+TEST_F(CacheTest, AWaiterSaysWhomItWaitsFor) {
+  open();
+  LeaseOptions leases;
+  leases.maxWaitSeconds = 0.6;
+  leases.reportEverySeconds = 0.1;
+  auto cache = Cache::open(path("root"), {}, leases, {});
+  ASSERT_TRUE(static_cast<bool>(cache));
+  proto::Graph g = makeGraph("step");
+  auto held = Lease::tryAcquire(
+      cache->store().leasePath(deriveKey(g, {})->hex), {});
+  ASSERT_TRUE(held && *held);
+  ::testing::internal::CaptureStderr();
+  auto result = cache->getOrCompile(g, {}, test::standInCompile);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(static_cast<bool>(result));
+  std::string holder = hostIdentity() + " pid " + std::to_string(::getpid());
+  EXPECT_NE(said.find("waiting for " + holder + " to compile graph 'step'"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("waited 1 s for " + holder), std::string::npos) << said;
+}
+
+TEST_F(CacheTest, RemoteSchemesAreRefusedNotTakenForDirectories) {
+  llvm::SmallString<128> cwd;
+  llvm::sys::fs::current_path(cwd);
+  llvm::sys::fs::set_current_path(dir);
+  for (const char *url : {"s3://bucket/kiln", "http://host/kiln"}) {
+    std::string error = test::errorOf(Cache::open(url));
+    EXPECT_NE(error.find("scheme is not supported"), std::string::npos)
+        << error;
+  }
+  EXPECT_FALSE(llvm::sys::fs::exists(path("s3:")));
+  EXPECT_FALSE(llvm::sys::fs::exists(path("http:")));
+  EXPECT_TRUE(static_cast<bool>(Cache::open("file://" + path("root"))));
+  llvm::sys::fs::set_current_path(cwd);
+}
+
+TEST_F(CacheTest, MaintenanceRebuildsADeletedOrMisplacedIndex) {
+  Cache cache = open();
+  get(cache, makeGraph("a", 1.0));
+  get(cache, makeGraph("b", 2.0));
+  std::string indexFile = (cache.store().dir() + "/index.sqlite").str();
+  for (int damage = 0; damage < 2; ++damage) {
+    ::unlink(indexFile.c_str());
+    if (damage == 1) {
+      llvm::sys::fs::create_directory(indexFile);
+      EXPECT_FALSE(cache.store().layoutProblems().empty());
+    }
+    auto index = Index::openForUpdate(cache.store());
+    ASSERT_TRUE(static_cast<bool>(index)) << llvm::toString(index.takeError());
+    EXPECT_EQ(index->entries().size(), 2u) << damage;
+    EXPECT_TRUE(llvm::sys::fs::is_regular_file(indexFile)) << damage;
+  }
+  // The directory was moved aside, not deleted.
+  EXPECT_TRUE(cache.store().layoutProblems().empty());
+}
+
+TEST_F(CacheTest, VerifyAndDoctorReportADamagedLayout) {
+  Cache cache = open();
+  Result r = get(cache, makeGraph("step"));
+  // A corrupt object, and quarantine/ replaced by a file: --repair says it
+  // could not move the object, and leaves it where it was.
+  std::string object = cache.store().objectPath(r.key.hex);
+  std::string bytes = readFile(object);
+  bytes[bytes.size() / 2] ^= 1;
+  ::unlink(object.c_str());
+  writeFile(object, bytes);
+  llvm::sys::fs::remove_directories(cache.store().subdir("quarantine"));
+  writeFile(cache.store().subdir("quarantine"), "a file");
+  VerifyReport report = verifyObjects(cache.store(), nullptr, true);
+  EXPECT_EQ(report.bad.size(), 1u);
+  ASSERT_EQ(report.unrepaired.size(), 1u);
+  EXPECT_TRUE(llvm::sys::fs::exists(object));
+  ASSERT_EQ(report.layout.size(), 1u);
+  EXPECT_EQ(report.layout[0], "quarantine/ is not a directory");
+  // objects/ replaced by a file: nothing to check, and not clean.
+  llvm::sys::fs::remove_directories(cache.store().subdir("objects"));
+  writeFile(cache.store().subdir("objects"), "a file");
+  report = verifyObjects(cache.store(), nullptr, false);
+  EXPECT_EQ(report.checked, 0);
+  EXPECT_FALSE(report.clean());
+  bool flagged = false;
+  for (const DoctorCheck &c : diagnose(cache.store())) {
+    if (c.name == "layout") {
+      flagged = !c.ok &&
+                c.detail.find("objects/ is not a directory") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(flagged);
 }
 
 } // namespace

@@ -32,7 +32,9 @@ namespace kiln::tool {
 namespace {
 
 constexpr const char *kUsage =
-    R"(usage: kiln cache <command> [options]   (cache root: --root DIR, else $KILN_CACHE_URL, else ~/.cache/kiln)
+    R"(usage: kiln cache <command> [options]
+The cache root: --cache DIR (--root DIR is the same), else $KILN_CACHE_URL,
+else ~/.cache/kiln.
 
   ls [--json]                         entries: key, graph, size, compile time, hits, last use, status
   show KEY                            one entry (a unique key prefix will do)
@@ -40,17 +42,26 @@ constexpr const char *kUsage =
                                       the key of GRAPH and the hash of each field that makes it
   stats [--json] [--zero]             the counters, merged over every host
   verify [--repair]                   check every artifact; --repair quarantines the bad ones
-  gc [--max-size N[KMG]] [--max-age DUR] [--keep-versions N] [--grace DUR] [--dry-run]
+  gc [--max-size N[KMGT]] [--max-age DUR] [--keep-versions N] [--grace DUR] [--dry-run]
   prune [--older-than DUR] [--version] [--grace DUR] [--dry-run]
                                       remove entries created before DUR ago / by other compiler builds
   export FILE                         every artifact and graph into a zip file
   import FILE                         verify and publish the artifacts of an export
   index rebuild                       recreate index.sqlite from the files
   doctor                              probe the root: links, renames, leases, space, permissions
-DUR is a number with s, m, h or d (default s).
+DUR is a number with s, m, h or d (default s); N[KMGT] a number of bytes
+with an optional K, M, G or T (powers of 1024, below 8 EiB).
 )";
 
-/// Parses "90s", "15m", "12h", "30d" (or plain seconds).
+/// Whether `text` is a plain decimal number: digits with at most one point,
+/// no sign, exponent, "inf" or "nan".
+bool isPlainNumber(llvm::StringRef text) {
+  return !text.empty() && text != "." && text.count('.') <= 1 &&
+         llvm::all_of(text, [](char c) { return llvm::isDigit(c) || c == '.'; });
+}
+
+/// Parses a duration: a plain number with an optional s, m, h or d suffix
+/// (seconds by default). Anything else is refused.
 std::optional<double> parseDuration(llvm::StringRef text) {
   double scale = 1;
   if (text.consume_back("d")) {
@@ -63,26 +74,38 @@ std::optional<double> parseDuration(llvm::StringRef text) {
     text.consume_back("s");
   }
   double value = 0;
-  if (text.getAsDouble(value) || value < 0) {
+  if (!isPlainNumber(text) || text.getAsDouble(value)) {
     return std::nullopt;
   }
   return value * scale;
 }
 
-/// Parses "500M", "10G", "4096" into bytes.
+/// Parses a size: a plain number of bytes with an optional K, M, G or T
+/// suffix in either case (powers of 1024). Anything else is refused, and so is a size of
+/// 2^63 bytes or more, which would not fit the byte counts it is compared
+/// with.
 std::optional<int64_t> parseSize(llvm::StringRef text) {
-  double scale = 1;
-  if (text.consume_back("K") || text.consume_back("k")) {
-    scale = 1024;
-  } else if (text.consume_back("M")) {
-    scale = 1024.0 * 1024;
-  } else if (text.consume_back("G")) {
-    scale = 1024.0 * 1024 * 1024;
-  } else if (text.consume_back("T")) {
-    scale = 1024.0 * 1024 * 1024 * 1024;
+  uint64_t scale = 1;
+  static constexpr llvm::StringLiteral kSuffixes = "KMGT";
+  size_t power = text.empty() ? llvm::StringRef::npos
+                              : kSuffixes.find(llvm::toUpper(text.back()));
+  if (power != llvm::StringRef::npos) {
+    scale = uint64_t(1) << (10 * (power + 1));
+    text = text.drop_back();
+  }
+  if (!isPlainNumber(text)) {
+    return std::nullopt;
+  }
+  constexpr uint64_t kLimit = uint64_t(INT64_MAX);
+  uint64_t whole = 0;
+  if (!text.contains('.')) {
+    if (text.getAsInteger(10, whole) || whole > kLimit / scale) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(whole * scale);
   }
   double value = 0;
-  if (text.getAsDouble(value) || value < 0) {
+  if (text.getAsDouble(value) || !(value * scale < 0x1p63)) {
     return std::nullopt;
   }
   return static_cast<int64_t>(value * scale);
@@ -170,8 +193,26 @@ void printJson(llvm::json::Value value) {
   llvm::outs() << llvm::formatv("{0:2}", value) << "\n";
 }
 
-int runList(const Store &store, const Args &args) {
+/// The index brought up to date when this process may update it, else as it
+/// was last merged (a read-only mount, say), with a note saying so.
+llvm::Expected<Index> openIndexForReading(const Store &store) {
   auto index = Index::openForUpdate(store);
+  if (index) {
+    return index;
+  }
+  std::string why = llvm::toString(index.takeError());
+  auto readOnly = Index::openReadOnly(store);
+  if (!readOnly) {
+    llvm::consumeError(readOnly.takeError());
+    return llvm::createStringError(why);
+  }
+  llvm::errs() << "kiln: note: " << why
+               << "; showing the index as it was last updated\n";
+  return readOnly;
+}
+
+int runList(const Store &store, const Args &args) {
+  auto index = openIndexForReading(store);
   if (!index) {
     return reportError(index.takeError());
   }
@@ -256,14 +297,14 @@ int runShow(const Store &store, const Args &args) {
     llvm::sys::fs::file_size(object, size);
     llvm::outs() << "artifact   " << object << " (" << humanBytes(size)
                  << ")\n";
-    auto loaded = artifact::loadArtifactFile(object);
+    auto loaded = loadEntry(object, *key);
     if (loaded) {
       llvm::outs() << "graph      " << loaded->manifest.name() << "\n"
                    << "target     " << loaded->manifest.target() << "\n"
                    << "compiler   " << loaded->compilerVersion << " "
                    << loaded->gitHash << "\n"
                    << "verified   yes (header, version, checksum, every "
-                      "instruction)\n";
+                      "instruction, bound to this key)\n";
     } else {
       llvm::outs() << "verified   NO: " << llvm::toString(loaded.takeError())
                    << "\n";
@@ -347,7 +388,8 @@ int runKey(const Args &args) {
 }
 
 int runStats(const Store &store, const Args &args) {
-  auto index = Index::openForUpdate(store);
+  auto index = args.has("--zero") ? Index::openForUpdate(store)
+                                  : openIndexForReading(store);
   if (!index) {
     return reportError(index.takeError());
   }
@@ -398,17 +440,40 @@ int runVerify(const Store &store, const Args &args) {
     }
   }
   VerifyReport report = verifyObjects(store, index ? &*index : nullptr, repair);
+  for (const std::string &problem : report.layout) {
+    llvm::outs() << "DAMAGED " << problem << "\n";
+  }
+  std::set<std::string> unrepaired;
+  for (auto &[key, why] : report.unrepaired) {
+    unrepaired.insert(key);
+  }
   for (auto &[key, why] : report.bad) {
-    llvm::outs() << (repair ? "quarantined " : "BAD ") << key << ": " << why
+    bool moved = repair && !unrepaired.count(key);
+    llvm::outs() << (moved ? "quarantined " : "BAD ") << key << ": " << why
                  << "\n";
   }
+  for (auto &[key, why] : report.unrepaired) {
+    llvm::outs() << "NOT QUARANTINED " << key << ": " << why << "\n";
+  }
+  for (auto &[key, why] : report.unreadable) {
+    llvm::outs() << "UNREADABLE " << key << ": " << why
+                 << " (left in place: a permission problem is not "
+                    "corruption)\n";
+  }
+  size_t moved = report.bad.size() - report.unrepaired.size();
   llvm::outs() << report.checked << " artifacts checked, " << report.bad.size()
                << " bad"
-               << (repair && !report.bad.empty()
-                       ? " (moved to quarantine/; they recompile on next use)"
-                       : "")
+               << (repair && moved > 0
+                       ? " (" + std::to_string(moved) +
+                             " moved to quarantine/; they recompile on next "
+                             "use)"
+                       : std::string())
+               << ", " << report.unreadable.size() << " unreadable"
+               << (report.layout.empty() ? "" : "; the layout is damaged")
                << "\n";
-  return report.bad.empty() || repair ? Success : InternalFailure;
+  bool repaired = repair && report.unrepaired.empty() &&
+                  report.unreadable.empty() && report.layout.empty();
+  return report.clean() || repaired ? Success : InternalFailure;
 }
 
 int runGc(const Store &store, const Args &args, bool prune) {
@@ -429,12 +494,15 @@ int runGc(const Store &store, const Args &args, bool prune) {
   };
   if (!duration("--max-age", policy.maxAgeSeconds) ||
       !duration("--older-than", policy.olderThanSeconds)) {
-    return fail("durations look like 90s, 15m, 12h or 30d");
+    return fail("durations are a number with an optional s, m, h or d "
+                "suffix, like 90s, 15m, 12h or 30d");
   }
   if (auto v = args.value("--max-size")) {
     policy.maxBytes = parseSize(*v);
     if (!policy.maxBytes) {
-      return fail("--max-size takes a size like 500M or 10G, not '" + *v + "'");
+      return fail("--max-size takes a number of bytes with an optional K, M, "
+                  "G or T suffix (powers of 1024), below 8 EiB; not '" +
+                  *v + "'");
     }
   }
   if (auto v = args.value("--keep-versions")) {
@@ -494,8 +562,8 @@ int runCacheCommand(llvm::ArrayRef<std::string> argv) {
   std::string command = argv[0];
   auto args = parseArgs(
       argv.drop_front(),
-      {"--root", "--max-size", "--max-age", "--keep-versions", "--grace",
-       "--older-than"},
+      {"--cache", "--root", "--max-size", "--max-age", "--keep-versions",
+       "--grace", "--older-than"},
       {"--json", "--zero", "--repair", "--explain", "--dry-run", "--version"},
       /*compileOptions=*/command == "key");
   if (!args) {
@@ -505,7 +573,9 @@ int runCacheCommand(llvm::ArrayRef<std::string> argv) {
   if (command == "key") {
     return runKey(*args);
   }
-  std::string root = args->value("--root").value_or(Cache::defaultRoot());
+  // --cache, as kiln precompile spells it; --root is the older spelling.
+  std::string root = args->value("--cache").value_or(
+      args->value("--root").value_or(Cache::defaultRoot()));
   auto store = Store::open(root, Store::optionsFromEnvironment());
   if (!store) {
     return reportError(store.takeError());
@@ -533,13 +603,17 @@ int runCacheCommand(llvm::ArrayRef<std::string> argv) {
       return fail("cache " + command + " takes one file");
     }
     if (command == "export") {
-      auto count = exportCache(*store, args->positional[0]);
-      if (!count) {
-        return reportError(count.takeError());
+      auto report = exportCache(*store, args->positional[0]);
+      if (!report) {
+        return reportError(report.takeError());
       }
-      llvm::outs() << "exported " << *count << " artifacts to "
-                   << args->positional[0] << "\n";
-      return Success;
+      for (auto &[key, why] : report->skipped) {
+        llvm::outs() << "skipped " << key << ": " << why << "\n";
+      }
+      llvm::outs() << "exported " << report->exported << " artifacts to "
+                   << args->positional[0] << ", skipped "
+                   << report->skipped.size() << " invalid entries\n";
+      return report->skipped.empty() ? Success : InternalFailure;
     }
     auto counts = importCache(*store, args->positional[0]);
     if (!counts) {

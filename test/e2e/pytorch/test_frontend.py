@@ -27,6 +27,17 @@ print(kiln.derive_key(graph.SerializeToString()))
 """
 
 
+UNCACHED_SCRIPT = """
+import torch, torch.nn.functional as F, kiln, models
+torch.manual_seed(0)
+for hidden in (32, 24):  # two graphs: the warning is said once a process
+    step = kiln.compile_step(models.MLP(16, hidden, 4), F.cross_entropy, kiln.optim.SGD(lr=0.1))
+    loss = float(step(torch.randn(8, 16), torch.randint(0, 4, (8,))))
+    assert 0.5 < loss < 5, loss
+    print(step.outcomes[step.key])
+"""
+
+
 class CumsumModel(nn.Module):
     def __init__(self):
         super().__init__()
@@ -136,6 +147,40 @@ class FrontEndTest(unittest.TestCase):
         dropout = next(n for n in graph.nodes if n.op == "dropout")
         p = next(a.value.f for a in dropout.attributes if a.name == "p")
         self.assertAlmostEqual(p, 0.25)
+
+    def test_unusable_cache_root_trains_in_memory_with_one_warning(self):
+        # The cache is an optimisation: a root that is a file, or missing
+        # under KILN_CACHE_READONLY=1, costs the cache, not the run.
+        root_file = os.path.join(self.cache.name, "a-file")
+        with open(root_file, "w") as f:
+            f.write("not a directory")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        for setting in ({"KILN_CACHE_URL": root_file},
+                        {"KILN_CACHE_URL": os.path.join(root_file, "under")},
+                        {"KILN_CACHE_URL": os.path.join(self.cache.name, "missing"),
+                         "KILN_CACHE_READONLY": "1"}):
+            out = subprocess.run([sys.executable, "-c", UNCACHED_SCRIPT], cwd=HERE,
+                                 env=dict(env, **setting), capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.split(), ["compiled-not-cached"] * 2)
+            warnings = [line for line in out.stderr.splitlines() if line.strip()]
+            self.assertEqual(len(warnings), 1, out.stderr)
+            self.assertRegex(warnings[0], r"^kiln: warning: cache root '.*' .*; "
+                             r"compiling in memory, nothing is cached$")
+
+    def test_remote_cache_url_is_an_error_not_a_directory(self):
+        os.environ["KILN_CACHE_URL"] = "s3://bucket/kiln"
+        cwd = os.getcwd()
+        os.chdir(self.cache.name)
+        try:
+            step = kiln.compile_step(models.MLP(16, 32, 4), F.cross_entropy,
+                                     kiln.optim.SGD(lr=0.1))
+            with self.assertRaises(kiln.KilnError) as caught:
+                step(torch.randn(8, 16), torch.randint(0, 4, (8,)))
+            self.assertIn("the s3:// scheme is not supported", str(caught.exception))
+            self.assertFalse(os.path.exists("s3:"))
+        finally:
+            os.chdir(cwd)
 
     def test_supported_op_table_is_documented(self):
         with open(os.path.join(HERE, "..", "..", "..", "docs", "pytorch.md")) as f:
