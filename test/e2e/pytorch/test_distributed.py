@@ -16,6 +16,8 @@ import tempfile
 import time
 import unittest
 
+import torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 KILN = os.path.join(os.environ["KILN_BIN"], "kiln")
 WORKER = os.path.join(HERE, "train_dp.py")
@@ -193,6 +195,30 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(resumed["losses"], reference["losses"])
         self.assertEqual(resumed["checksum"], reference["checksum"])
 
+    def test_corrupt_checkpoint_is_skipped_for_the_one_before(self):
+        # One flipped byte in the newest checkpoint's payload (the middle of
+        # the file is tensor data): the resumed run reports it, falls back
+        # to the checkpoint before it and ends where an uninterrupted run
+        # does. A single worker, no launcher: the checkpoint is the subject.
+        def run(out, steps, *args):
+            return self.run_ok([sys.executable, WORKER, "--batch", "16", "--steps", str(steps),
+                                "--out", self.path(out), *args])
+        run("reference.json", 16)
+        checkpoints = self.path("checkpoints")
+        run("first.json", 12, "--checkpoints", checkpoints, "--every", "4")
+        newest = os.path.join(checkpoints, "step-00000012.kckpt")
+        with open(newest, "r+b") as f:
+            data = bytearray(f.read())
+            data[len(data) // 2] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        out = run("resumed.json", 16, "--checkpoints", checkpoints, "--every", "4")
+        self.assertIn(f"kiln: skipping checkpoint {newest}: checksum mismatch", out.stderr)
+        self.assertIn("kiln: resumed from the step-8 checkpoint", out.stdout)
+        resumed, reference = load(self.path("resumed.json")), load(self.path("reference.json"))
+        self.assertEqual(resumed["losses"], reference["losses"])
+        self.assertEqual(resumed["checksum"], reference["checksum"])
+
     def test_metrics_are_tensorboard_events_and_traces_on_demand(self):
         logdir, trace = self.path("tb"), self.path("trace.json")
         result = self.train(2, 8, "m.json", "--steps", "6", "--logdir", logdir,
@@ -255,6 +281,22 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(single["stats"]["compiles"], 0)
         artifacts = glob.glob(os.path.join(self.cache, "**", "*.kneff"), recursive=True)
         self.assertEqual(len(artifacts), 1, artifacts)
+
+
+class CheckpointFileTest(unittest.TestCase):
+    """The checkpoint directory's files, without training."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_first_format_without_a_digest_still_loads(self):
+        torch.save({"format": "kiln-checkpoint-1", "extra": {"step": 4}},
+                   os.path.join(self.dir, "step-00000004.kckpt"))
+        saved = kiln.checkpoint.Checkpointer(self.dir, 4).latest()
+        self.assertEqual(saved["extra"], {"step": 4})
 
 
 if __name__ == "__main__":

@@ -10,8 +10,16 @@ and fsyncing the directory, so a crash at any moment leaves either the old
 set of checkpoints or the new one, never a torn file. A restarted job (a
 rerun, or torchrun --max-restarts) loads the newest checkpoint that reads
 back whole and carries on from the step after it.
+
+The file is a header line naming the format, a line with the SHA-256 and
+length of the payload, then the payload (torch.save's bytes). A payload
+whose digest does not match (a flipped bit on disk or in transit) is
+reported and skipped like a torn file: torch.load alone would read most
+such damage back as different numbers, and the job would resume silently
+from them. Files of the first format, which carry no digest, still load.
 """
 
+import hashlib
 import io
 import os
 import re
@@ -21,8 +29,48 @@ import torch
 
 from . import distributed
 
-FORMAT = "kiln-checkpoint-1"
+FORMAT = "kiln-checkpoint-2"
+_UNCHECKED_FORMAT = "kiln-checkpoint-1"
 _NAME = re.compile(r"^step-(\d{8,})\.kckpt$")
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint file that must not be loaded: the message says why."""
+
+
+def _header(body):
+    """The lines a checkpoint file starts with, for payload bytes `body`."""
+    return f"{FORMAT}\n{hashlib.sha256(body).hexdigest()} {len(body)}\n".encode("ascii")
+
+
+def _decode(data):
+    """The payload dict of a checkpoint file's bytes `data`; raises
+    CorruptCheckpoint when its digest or framing is wrong."""
+    magic = FORMAT.encode("ascii") + b"\n"
+    if not data.startswith(magic):
+        if data.startswith(b"PK"):  # torch.save's zip: the first format
+            saved = torch.load(io.BytesIO(data))
+            if not isinstance(saved, dict) or saved.get("format") != _UNCHECKED_FORMAT:
+                raise CorruptCheckpoint(f"not a {FORMAT} or {_UNCHECKED_FORMAT} file")
+            return saved
+        raise CorruptCheckpoint(f"not a {FORMAT} file")
+    end = data.find(b"\n", len(magic))
+    fields = data[len(magic):end].decode("ascii", "replace").split() if end > 0 else []
+    if len(fields) != 2 or len(fields[0]) != 64 or not fields[1].isdigit():
+        raise CorruptCheckpoint("checksum mismatch (the digest line is damaged)")
+    recorded, length = fields[0], int(fields[1])
+    body = memoryview(data)[end + 1:]
+    if len(body) != length:
+        raise CorruptCheckpoint(f"checksum mismatch (the payload is {len(body)} bytes, "
+                                f"the header records {length})")
+    actual = hashlib.sha256(body).hexdigest()
+    if actual != recorded:
+        raise CorruptCheckpoint(f"checksum mismatch (the payload's SHA-256 is "
+                                f"{actual[:16]}..., the header records {recorded[:16]}...)")
+    saved = torch.load(io.BytesIO(body))
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise CorruptCheckpoint(f"not a {FORMAT} file")
+    return saved
 
 
 class Checkpointer:
@@ -46,17 +94,15 @@ class Checkpointer:
 
     def latest(self):
         """The newest complete checkpoint as a dict, or None. A file that
-        does not read back (truncated by a full disk, say) is reported on
-        stderr and skipped in favour of the one before it."""
+        does not read back whole (truncated by a full disk, a flipped bit) is
+        reported on stderr and skipped in favour of the one before it."""
         for step, path in reversed(self._checkpoints()):
             try:
-                saved = torch.load(path)
-                if saved.get("format") != FORMAT:
-                    raise ValueError(f"not a {FORMAT} file")
-                return saved
+                with open(path, "rb") as f:
+                    return _decode(f.read())
             except Exception as error:  # corrupt: fall back, loudly
-                print(f"kiln: skipping unreadable checkpoint {path}: {error}",
-                      file=sys.stderr)
+                why = " ".join(str(error).split())
+                print(f"kiln: skipping checkpoint {path}: {why}", file=sys.stderr)
         return None
 
     def restore(self, compiled):
@@ -83,11 +129,13 @@ class Checkpointer:
                    "extra": extra}
         buffer = io.BytesIO()
         torch.save(payload, buffer)
+        body = buffer.getbuffer()
         final = os.path.join(self.directory, f"step-{state['steps']:08d}.kckpt")
         temporary = f"{final}.tmp-{os.getpid()}"
         try:
             with open(temporary, "wb") as f:
-                f.write(buffer.getbuffer())
+                f.write(_header(body))
+                f.write(body)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(temporary, final)
