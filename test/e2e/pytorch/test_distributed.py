@@ -298,6 +298,49 @@ class CheckpointFileTest(unittest.TestCase):
         saved = kiln.checkpoint.Checkpointer(self.dir, 4).latest()
         self.assertEqual(saved["extra"], {"step": 4})
 
+    def test_abandoned_temporary_files_are_removed_by_restore_and_save(self):
+        # A writer killed mid-save leaves "<checkpoint>.tmp-<host>-<pid>".
+        # This host's dead writers' files go; so does any file nobody has
+        # written to for an hour; a live writer's file and a recent one of
+        # another host stay.
+        os.environ["KILN_HOST_ID"] = "this-host"
+        self.addCleanup(os.environ.pop, "KILN_HOST_ID")
+        exited = subprocess.Popen([sys.executable, "-c", "pass"])
+        exited.wait()
+        long_ago = time.time() - 2 * 3600
+        files = {  # name: (stale, last written two hours ago)
+            f"step-00000004.kckpt.tmp-this-host-{exited.pid}": (True, False),
+            f"step-00000004.kckpt.tmp-this-host-{os.getpid()}": (False, False),
+            f"step-00000008.kckpt.tmp-other-host-{exited.pid}": (False, False),
+            f"step-00000008.kckpt.tmp-other-host-{os.getpid()}": (True, True),
+            f"step-00000012.kckpt.tmp-{os.getpid()}": (True, True),
+        }
+
+        def make():
+            for name, (_, old) in files.items():
+                path = os.path.join(self.dir, name)
+                with open(path, "wb") as f:
+                    f.write(b"torn")
+                if old:
+                    os.utime(path, (long_ago, long_ago))
+
+        def left():
+            return sorted(n for n in os.listdir(self.dir) if ".tmp-" in n)
+
+        kept = sorted(n for n, (stale, _) in files.items() if not stale)
+        checkpoints = kiln.checkpoint.Checkpointer(self.dir, 4)
+        make()
+        self.assertIsNone(checkpoints.restore(None))
+        self.assertEqual(left(), kept)
+
+        class Step:  # what save() asks of a CompiledStep
+            def checkpoint_state(self):
+                return {"steps": 16}
+        make()
+        checkpoints.save(Step())
+        self.assertEqual(left(), kept)
+        self.assertEqual(checkpoints.latest()["step"], {"steps": 16})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -7,7 +7,8 @@ RNG stream), torch's host RNG state, and whatever the training loop adds
 workers hold identical state), as ``step-00000120.kckpt`` in the checkpoint
 directory, by writing a temporary file, fsyncing it, renaming it into place
 and fsyncing the directory, so a crash at any moment leaves either the old
-set of checkpoints or the new one, never a torn file. A restarted job (a
+set of checkpoints or the new one, never a torn file. The temporary file
+of a writer killed mid-save is removed by rank 0's next save or restore. A restarted job (a
 rerun, or torchrun --max-restarts) loads the newest checkpoint that reads
 back whole and carries on from the step after it.
 
@@ -23,7 +24,9 @@ import hashlib
 import io
 import os
 import re
+import socket
 import sys
+import time
 
 import torch
 
@@ -32,6 +35,12 @@ from . import distributed
 FORMAT = "kiln-checkpoint-2"
 _UNCHECKED_FORMAT = "kiln-checkpoint-1"
 _NAME = re.compile(r"^step-(\d{8,})\.kckpt$")
+# A writer's temporary file: "<checkpoint>.tmp-<host>-<pid>". A name
+# without a host is matched too; only its age can tell it is abandoned.
+_TEMPORARY = re.compile(r"^step-\d{8,}\.kckpt\.tmp-(?:(?P<host>.+)-)?(?P<pid>\d+)$")
+# A temporary file nobody has written to for this long is abandoned whoever
+# wrote it: a live writer's file changes every few seconds until renamed.
+ABANDONED_AFTER_SECONDS = 3600
 
 
 class CorruptCheckpoint(ValueError):
@@ -73,6 +82,23 @@ def _decode(data):
     return saved
 
 
+def _host():
+    """This host's name in temporary files: KILN_HOST_ID (as the cache's
+    leases use it), else the host name; only characters safe in a name."""
+    name = os.environ.get("KILN_HOST_ID") or socket.gethostname() or "localhost"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, say: it exists
+        return True
+    return True
+
+
 class Checkpointer:
     def __init__(self, directory, every, keep=3):
         """Checkpoints into `directory` every `every` steps, keeping the
@@ -92,6 +118,27 @@ class Checkpointer:
                 found.append((int(m.group(1)), os.path.join(self.directory, name)))
         return sorted(found)
 
+    def _remove_abandoned(self):
+        """Removes the temporary files of writers that died before renaming
+        them (killed mid-save): those of this host whose process is gone,
+        and any that nobody has written to for ABANDONED_AFTER_SECONDS (a
+        writer on another host cannot be asked)."""
+        host, now = _host(), time.time()
+        for name in os.listdir(self.directory):
+            m = _TEMPORARY.match(name)
+            if not m:
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                idle = now - os.stat(path).st_mtime
+                if ((m.group("host") == host and not _alive(int(m.group("pid"))))
+                        or idle > ABANDONED_AFTER_SECONDS):
+                    os.unlink(path)
+                    print(f"kiln: removed the abandoned temporary checkpoint {path}",
+                          file=sys.stderr)
+            except OSError:
+                pass  # gone already, or not ours to remove: it costs only space
+
     def latest(self):
         """The newest complete checkpoint as a dict, or None. A file that
         does not read back whole (truncated by a full disk, a flipped bit) is
@@ -108,6 +155,8 @@ class Checkpointer:
     def restore(self, compiled):
         """Loads the newest checkpoint into `compiled` (a CompiledStep) and
         the host RNG; returns the loop's extra state, or None to start fresh."""
+        if distributed.world().rank == 0:
+            self._remove_abandoned()
         saved = self.latest()
         if saved is None:
             return None
@@ -125,13 +174,14 @@ class Checkpointer:
         state = compiled.checkpoint_state()  # every rank: it may talk to the device
         if distributed.world().rank != 0:
             return None
+        self._remove_abandoned()
         payload = {"format": FORMAT, "step": state, "torch_rng": torch.get_rng_state(),
                    "extra": extra}
         buffer = io.BytesIO()
         torch.save(payload, buffer)
         body = buffer.getbuffer()
         final = os.path.join(self.directory, f"step-{state['steps']:08d}.kckpt")
-        temporary = f"{final}.tmp-{os.getpid()}"
+        temporary = f"{final}.tmp-{_host()}-{os.getpid()}"
         try:
             with open(temporary, "wb") as f:
                 f.write(_header(body))
