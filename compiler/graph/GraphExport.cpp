@@ -219,6 +219,11 @@ llvm::Expected<proto::Graph> exportGraph(func::FuncOp function) {
   if (!ret) {
     return error(function, "the graph function must end in func.return");
   }
+  // A graph file without outputs is refused when read (it computes nothing,
+  // and is what an empty file parses to), so none is written.
+  if (ret.getNumOperands() == 0) {
+    return error(function, "a graph returns at least one value");
+  }
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     proto::Output *output = graph.add_outputs();
     DictionaryAttr attrs = function.getResultAttrDict(i);

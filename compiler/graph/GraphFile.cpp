@@ -10,9 +10,19 @@
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/common.h>
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+#include <google/protobuf/stubs/logging.h>
+#endif
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace kiln::graph {
 
@@ -44,47 +54,201 @@ llvm::Error inlineWeights(proto::Graph &graph, llvm::StringRef weights,
   return llvm::Error::success();
 }
 
-} // namespace
+llvm::Error tooLarge(llvm::StringRef origin, uint64_t size) {
+  return llvm::createStringError(
+      "'" + origin + "' is " + llvm::Twine(size) +
+      " bytes, more than a graph file may hold (" +
+      llvm::Twine(kMaxGraphFileBytes) +
+      " bytes, protobuf's limit); keep large constants in a weights file");
+}
 
-llvm::Expected<proto::Graph> parseGraph(llvm::StringRef bytes,
-                                        llvm::StringRef origin) {
-  proto::Graph graph;
-  google::protobuf::io::ArrayInputStream stream(bytes.data(),
-                                                static_cast<int>(bytes.size()));
-  google::protobuf::io::CodedInputStream coded(&stream);
-  if (!graph.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-    return llvm::createStringError(
-        "'" + origin +
-        "' is not a valid .kgraph.pb graph (truncated or corrupt "
-        "protobuf)");
+/// The path to the first field of `message` (or of a message inside it) that
+/// the graph format does not define, e.g. "nodes[3].field 9"; empty when
+/// there is none.
+std::string firstUnknownField(const google::protobuf::Message &message) {
+  const google::protobuf::Reflection *reflection = message.GetReflection();
+  const google::protobuf::UnknownFieldSet &unknown =
+      reflection->GetUnknownFields(message);
+  if (!unknown.empty()) {
+    return "field " + std::to_string(unknown.field(0).number());
   }
+  std::vector<const google::protobuf::FieldDescriptor *> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor *field : fields) {
+    if (field->cpp_type() !=
+        google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      continue;
+    }
+    if (!field->is_repeated()) {
+      std::string inner =
+          firstUnknownField(reflection->GetMessage(message, field));
+      if (!inner.empty()) {
+        return field->name() + "." + inner;
+      }
+      continue;
+    }
+    for (int i = 0, e = reflection->FieldSize(message, field); i < e; ++i) {
+      std::string inner =
+          firstUnknownField(reflection->GetRepeatedMessage(message, field, i));
+      if (!inner.empty()) {
+        return field->name() + "[" + std::to_string(i) + "]." + inner;
+      }
+    }
+  }
+  return "";
+}
+
+/// What makes a protobuf message a Kiln graph rather than any message that
+/// happens to parse: an empty file, another kind of protobuf or a corrupt
+/// graph would otherwise compile to an artifact that does nothing.
+llvm::Error checkIsGraph(const proto::Graph &graph, llvm::StringRef origin) {
   if (graph.format_version() > kGraphFormatVersion) {
     return llvm::createStringError(
         "'" + origin + "' has graph format version " +
         llvm::Twine(graph.format_version()) + ", newer than this Kiln reads (" +
         llvm::Twine(kGraphFormatVersion) + "); upgrade Kiln");
   }
+  if (graph.format_version() == 0) {
+    return llvm::createStringError(
+        "'" + origin +
+        "' is not a Kiln graph: it has no format_version (an empty file, or "
+        "another kind of protobuf)");
+  }
+  std::string unknown = firstUnknownField(graph);
+  if (!unknown.empty()) {
+    return llvm::createStringError("'" + origin +
+                                   "' is not a Kiln graph: " + unknown +
+                                   " is not part of the graph format");
+  }
+  if (graph.outputs_size() == 0) {
+    return llvm::createStringError("'" + origin +
+                                   "' is not a Kiln graph: it has no outputs");
+  }
+  return llvm::Error::success();
+}
+
+/// Parses a whole graph from `stream` and checks that it is one. At most
+/// kMaxGraphFileBytes are read, whatever the stream holds.
+llvm::Expected<proto::Graph>
+parseStream(google::protobuf::io::ZeroCopyInputStream &stream,
+            llvm::StringRef origin) {
+  proto::Graph graph;
+  bool parsed = false;
+  {
+    // Scoped: its destructor hands unread bytes back, so that the stream's
+    // byte count below is what the parse consumed.
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetTotalBytesLimit(static_cast<int>(kMaxGraphFileBytes));
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+    // Protobuf logs why a parse failed (invalid UTF-8, a message over the
+    // limit) to stderr; Kiln's own one-line error says it instead.
+    google::protobuf::LogSilencer quiet;
+#endif
+    parsed =
+        graph.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  bool tooBig = !parsed &&
+                static_cast<uint64_t>(stream.ByteCount()) >= kMaxGraphFileBytes;
+  if (tooBig) {
+    return llvm::createStringError(
+        "'" + origin + "' holds more than a graph file may (" +
+        llvm::Twine(kMaxGraphFileBytes) + " bytes, protobuf's limit)");
+  }
+  if (!parsed) {
+    return llvm::createStringError(
+        "'" + origin +
+        "' is not a valid .kgraph.pb graph (truncated or corrupt protobuf)");
+  }
+  if (llvm::Error error = checkIsGraph(graph, origin)) {
+    return std::move(error);
+  }
   return graph;
 }
 
-llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer) {
-    return llvm::createStringError("cannot read graph '" + path +
-                                   "': " + buffer.getError().message());
+} // namespace
+
+llvm::Expected<proto::Graph> parseGraph(llvm::StringRef bytes,
+                                        llvm::StringRef origin) {
+  if (bytes.size() > kMaxGraphFileBytes) {
+    return tooLarge(origin, bytes.size());
   }
-  auto graph = parseGraph((*buffer)->getBuffer(), path);
-  if (!graph || graph->weights_file().empty()) {
+  google::protobuf::io::ArrayInputStream stream(bytes.data(),
+                                                static_cast<int>(bytes.size()));
+  return parseStream(stream, origin);
+}
+
+llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path) {
+  auto cannotRead = [&](int error) {
+    return llvm::createStringError(
+        std::error_code(error, std::generic_category()),
+        "cannot read graph '" + path + "': " + std::strerror(error));
+  };
+  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return cannotRead(errno);
+  }
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    int error = errno;
+    ::close(fd);
+    return cannotRead(error);
+  }
+  // The size is known before a byte is read wherever the file has one; a
+  // pipe or a device (/dev/zero) is read only as far as the parser gets,
+  // and never past the same bound.
+  if (S_ISDIR(info.st_mode)) {
+    ::close(fd);
+    return cannotRead(EISDIR);
+  }
+  if (S_ISREG(info.st_mode) &&
+      static_cast<uint64_t>(info.st_size) > kMaxGraphFileBytes) {
+    ::close(fd);
+    return tooLarge(path, static_cast<uint64_t>(info.st_size));
+  }
+  auto graph = [&]() -> llvm::Expected<proto::Graph> {
+    if (S_ISREG(info.st_mode)) {
+      auto buffer = llvm::MemoryBuffer::getOpenFile(
+          fd, path, static_cast<uint64_t>(info.st_size),
+          /*RequiresNullTerminator=*/false);
+      ::close(fd);
+      if (!buffer) {
+        return cannotRead(buffer.getError().value());
+      }
+      return parseGraph((*buffer)->getBuffer(), path);
+    }
+    google::protobuf::io::FileInputStream stream(fd, 1 << 20);
+    stream.SetCloseOnDelete(true);
+    auto parsed = parseStream(stream, path);
+    if (!parsed && stream.GetErrno() != 0) {
+      llvm::consumeError(parsed.takeError());
+      return cannotRead(stream.GetErrno());
+    }
+    return parsed;
+  }();
+  if (!graph) {
+    return graph.takeError();
+  }
+  if (graph->weights_file().empty()) {
     return graph;
   }
   llvm::SmallString<256> weightsPath(llvm::sys::path::parent_path(path));
   llvm::sys::path::append(weightsPath, graph->weights_file());
+  auto cannotReadWeights = [&](const llvm::Twine &why) {
+    return llvm::createStringError("cannot read weights file '" + weightsPath +
+                                   "' of graph '" + path + "': " + why);
+  };
+  // Weights are raw bytes read whole: only a regular file has a size to
+  // trust (a weights file naming /dev/zero would otherwise never end).
+  llvm::sys::fs::file_status weightsStatus;
+  if (std::error_code ec = llvm::sys::fs::status(weightsPath, weightsStatus)) {
+    return cannotReadWeights(ec.message());
+  }
+  if (weightsStatus.type() != llvm::sys::fs::file_type::regular_file) {
+    return cannotReadWeights("not a regular file");
+  }
   auto weights = llvm::MemoryBuffer::getFile(weightsPath, false, false);
   if (!weights) {
-    return llvm::createStringError("cannot read weights file '" + weightsPath +
-                                   "' of graph '" + path +
-                                   "': " + weights.getError().message());
+    return cannotReadWeights(weights.getError().message());
   }
   if (llvm::Error err =
           inlineWeights(*graph, (*weights)->getBuffer(), weightsPath)) {

@@ -22,12 +22,20 @@ namespace kiln::graph {
 /// newer version is refused; older versions are read as they are.
 inline constexpr uint32_t kGraphFormatVersion = 1;
 
+/// The most bytes a graph file may hold: protobuf parses no larger message
+/// (2 GiB - 1). Large constants go in a weights file instead.
+inline constexpr uint64_t kMaxGraphFileBytes = (uint64_t(1) << 31) - 1;
+
 /// Reads a .kgraph.pb file. External weight ranges are read from the weights
-/// file next to it and inlined, so the returned graph is self-contained.
+/// file next to it and inlined, so the returned graph is self-contained. A
+/// regular file's size is checked before it is read; a pipe or device is read
+/// no further than kMaxGraphFileBytes.
 llvm::Expected<proto::Graph> readGraphFile(llvm::StringRef path);
 
-/// Parses a serialized graph; `origin` names it in errors. Graphs with
-/// external weights need readGraphFile.
+/// Parses a serialized graph; `origin` names it in errors. Only a Kiln graph
+/// is accepted: format_version 1 up to kGraphFormatVersion, no field the
+/// format does not define, and at least one output. Graphs with external
+/// weights need readGraphFile.
 llvm::Expected<proto::Graph> parseGraph(llvm::StringRef bytes,
                                         llvm::StringRef origin);
 

@@ -7,6 +7,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 using namespace kiln;
 
 namespace {
@@ -168,6 +171,66 @@ TEST_F(GraphFileTest, TruncatedAndNewerFilesAreRefused) {
 
   EXPECT_NE(test::errorOf(graph::readGraphFile(path("absent.kgraph.pb")))
                 .find("No such file"),
+            std::string::npos);
+}
+
+TEST(GraphFormat, OnlyKilnGraphsParse) {
+  proto::Graph graph = smallMlp();
+  std::string bytes = graph.SerializeAsString();
+  EXPECT_TRUE(static_cast<bool>(graph::parseGraph(bytes, "g")));
+
+  EXPECT_NE(test::errorOf(graph::parseGraph("", "empty"))
+                .find("'empty' is not a Kiln graph: it has no format_version"),
+            std::string::npos);
+
+  // Field 9, a varint: nothing the graph format defines.
+  std::string foreign = bytes + std::string("\x48\x05", 2);
+  EXPECT_NE(test::errorOf(graph::parseGraph(foreign, "foreign"))
+                .find("field 9 is not part of the graph format"),
+            std::string::npos);
+  proto::Graph nested = graph;
+  nested.mutable_nodes(2)
+      ->mutable_location()
+      ->GetReflection()
+      ->MutableUnknownFields(nested.mutable_nodes(2)->mutable_location())
+      ->AddVarint(7, 1);
+  EXPECT_NE(test::errorOf(graph::parseGraph(nested.SerializeAsString(), "n"))
+                .find("nodes[2].location.field 7 is not part"),
+            std::string::npos);
+
+  proto::Graph noOutputs = graph;
+  noOutputs.clear_outputs();
+  EXPECT_NE(test::errorOf(graph::parseGraph(noOutputs.SerializeAsString(), "o"))
+                .find("it has no outputs"),
+            std::string::npos);
+}
+
+TEST(GraphFormat, ParseErrorsAreNotLogged) {
+  // A name that is not UTF-8: protobuf would log an ERROR line of its own.
+  testing::internal::CaptureStderr();
+  std::string message = test::errorOf(
+      graph::parseGraph(llvm::StringRef("\x08\x01\x12\x01\xff", 5), "u"));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_NE(message.find("truncated or corrupt"), std::string::npos);
+}
+
+TEST_F(GraphFileTest, FilesLargerThanProtobufReadsAreRefusedUnread) {
+  // Sparse: no disk is used, and nothing is read.
+  int fd = ::open(path("huge.kgraph.pb").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, graph::kMaxGraphFileBytes + 1), 0);
+  ::close(fd);
+  EXPECT_NE(test::errorOf(graph::readGraphFile(path("huge.kgraph.pb")))
+                .find("is 2147483648 bytes, more than a graph file may hold"),
+            std::string::npos);
+}
+
+TEST_F(GraphFileTest, DevicesAreReadOnlyAsFarAsTheParserGets) {
+  EXPECT_NE(test::errorOf(graph::readGraphFile("/dev/zero"))
+                .find("'/dev/zero' is not a valid .kgraph.pb graph"),
+            std::string::npos);
+  EXPECT_NE(test::errorOf(graph::readGraphFile("/dev/null"))
+                .find("no format_version"),
             std::string::npos);
 }
 
