@@ -11,7 +11,41 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace kiln::tool {
+
+std::string captureStderr(llvm::function_ref<void()> body) {
+  llvm::errs().flush();
+  int saved = ::dup(2);
+  int capture = ::memfd_create("kiln-stderr", MFD_CLOEXEC);
+  if (saved < 0 || capture < 0 || ::dup2(capture, 2) < 0) {
+    for (int fd : {saved, capture}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+    body();
+    return "";
+  }
+  body();
+  llvm::errs().flush();
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  char buffer[4096];
+  for (off_t offset = 0;;) {
+    ssize_t n = ::pread(capture, buffer, sizeof buffer, offset);
+    if (n <= 0) {
+      break;
+    }
+    text.append(buffer, static_cast<size_t>(n));
+    offset += n;
+  }
+  ::close(capture);
+  return text;
+}
 
 int reportError(llvm::Error error) {
   std::string message = llvm::toString(std::move(error));
