@@ -1,11 +1,13 @@
 //===- Precompile.cpp - collect graphs, compile them in a process pool ----===//
 
 #include "tools/kiln/Precompile.h"
+#include "tools/kiln/ToolSupport.h"
 
 #include "cache/Cache.h"
 #include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphFile.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -25,6 +27,7 @@
 #include <map>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +69,37 @@ std::vector<std::string> readFlags(llvm::StringRef path) {
   return flags;
 }
 
+/// Why the cache kept a compiled artifact in memory only: the last warning
+/// the cache printed while publishing (its colours removed), else a
+/// sentence of our own.
+std::string unpublishedReason(llvm::StringRef stderrText, bool readOnly) {
+  std::string reason;
+  llvm::SmallVector<llvm::StringRef> lines;
+  stderrText.split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines) {
+    std::string plain;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '\033') {
+        while (i < line.size() && !llvm::isAlpha(line[i])) {
+          ++i;
+        }
+        continue;
+      }
+      plain += line[i];
+    }
+    llvm::StringRef text(plain);
+    if (text.consume_front("kiln: warning: ")) {
+      text.consume_back("; going on with the artifact in memory");
+      reason = text.str();
+    }
+  }
+  if (!reason.empty()) {
+    return reason;
+  }
+  return readOnly ? "the cache is read-only (KILN_CACHE_READONLY)"
+                  : "the cache did not take the compiled artifact";
+}
+
 /// What a compile child reports through its pipe: one JSON object.
 std::string childResult(GraphJob &job, const PrecompileOptions &options) {
   auto graph = graph::readGraphFile(job.path);
@@ -93,20 +127,40 @@ std::string childResult(GraphJob &job, const PrecompileOptions &options) {
   if (!cache) {
     return finish("failed", llvm::toString(cache.takeError()));
   }
-  auto result = cache->getOrCompile(*graph, *compileOptions,
-                                    kiln::compileToBytes);
-  if (!result) {
-    return finish("failed", llvm::toString(result.takeError()));
+  std::optional<llvm::Expected<cache::Result>> result;
+  // The cache says why it could not publish only in a warning on stderr:
+  // keep a copy for the report, and pass it on.
+  std::string warnings = captureStderr([&] {
+    result.emplace(
+        cache->getOrCompile(*graph, *compileOptions, kiln::compileToBytes));
+  });
+  llvm::errs() << warnings;
+  llvm::errs().flush();
+  if (!*result) {
+    return finish("failed", llvm::toString(result->takeError()));
   }
+  cache::Result &got = **result;
   uint64_t size = 0;
-  if (llvm::sys::fs::file_size(cache->store().objectPath(result->key.hex),
-                               size)) {
-    size = 0; // published elsewhere or not at all (read-only cache)
+  if (llvm::sys::fs::file_size(cache->store().objectPath(got.key.hex), size)) {
+    size = 0;
   }
   out["bytes"] = static_cast<int64_t>(size);
-  out["compile_seconds"] = result->compileSeconds;
-  return finish(result->outcome == cache::Outcome::Hit ? "hit" : "compiled",
-                "");
+  out["compile_seconds"] = got.compileSeconds;
+  switch (got.outcome) {
+  case cache::Outcome::Hit:
+    return finish("hit", "");
+  case cache::Outcome::Compiled:
+    return finish("compiled", "");
+  case cache::Outcome::InMemory:
+    // Compiled, but nobody will find it: precompile exists to fill the
+    // cache, so this graph is not done.
+    out["bytes"] = 0;
+    return finish(
+        "unpublished",
+        "compiled, but not published into the cache: " +
+            unpublishedReason(warnings, cache->store().options().readOnly));
+  }
+  return finish("failed", "unknown cache outcome");
 }
 
 struct Running {
@@ -304,20 +358,104 @@ listGraphs(const PrecompileOptions &options) {
                            return a.key == b.key;
                          }),
              jobs.end());
+  return jobs;
+}
+
+std::vector<GraphJob> selectShard(std::vector<GraphJob> jobs,
+                                  const PrecompileOptions &options) {
   // A key's shard depends on the key alone, so every machine of a sharded
   // compile agrees without talking to the others.
-  if (options.shardCount > 1) {
-    std::vector<GraphJob> mine;
-    for (GraphJob &job : jobs) {
-      uint64_t prefix = 0;
-      llvm::StringRef(job.key).take_front(15).getAsInteger(16, prefix);
-      if (static_cast<int>(prefix % options.shardCount) == options.shardIndex) {
-        mine.push_back(std::move(job));
-      }
-    }
-    jobs = std::move(mine);
+  if (options.shardCount <= 1) {
+    return jobs;
   }
-  return jobs;
+  std::vector<GraphJob> mine;
+  for (GraphJob &job : jobs) {
+    uint64_t prefix = 0;
+    llvm::StringRef(job.key).take_front(15).getAsInteger(16, prefix);
+    if (static_cast<int>(prefix % options.shardCount) == options.shardIndex) {
+      mine.push_back(std::move(job));
+    }
+  }
+  return mine;
+}
+
+bool isCollectedFileName(llvm::StringRef name) {
+  llvm::StringRef key = name.take_front(64);
+  llvm::StringRef rest = name.drop_front(64);
+  if (!cache::isKey(key) ||
+      !(rest.consume_front(".kgraph.pb") || rest.consume_front(".flags"))) {
+    return false;
+  }
+  // recordGraph stages each file as <name>.tmp-%%%%%%%% (createUniqueFile).
+  return rest.empty() || (rest.consume_front(".tmp-") && rest.size() == 8 &&
+                          llvm::all_of(rest, llvm::isHexDigit));
+}
+
+namespace {
+
+bool isLeaseFileName(llvm::StringRef name) {
+  // Lease::tryAcquire stages <name>.lease.tmp-*, breaking a stale one
+  // renames it to <name>.lease.broken-*.
+  auto [stem, leftover] = name.split(".lease");
+  return !stem.empty() && name.contains(".lease") &&
+         (leftover.empty() || leftover.starts_with(".tmp-") ||
+          leftover.starts_with(".broken-"));
+}
+
+/// Removes the regular files of `dir` that `owned` recognises.
+llvm::Expected<CleanResult>
+removeOwnFiles(llvm::StringRef dir,
+               llvm::function_ref<bool(llvm::StringRef)> owned) {
+  CleanResult result;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    names.push_back(llvm::sys::path::filename(it->path()).str());
+  }
+  if (ec) {
+    return llvm::createStringError("cannot list '" + dir +
+                                   "': " + ec.message());
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string &name : names) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    struct stat info;
+    bool ownFile = owned(name) && ::lstat(path.c_str(), &info) == 0 &&
+                   S_ISREG(info.st_mode);
+    if (!ownFile) {
+      if (result.kept++ == 0) {
+        result.firstKept = name;
+      }
+      continue;
+    }
+    if (std::error_code ec = llvm::sys::fs::remove(path)) {
+      return llvm::createStringError("cannot remove '" + path +
+                                     "': " + ec.message());
+    }
+    ++result.removed;
+  }
+  return result;
+}
+
+} // namespace
+
+llvm::Expected<CleanResult> cleanGraphsDirectory(llvm::StringRef dir) {
+  auto result = removeOwnFiles(dir, isCollectedFileName);
+  if (!result || result->kept > 0) {
+    return result;
+  }
+  if (std::error_code ec = llvm::sys::fs::remove(dir)) {
+    return llvm::createStringError("cannot remove '" + dir +
+                                   "': " + ec.message());
+  }
+  result->removedDirectory = true;
+  return result;
+}
+
+llvm::Expected<CleanResult> clearLeases(llvm::StringRef dir) {
+  return removeOwnFiles(dir, isLeaseFileName);
 }
 
 void compileGraphs(std::vector<GraphJob> &jobs,
@@ -421,8 +559,11 @@ void compileGraphs(std::vector<GraphJob> &jobs,
       } else {
         finishJob(job, run, status);
       }
-      bool failedNow = job.status == "failed" || job.status == "timeout";
-      if (failedNow && job.attempts <= options.maxRetries) {
+      bool retriable = job.status == "failed" || job.status == "timeout";
+      // An unpublished graph compiled fine: compiling it again would fail to
+      // publish the same way (a full or read-only cache).
+      bool failedNow = retriable || job.status == "unpublished";
+      if (retriable && job.attempts <= options.maxRetries) {
         queue.push_back(run.job); // retry
       } else {
         ++done;
@@ -459,7 +600,7 @@ llvm::Error reportJobs(const std::vector<GraphJob> &jobs,
     nameWidth = std::max(nameWidth, std::min<size_t>(job.name.size(), 32));
   }
   os << llvm::left_justify("graph", nameWidth) << " "
-     << llvm::left_justify("key", 16) << " " << llvm::left_justify("status", 8)
+     << llvm::left_justify("key", 16) << " " << llvm::left_justify("status", 11)
      << " " << llvm::right_justify("seconds", 8) << " "
      << llvm::right_justify("bytes", 10) << "\n";
   std::map<std::string, int> counts;
@@ -471,15 +612,17 @@ llvm::Error reportJobs(const std::vector<GraphJob> &jobs,
     std::string bytes = std::to_string(job.artifactBytes);
     os << llvm::left_justify(name, nameWidth) << " "
        << llvm::left_justify(key, 16) << " "
-       << llvm::left_justify(job.status, 8) << " "
+       << llvm::left_justify(job.status, 11) << " "
        << llvm::right_justify(seconds, 8) << " "
        << llvm::right_justify(bytes, 10) << "\n";
   }
   os << llvm::formatv("{0} graphs: {1} compiled, {2} already cached, {3} "
-                      "failed, {4} timed out, {5} skipped; {6:f2} s with -j{7}\n",
+                      "failed, {4} unpublished, {5} timed out, {6} skipped; "
+                      "{7:f2} s with -j{8}\n",
                       jobs.size(), counts["compiled"], counts["hit"],
-                      counts["failed"], counts["timeout"], counts["skipped"],
-                      wallSeconds, options.jobs);
+                      counts["failed"], counts["unpublished"],
+                      counts["timeout"], counts["skipped"], wallSeconds,
+                      options.jobs);
   for (const GraphJob &job : jobs) {
     if (!job.error.empty()) {
       os << "  " << job.status << " " << job.key.substr(0, 16) << " "

@@ -40,7 +40,9 @@ struct GraphJob {
   std::string name;       // the graph's name
   std::string key;        // the key derived now (what the cache uses)
   std::vector<std::string> flags;
-  std::string status = "pending"; // hit, compiled, failed, timeout, skipped
+  // hit, compiled, failed, unpublished (compiled, but the cache did not take
+  // the artifact), timeout, skipped
+  std::string status = "pending";
   std::string error;
   double seconds = 0;
   int64_t artifactBytes = 0;
@@ -53,10 +55,36 @@ struct GraphJob {
 llvm::Expected<int> collectGraphs(llvm::ArrayRef<std::string> command,
                                   const PrecompileOptions &options);
 
-/// The graphs in the graphs directory that belong to this shard, sorted by
-/// key. Unreadable graphs come back as failed jobs naming the file.
+/// Every graph in the graphs directory, one per key, sorted by key.
+/// Unreadable graphs come back as failed jobs naming the file.
 llvm::Expected<std::vector<GraphJob>>
 listGraphs(const PrecompileOptions &options);
+
+/// The jobs of options' shard: a key's shard depends on the key alone.
+std::vector<GraphJob> selectShard(std::vector<GraphJob> jobs,
+                                  const PrecompileOptions &options);
+
+/// Whether `name` is a file that collection writes: `<key>.kgraph.pb`,
+/// `<key>.flags`, or the `.tmp-XXXXXXXX` staging file of either.
+bool isCollectedFileName(llvm::StringRef name);
+
+/// What removing a directory's own files left behind.
+struct CleanResult {
+  int removed = 0;
+  /// Entries that are not the directory's own, kept; the first one's name.
+  int kept = 0;
+  std::string firstKept;
+  bool removedDirectory = false;
+};
+
+/// Removes the files collection wrote into `dir` (isCollectedFileName, and
+/// regular files only), then `dir` itself if nothing else is in it. Anything
+/// else is kept and counted.
+llvm::Expected<CleanResult> cleanGraphsDirectory(llvm::StringRef dir);
+
+/// Removes the lease files in the cache's leases directory `dir` (`*.lease`
+/// and their `.tmp-*` and `.broken-*` leftovers); the directory stays.
+llvm::Expected<CleanResult> clearLeases(llvm::StringRef dir);
 
 /// Compiles every job (in place), `options.jobs` at a time.
 void compileGraphs(std::vector<GraphJob> &jobs,

@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <unistd.h>
 
@@ -34,21 +35,25 @@ Runs the training command with KILN_EXTRACT_GRAPHS_ONLY=1 (every step call
 records its graph and returns zeros without running), then compiles every
 unique graph into the cache in parallel.
 
-  --cache DIR           cache root (default $KILN_CACHE_URL, else ~/.cache/kiln)
+  --cache DIR           cache root (default $KILN_CACHE_URL, else ~/.cache/kiln);
+                        --root DIR is the same
   --graphs DIR          where collected graphs go (default <cache>/kiln-<v>/collected)
   --command C           all (default): collect, then compile; collect; compile
-                        (graphs already collected); clean (delete collected
-                        graphs); clear-locks (delete every compile lease)
+                        (graphs already collected); clean (delete the files
+                        collection wrote, and the directory if nothing else
+                        is in it); clear-locks (delete every lease file)
   -j N, --jobs N        compiles at a time (default: one per core)
   --max-retries N       retries of a failed or timed-out compile (default 1)
-  --timeout SECONDS     per-graph compile time limit (default 3600)
+  --timeout SECONDS     per-graph compile time limit, > 0 (default 3600)
   --keep-going          compile the rest after a failure
   --retry-failed        compile graphs the cache remembers as failed
   --shard I/N           compile only shard I of N (0-based), for job arrays
   --report FILE         write a JSON report: graph, key, status, seconds, bytes
   --no-progress         one line per graph instead of a live progress line
-Exit status: 0 when every graph is in the cache; 1 when a graph failed or the
-training command failed during collection; 2 for bad usage.
+Exit status: 0 when every graph is in the cache; 1 when a graph failed, was
+compiled but not published into the cache, or the training command failed
+during collection; 2 for bad usage. A training command that records no graph
+gets a warning; --command compile with no graphs collected is an error.
 )";
 
 double now() {
@@ -61,6 +66,51 @@ int usageError(const llvm::Twine &message) {
   llvm::errs() << "kiln: error: precompile: " << message
                << " (kiln precompile --help)\n";
   return BadInput;
+}
+
+int inputError(const llvm::Twine &message) {
+  llvm::errs() << "kiln: error: precompile: " << message << "\n";
+  return BadInput;
+}
+
+void warning(const llvm::Twine &message) {
+  llvm::errs() << "kiln: warning: precompile: " << message << "\n";
+}
+
+/// `--command clean` and `--command clear-locks`: only files Kiln wrote are
+/// removed, whatever directory the options name.
+int cleanUp(llvm::StringRef command, llvm::StringRef dir) {
+  bool clean = command == "clean";
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(dir, status)) {
+    if (ec == std::errc::no_such_file_or_directory) {
+      llvm::outs() << "nothing to remove: '" << dir << "' does not exist\n";
+      return Success;
+    }
+    return inputError("cannot read '" + dir + "': " + ec.message());
+  }
+  if (!llvm::sys::fs::is_directory(status)) {
+    return inputError("'" + dir + "' is not a directory");
+  }
+  auto result = clean ? cleanGraphsDirectory(dir) : clearLeases(dir);
+  if (!result) {
+    return reportError(result.takeError());
+  }
+  llvm::outs() << "removed " << result->removed
+               << (clean ? " collected graph files" : " lease files")
+               << " from " << dir << "\n";
+  if (result->removedDirectory) {
+    llvm::outs() << "removed " << dir << "\n";
+  }
+  if (result->kept > 0 && clean) {
+    warning("kept '" + dir + "' and the " + llvm::Twine(result->kept) +
+            " entries in it that collection did not write ('" +
+            result->firstKept + "', ...)");
+  } else if (result->kept > 0) {
+    warning("kept the " + llvm::Twine(result->kept) + " entries of '" + dir +
+            "' that are not lease files ('" + result->firstKept + "', ...)");
+  }
+  return Success;
 }
 
 } // namespace
@@ -107,10 +157,10 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
       options.retryFailed = true;
     } else if (name == "--no-progress") {
       options.live = false;
-    } else if (name == "--cache") {
+    } else if (name == "--cache" || name == "--root") {
       auto v = value();
       if (!v) {
-        return usageError("--cache needs a directory");
+        return usageError(name + " needs a directory");
       }
       options.cacheRoot = *v;
     } else if (name == "--graphs") {
@@ -139,6 +189,7 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
     } else if (name == "--timeout") {
       auto v = value();
       if (!v || llvm::StringRef(*v).getAsDouble(options.timeoutSeconds) ||
+          !std::isfinite(options.timeoutSeconds) ||
           options.timeoutSeconds <= 0) {
         return usageError("--timeout needs a positive number of seconds");
       }
@@ -183,20 +234,31 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
   } else {
     llvm::SmallString<256> absolute(options.graphsDir);
     llvm::sys::fs::make_absolute(absolute);
+    llvm::sys::path::remove_dots(absolute);
     options.graphsDir = absolute.str().str();
   }
 
-  if (command == "clean" || command == "clear-locks") {
-    std::string dir = command == "clean"
-                          ? options.graphsDir
-                          : llvm::sys::path::parent_path(store->leasePath("x")).str();
-    std::error_code ec = llvm::sys::fs::remove_directories(dir);
-    if (ec && ec != std::errc::no_such_file_or_directory) {
-      return reportError(llvm::createStringError("cannot remove '" + dir +
-                                                 "': " + ec.message()));
-    }
-    llvm::outs() << "removed " << dir << "\n";
-    return Success;
+  if (command == "clean") {
+    return cleanUp(command, options.graphsDir);
+  }
+  if (command == "clear-locks") {
+    return cleanUp(command,
+                   llvm::sys::path::parent_path(store->leasePath("x")));
+  }
+  bool graphsExist = llvm::sys::fs::exists(options.graphsDir);
+  if (graphsExist && !llvm::sys::fs::is_directory(options.graphsDir)) {
+    return inputError("--graphs '" + options.graphsDir +
+                      "' is not a directory");
+  }
+  if (command == "compile" && !graphsExist) {
+    return inputError("no graphs were collected: '" + options.graphsDir +
+                      "' does not exist (collect them first: --command "
+                      "collect)");
+  }
+  if (command != "collect" && store->options().readOnly) {
+    return inputError("the cache '" + options.cacheRoot +
+                      "' is read-only (KILN_CACHE_READONLY): there is nowhere "
+                      "to put the compiled graphs");
   }
 
   double start = now();
@@ -214,6 +276,19 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
   if (!jobs) {
     return reportError(jobs.takeError());
   }
+  if (jobs->empty()) {
+    if (command == "compile") {
+      return inputError("no graphs were collected in '" + options.graphsDir +
+                        "' (collect them first: --command collect)");
+    }
+    if (collectStatus == 0) {
+      warning("the training command recorded no graph in '" +
+              options.graphsDir +
+              "': it ran no Kiln step (KILN_EXTRACT_GRAPHS_ONLY=1 makes every "
+              "step record its graph)");
+    }
+  }
+  *jobs = selectShard(std::move(*jobs), options);
   if (collectStatus != 0) {
     llvm::errs() << "kiln: error: precompile: the training command failed "
                     "during collection (exit status "

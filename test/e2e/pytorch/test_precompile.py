@@ -30,9 +30,9 @@ class PrecompileTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
-    def kiln(self, *args, check=True):
+    def kiln(self, *args, check=True, cwd=HERE):
         out = subprocess.run([KILN, "precompile", "--no-progress", *args], env=self.env,
-                             cwd=HERE, capture_output=True, text=True)
+                             cwd=cwd, capture_output=True, text=True)
         if check and out.returncode != 0:
             self.fail(f"kiln precompile {args} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
         return out
@@ -106,10 +106,57 @@ class PrecompileTest(unittest.TestCase):
         self.assertIn("1 failed", out.stdout)
         self.assertIn(broken[:16], out.stdout)
 
+    def test_clean_removes_only_collected_files(self):
+        # --graphs naming a project directory by mistake: its own files stay.
+        project = os.path.join(self.dir, "project")
+        os.makedirs(os.path.join(project, "src"))
+        for name in ("train.py", os.path.join("src", "model.py")):
+            with open(os.path.join(project, name), "w") as f:
+                f.write("print(1)\n")
+        self.kiln("--command", "collect", "--graphs", project, "--", *TRAIN)
+        collected = [f for f in os.listdir(project) if f.endswith((".kgraph.pb", ".flags"))]
+        self.assertEqual(len(collected), 4, collected)
+        out = self.kiln("--command", "clean", "--graphs", ".", check=False,
+                        cwd=project)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("removed 4 collected graph files", out.stdout)
+        self.assertIn("kept", out.stderr)
+        self.assertEqual(sorted(os.listdir(project)), ["src", "train.py"])
+        self.assertTrue(os.path.exists(os.path.join(project, "src", "model.py")))
+
+    def test_graph_compiled_but_not_cached_fails_the_run(self):
+        # A full cache disk (injected): the graphs compile, but nobody would
+        # find them, so precompile has not done its job.
+        self.env["KILN_CACHE_FAULT"] = "enospc@write"
+        report = os.path.join(self.dir, "report.json")
+        out = self.kiln("--report", report, "--", *TRAIN, check=False)
+        self.assertEqual(out.returncode, 1, out.stdout + out.stderr)
+        self.assertIn("2 graphs: 0 compiled", out.stdout)
+        self.assertIn("2 unpublished", out.stdout)
+        graphs = load_json(report)["graphs"]
+        self.assertEqual([g["status"] for g in graphs], ["unpublished"] * 2)
+        self.assertTrue(all("No space left on device" in g["error"] for g in graphs), graphs)
+
+    def test_nothing_collected_or_nothing_to_compile(self):
+        out = self.kiln("--", "true", check=False)
+        self.assertEqual(out.returncode, 0)
+        self.assertIn("warning: precompile: the training command recorded no graph", out.stderr)
+        missing = os.path.join(self.dir, "missing")
+        out = self.kiln("--command", "compile", "--graphs", missing, check=False)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("no graphs were collected", out.stderr)
+        out = self.kiln("--command", "compile", "--graphs", TRAIN[1], check=False)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("is not a directory", out.stderr)
+
     def test_bad_usage(self):
         out = self.kiln("--shard", "3/2", "--", "true", check=False)
         self.assertEqual(out.returncode, 2)
         self.assertIn("--shard", out.stderr)
+        for timeout in ("nan", "inf", "-1", "0"):
+            out = self.kiln("--timeout", timeout, "--", "true", check=False)
+            self.assertEqual(out.returncode, 2, timeout)
+            self.assertIn("--timeout", out.stderr)
         out = self.kiln(check=False)
         self.assertEqual(out.returncode, 2)
         self.assertIn("training command", out.stderr)
