@@ -90,20 +90,30 @@ llvm::Expected<Key> deriveKey(const proto::Graph &graph,
        t->name.str() + " cores=1 topology=" +
            (collective && options.worldSize > 1 ? "ring" : "single"),
        "target kind, cores per artifact and topology"});
-  for (auto &[name, value] : options.keyFields()) {
-    if (name == "world-size" || name == "bucket-bytes") {
-      continue; // keyed below, only where it changes the artifact
+  // Options every artifact depends on first, then those that change only
+  // the graphs with collectives, or only data-parallel compiles: "n/a"
+  // elsewhere, so that one graph compiled for one worker has one key.
+  for (const CompileOptionInfo &option : compileOptionTable()) {
+    if (option.key == KeyUse::Always) {
+      key.fields.push_back({"option." + option.name.str(), option.get(options),
+                            "compile option " + option.name.str()});
     }
-    key.fields.push_back({"option." + name, value, "compile option " + name});
   }
-  key.fields.push_back(
-      {"world-size", collective ? std::to_string(options.worldSize) : "n/a",
-       "data-parallel world size (only for graphs with collectives)"});
-  key.fields.push_back(
-      {"bucket-bytes",
-       collective && options.worldSize > 1 ? std::to_string(options.bucketBytes)
-                                           : "n/a",
-       "gradient bucket size (only for data-parallel compiles)"});
+  for (KeyUse use : {KeyUse::GroupSize, KeyUse::DataParallel}) {
+    bool applies = use == KeyUse::GroupSize
+                       ? collective
+                       : collective && options.worldSize > 1;
+    for (const CompileOptionInfo &option : compileOptionTable()) {
+      if (option.key == use) {
+        key.fields.push_back(
+            {option.name.str(), applies ? option.get(options) : "n/a",
+             option.help.str() +
+                 (use == KeyUse::GroupSize
+                      ? " (only for graphs with collectives)"
+                      : " (only for data-parallel compiles)")});
+      }
+    }
+  }
   key.fields.push_back(
       {"salt", salt.str(), "KILN_CACHE_SALT, for deliberate separation"});
   key.hex = hashFields(key.fields);

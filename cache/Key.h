@@ -11,7 +11,7 @@
 #ifndef KILN_CACHE_KEY_H
 #define KILN_CACHE_KEY_H
 
-#include "compiler/driver/CompileOptions.h"
+#include "compiler/target/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
 #include "runtime/artifact/Artifact.h"
 

@@ -14,7 +14,7 @@
 #ifndef KILN_COMPILER_DRIVER_COMPILER_H
 #define KILN_COMPILER_DRIVER_COMPILER_H
 
-#include "compiler/driver/CompileOptions.h"
+#include "compiler/target/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
 #include "runtime/artifact/Artifact.h"
 

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/reference/Kernels.h"
-#include "compiler/reference/Random.h"
+#include "compiler/target/Random.h"
 
 #include "dialects/kgraph/KGraphDialect.h"
 

@@ -14,7 +14,7 @@
 
 #include "passes/graph/OpClasses.h"
 
-#include "compiler/reference/Random.h"
+#include "compiler/target/Random.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"

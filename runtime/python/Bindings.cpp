@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cache/Key.h"
+#include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphFile.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/session/Session.h"
@@ -46,6 +47,7 @@ runtime::SessionOptions sessionOptions(const std::vector<std::string> &flags,
                                        const std::string &cacheRoot) {
   runtime::SessionOptions base;
   base.compile = take(CompileOptions::parse(flags));
+  base.compiler = kiln::compileToBytes;
   base.cacheRoot = cacheRoot;
   return take(runtime::SessionOptions::fromEnvironment(std::move(base)));
 }

@@ -2,7 +2,6 @@
 
 #include "runtime/session/Session.h"
 
-#include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphFile.h"
 #include "compiler/target/FloatFormats.h"
 #include "compiler/target/Isa.h"
@@ -65,6 +64,14 @@ std::optional<proto::TensorType> valueType(const proto::Graph &graph,
 llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
                                                   const SessionOptions &options,
                                                   cache::Stats &stats) {
+  cache::CompileFunction compile = options.compiler;
+  if (!compile) {
+    compile = [](const proto::Graph &graph, const CompileOptions &) {
+      return llvm::Expected<std::string>(llvm::createStringError(
+          "graph '" + graph.name() +
+          "' is not in the cache and this session was given no compiler"));
+    };
+  }
   std::string root = options.cacheRoot.empty() ? cache::Cache::defaultRoot()
                                                : options.cacheRoot;
   if (llvm::Error error = cache::checkRootUrl(root)) {
@@ -78,8 +85,8 @@ llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
       llvm::WithColor::warning(llvm::errs(), "kiln")
           << why << "; compiling in memory, nothing is cached\n";
     }
-    auto result = cache::Cache::compileUncached(graph, options.compile,
-                                                kiln::compileToBytes);
+    auto result =
+        cache::Cache::compileUncached(graph, options.compile, compile);
     ++stats.misses;
     if (result) {
       ++stats.compiles;
@@ -90,8 +97,7 @@ llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
     }
     return result;
   }
-  auto result = cache->getOrCompile(graph, options.compile,
-                                    kiln::compileToBytes);
+  auto result = cache->getOrCompile(graph, options.compile, compile);
   stats = cache->stats();
   return result;
 }

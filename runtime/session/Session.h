@@ -19,8 +19,8 @@
 #define KILN_RUNTIME_SESSION_SESSION_H
 
 #include "cache/Cache.h"
-#include "compiler/driver/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
+#include "compiler/target/CompileOptions.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/sim/Simulator.h"
 
@@ -35,6 +35,10 @@ namespace kiln::runtime {
 
 struct SessionOptions {
   CompileOptions compile;
+  /// Compiles a graph on a miss. The runtime does not link the compiler:
+  /// whoever opens sessions hands it over (the Python bindings and the CLI
+  /// pass kiln::compileToBytes). Without one, a miss is an error.
+  cache::CompileFunction compiler;
   /// The cache root; empty means KILN_CACHE_URL, else ~/.cache/kiln.
   std::string cacheRoot;
   /// Run the hazard checker on every step (slow; for debugging).

@@ -11,7 +11,7 @@
 #include "runtime/sim/Kernels.h"
 #include "runtime/sim/TileWalk.h"
 
-#include "compiler/reference/Random.h"
+#include "compiler/target/Random.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

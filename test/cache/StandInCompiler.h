@@ -14,7 +14,7 @@
 #ifndef KILN_TEST_CACHE_STANDINCOMPILER_H
 #define KILN_TEST_CACHE_STANDINCOMPILER_H
 
-#include "compiler/driver/CompileOptions.h"
+#include "compiler/target/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
 
 #include "llvm/Support/Error.h"

@@ -171,10 +171,10 @@ llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> raw,
       args.flags.insert(arg.str());
     } else if (compileOptions) {
       args.passThrough.push_back(arg.str());
-      bool takesValue =
-          !arg.contains('=') &&
-          (arg == "--target" || arg == "--auto-cast" || arg == "--world-size" ||
-           arg == "--bucket-bytes" || arg == "--sbuf-bytes");
+      // Every compile option takes a value; a prefix spelling (-O2)
+      // carries its own.
+      bool takesValue = !arg.contains('=') && arg.starts_with("--") &&
+                        lookupCompileOption(arg);
       if (takesValue && i + 1 < raw.size()) {
         args.passThrough.push_back(raw[++i]);
       }

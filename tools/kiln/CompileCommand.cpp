@@ -25,27 +25,38 @@ cl::opt<std::string> output("o",
                             cl::desc("Output (.kneff, or IR with --compile-to; "
                                      "default: stdout for IR)"),
                             cl::sub(compileCommand));
-cl::opt<std::string> targetName("target", cl::desc("trn1 (default) or trn2"),
-                                cl::sub(compileCommand));
-cl::opt<char> optLevel("O", cl::desc("Optimisation level: -O0, -O1 or -O2"),
-                       cl::Prefix, cl::sub(compileCommand));
-cl::opt<std::string> autoCast("auto-cast",
-                              cl::desc("none or bf16 (matmul inputs in bf16 "
-                                       "with f32 accumulation)"),
-                              cl::sub(compileCommand));
-cl::opt<int> worldSize("world-size",
-                       cl::desc("Workers of the data-parallel group"),
-                       cl::sub(compileCommand));
-cl::opt<int64_t> bucketBytes(
-    "bucket-bytes",
-    cl::desc("Largest gradient bucket one all-reduce averages (data-parallel "
-             "compiles)"),
-    cl::sub(compileCommand));
-cl::opt<int64_t> sbufBytes(
-    "sbuf-bytes",
-    cl::desc("SBUF bytes per partition the memory plan may use (default: the "
-             "target's); lower it to see or test spilling"),
-    cl::sub(compileCommand));
+/// One string option per compile option of the table (and one for its
+/// prefix spelling, -O2), handed to CompileOptions::parse like every other
+/// source of compile flags.
+struct CompileOptionFlag {
+  const CompileOptionInfo *option;
+  std::unique_ptr<cl::opt<std::string>> flag;
+};
+
+std::vector<CompileOptionFlag> &compileOptionFlags() {
+  static std::vector<CompileOptionFlag> flags = [] {
+    std::vector<CompileOptionFlag> made;
+    for (const CompileOptionInfo &option : compileOptionTable()) {
+      made.push_back({&option, std::make_unique<cl::opt<std::string>>(
+                                   llvm::StringRef(option.name), cl::desc(option.help),
+                                   cl::value_desc(option.valueName),
+                                   cl::sub(compileCommand))});
+      if (!option.prefix.empty()) {
+        made.push_back(
+            {&option, std::make_unique<cl::opt<std::string>>(
+                          llvm::StringRef(option.prefix),
+                          cl::desc(option.help),
+                          cl::value_desc(option.valueName), cl::Prefix,
+                          cl::sub(compileCommand))});
+      }
+    }
+    return made;
+  }();
+  return flags;
+}
+[[maybe_unused]] const bool compileOptionsRegistered =
+    !compileOptionFlags().empty();
+
 cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after a phase and print its IR: import, graph, tile, "
@@ -60,23 +71,11 @@ llvm::Expected<CompileOptions> options() {
     return opts.takeError();
   }
   std::vector<std::string> flags;
-  if (targetName.getNumOccurrences()) {
-    flags.push_back("--target=" + targetName);
-  }
-  if (optLevel.getNumOccurrences()) {
-    flags.push_back(std::string("-O") + optLevel.getValue());
-  }
-  if (autoCast.getNumOccurrences()) {
-    flags.push_back("--auto-cast=" + autoCast);
-  }
-  if (worldSize.getNumOccurrences()) {
-    flags.push_back("--world-size=" + std::to_string(worldSize));
-  }
-  if (bucketBytes.getNumOccurrences()) {
-    flags.push_back("--bucket-bytes=" + std::to_string(bucketBytes));
-  }
-  if (sbufBytes.getNumOccurrences()) {
-    flags.push_back("--sbuf-bytes=" + std::to_string(sbufBytes));
+  for (const CompileOptionFlag &given : compileOptionFlags()) {
+    if (given.flag->getNumOccurrences()) {
+      flags.push_back("--" + given.option->name.str() + "=" +
+                      given.flag->getValue());
+    }
   }
   return CompileOptions::parse(flags, *opts);
 }

@@ -10,7 +10,7 @@
 #ifndef KILN_TEST_COMPILER_DRIVER_DIFFERENTIAL_H
 #define KILN_TEST_COMPILER_DRIVER_DIFFERENTIAL_H
 
-#include "compiler/driver/CompileOptions.h"
+#include "compiler/target/CompileOptions.h"
 #include "compiler/graph/kgraph.pb.h"
 
 #include "llvm/ADT/StringMap.h"

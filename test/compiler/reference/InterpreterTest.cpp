@@ -3,7 +3,7 @@
 
 #include "compiler/reference/Interpreter.h"
 #include "compiler/graph/GraphConversion.h"
-#include "compiler/reference/Random.h"
+#include "compiler/target/Random.h"
 #include "test/support/TestSupport.h"
 
 #include "dialects/kgraph/KGraphDialect.h"

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_COMPILER_REFERENCE_RANDOM_H
-#define KILN_COMPILER_REFERENCE_RANDOM_H
+#ifndef KILN_COMPILER_TARGET_RANDOM_H
+#define KILN_COMPILER_TARGET_RANDOM_H
 
 #include <cstdint>
 
@@ -61,4 +61,4 @@ inline double dropoutThreshold(double p) {
 
 } // namespace kiln::reference
 
-#endif // KILN_COMPILER_REFERENCE_RANDOM_H
+#endif // KILN_COMPILER_TARGET_RANDOM_H
