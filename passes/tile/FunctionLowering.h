@@ -90,6 +90,7 @@ private:
   mlir::LogicalResult lowerCollective(mlir::Value input, mlir::Value output,
                                       llvm::StringRef kind);
   HbmView freshBuffer(mlir::Value result);
+  void dropUnwritten(mlir::Value value, const HbmView &view);
   void planInPlace();
   void planScatterInPlace(kgraph::ScatterRowsOp scatter, unsigned arg,
                           llvm::SmallPtrSetImpl<mlir::Value> &taken);

@@ -287,6 +287,15 @@ HbmView FunctionLowering::freshBuffer(Value result) {
   return viewOfBuffer(buffer, type);
 }
 
+/// Erases the buffer freshBuffer made for `value` when nothing wrote it.
+/// A planned destination stays: a concat's buffer is also its other parts'
+/// and the concat's own, whose writers still hold views of it.
+void FunctionLowering::dropUnwritten(Value value, const HbmView &view) {
+  if (!destinations.count(value) && !inPlace.count(value)) {
+    eraseIfUnused(view);
+  }
+}
+
 /// The group's values used outside it, each with the view it is stored to.
 llvm::SmallVector<LoopOutput>
 FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
@@ -396,9 +405,8 @@ FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
           })) {
         fusedReductions.insert(via);
       }
-    } else if (Operation *alloc = c.dst.buffer.getDefiningOp();
-               alloc && alloc->use_empty()) {
-      alloc->erase();
+    } else {
+      dropUnwritten(resultOf(c.op), c.dst);
     }
   }
   return success();
@@ -433,16 +441,11 @@ LogicalResult FunctionLowering::lowerChain(size_t k) {
     return success();
   }
   // The buffers made for the loop nest; the parts make their own.
-  auto discard = [&](Value value, const HbmView &view) {
-    if (!destinations.count(value) && !inPlace.count(value)) {
-      eraseIfUnused(view);
-    }
-  };
   for (const LoopOutput &out : outputs) {
-    discard(out.value, out.dst);
+    dropUnwritten(out.value, out.dst);
   }
   for (const LoopReduction &r : reductions) {
-    discard(r.op->getResult(0), r.dst);
+    dropUnwritten(r.op->getResult(0), r.dst);
   }
   declinedChains.insert(k);
   for (Operation *op : plan.ops) {
@@ -464,7 +467,7 @@ void FunctionLowering::bindLoopResults(
     if (out.stored) {
       lowering.bind(out.value, TensorOperand{std::nullopt, out.dst});
     } else {
-      eraseIfUnused(out.dst);
+      dropUnwritten(out.value, out.dst);
     }
   }
   for (const LoopReduction &r : reductions) {
@@ -472,7 +475,7 @@ void FunctionLowering::bindLoopResults(
       lowering.bind(r.op->getResult(0), TensorOperand{std::nullopt, r.dst});
       fusedReductions.insert(r.op);
     } else {
-      eraseIfUnused(r.dst);
+      dropUnwritten(r.op->getResult(0), r.dst);
     }
   }
   // A reshape only fused reductions read is done with them.

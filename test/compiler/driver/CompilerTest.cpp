@@ -1179,18 +1179,25 @@ TEST(CompilerTest, VariantTargetsCompileForTheirOwnLimits) {
   EXPECT_EQ(artifact->manifest.target(), name);
 }
 
-/// Seeded random graphs, shapes that are not multiples of 128 included.
-/// KILN_RANDOM_GRAPHS sets how many (the `differential-large` target runs
-/// twenty thousand) and KILN_RANDOM_FIRST_SEED the first seed (0), to explore
-/// graphs the runs before have not.
-TEST(CompilerTest, RandomGraphsMatchReference) {
-  int count = 1500, first = 0;
+/// The random-graph tests' seeds, [first, first + count): `count` unless
+/// KILN_RANDOM_GRAPHS sets it, from KILN_RANDOM_FIRST_SEED (0).
+std::pair<int, int> randomSeeds(int count) {
+  int first = 0;
   if (const char *env = std::getenv("KILN_RANDOM_GRAPHS")) {
     count = std::atoi(env);
   }
   if (const char *env = std::getenv("KILN_RANDOM_FIRST_SEED")) {
     first = std::atoi(env);
   }
+  return {first, count};
+}
+
+/// Seeded random graphs, shapes that are not multiples of 128 included.
+/// KILN_RANDOM_GRAPHS sets how many (the `differential-large` target runs
+/// twenty thousand) and KILN_RANDOM_FIRST_SEED the first seed (0), to explore
+/// graphs the runs before have not.
+TEST(CompilerTest, RandomGraphsMatchReference) {
+  auto [first, count] = randomSeeds(1500);
   for (int seed = first; seed < first + count; ++seed) {
     mlir::MLIRContext context;
     auto graph = randomGraph(context, seed);
@@ -1201,6 +1208,35 @@ TEST(CompilerTest, RandomGraphsMatchReference) {
     options.compile.optLevel = seed % 3;
     options.rtol = 1e-4; // chains of up to a dozen f32 ops
     options.atol = 5e-5; // matmuls: see OpTest
+    auto report = compileAndCompare(*graph, options);
+    ASSERT_TRUE(static_cast<bool>(report))
+        << "seed " << seed << ": " << llvm::toString(report.takeError());
+    ASSERT_TRUE(report->passed()) << "seed " << seed << ": " << report->worst;
+  }
+}
+
+/// Random graphs as data-parallel steps (randomGraph's gradients), compiled
+/// for groups of 2, 4 and 8 with gradient buckets from 256 bytes, smaller
+/// than most gradients, to 16 MiB, which holds them all. Packing a bucket,
+/// all-reducing it and unpacking its gradients changes no result: simulated
+/// alone, a worker's all-reduce averages its own gradients.
+TEST(CompilerTest, RandomGraphsAsDataParallelStepsMatchReference) {
+  static const int worldSizes[] = {2, 4, 8};
+  static const int64_t bucketBytes[] = {256, 1024, 4096, 16384, 65536,
+                                        int64_t(16) << 20};
+  auto [first, count] = randomSeeds(1000);
+  for (int seed = first; seed < first + count; ++seed) {
+    mlir::MLIRContext context;
+    auto graph = randomGraph(context, seed, /*gradients=*/true);
+    ASSERT_TRUE(static_cast<bool>(graph)) << "seed " << seed << ": "
+                                          << llvm::toString(graph.takeError());
+    DiffOptions options;
+    options.seed = seed;
+    options.compile.optLevel = seed % 3;
+    options.compile.bucketBytes = bucketBytes[(seed / 3) % 6];
+    options.compile.worldSize = worldSizes[(seed / 18) % 3];
+    options.rtol = 1e-4; // as RandomGraphsMatchReference
+    options.atol = 5e-5;
     auto report = compileAndCompare(*graph, options);
     ASSERT_TRUE(static_cast<bool>(report))
         << "seed " << seed << ": " << llvm::toString(report.takeError());

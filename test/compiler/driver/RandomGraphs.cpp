@@ -10,7 +10,7 @@
 namespace kiln::testing {
 
 llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
-                                         uint64_t seed) {
+                                         uint64_t seed, bool gradients) {
   std::mt19937_64 rng(seed * 7919 + 17);
   auto pick = [&](int n) {
     return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng));
@@ -32,6 +32,10 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
     cols = std::max<int64_t>(1, cols / 4);
   }
   std::vector<Tensor> pool{input({rows, cols})};
+  // The reductions before their broadcast, which `gradients` may mark too:
+  // a bias's gradient is a sum over rows, which layout assignment turns
+  // into a product with ones.
+  std::vector<Tensor> reduced;
   std::optional<Tensor> rngSeed;
   int64_t streams = 0;
   int steps = 4 + pick(9);
@@ -69,10 +73,12 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
       break;
     case 5: // reduction over the columns, kept
       y = pick(2) ? b.reduceSum(x, {1}, true) : b.reduceMax(x, {1}, true);
+      reduced.push_back(y);
       y = b.broadcast(y, {r, c});
       break;
     case 6: // reduction over the rows
       y = b.reduceMean(x, {0}, true);
+      reduced.push_back(y);
       y = b.broadcast(y, {r, c});
       break;
     case 7: { // matmul with a fresh weight; outputs stay at most 1000 wide
@@ -115,6 +121,22 @@ llvm::Expected<proto::Graph> randomGraph(mlir::MLIRContext &context,
   if (pool.size() > 2) {
     b.output("mid", pool[1 + pick(static_cast<int>(pool.size()) - 2)],
              proto::METRIC);
+  }
+  if (gradients) {
+    // One to five parameters, each updated by p - g / 2 with a value of
+    // the graph as its gradient g, a reduction half the time there is one;
+    // a value may be the gradient of several.
+    int parameters = 1 + pick(5);
+    for (int k = 0; k < parameters; ++k) {
+      Tensor g = !reduced.empty() && pick(2)
+                     ? reduced[pick(static_cast<int>(reduced.size()))]
+                     : pool[1 + pick(static_cast<int>(pool.size()) - 1)];
+      std::string name = "p" + std::to_string(k);
+      Tensor p = b.input(name, proto::F32, GraphBuilder::shapeOf(g),
+                         proto::PARAMETER);
+      Tensor step = b.mul(b.gradient(g, name), b.scalar(0.5));
+      b.output(name, b.sub(p, step), proto::UPDATED_PARAMETER, p);
+    }
   }
   return b.finishGraph();
 }

@@ -125,3 +125,26 @@ func.func @concat_in_place(%q: tensor<2x3x40x20xf32> {kgraph.name = "q", kgraph.
   %z = kgraph.concat %m, %e, %n {dim = 2 : i64} : (tensor<2x40x48xf32>, tensor<2x40x48xf32>, tensor<2x40x48xf32>) -> tensor<2x40x144xf32>
   return %z, %n : tensor<2x40x144xf32>, tensor<2x40x48xf32>
 }
+
+// A row sum (`ones[1, R] . V`, a bias's gradient) whose group's loop nest
+// does not fold it runs as a product of its own, into its part of a
+// concat (a data-parallel gradient bucket). The concat's buffer, which the
+// loop nest was offered for the sum, stays for the product and the exp.
+// CHECK-LABEL: func.func @row_sum_into_concat
+// CHECK: %[[Z:.*]] = ktile.alloc : memref<2112xf32, "hbm">
+// CHECK: ktile.matmul
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 64]>
+// CHECK: ktile.activation
+// CHECK: ktile.dma_copy %[[Z]], %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 256, dims = [1 x 16], pstride = 16>
+// CHECK-NOT: ktile.dma_copy
+// CHECK: return %[[Z]]
+func.func @row_sum_into_concat(%a: tensor<256x64xf32> {kgraph.name = "a", kgraph.role = "batch_input"}, %b: tensor<256x64xf32> {kgraph.name = "b", kgraph.role = "batch_input"}, %c: tensor<32x64xf32> {kgraph.name = "c", kgraph.role = "batch_input"}) -> (tensor<2112xf32> {kgraph.name = "z", kgraph.role = "metric"}) {
+  %ones = kgraph.constant dense<1.0> : tensor<1x256xf32>
+  %m = kgraph.mul %a, %b {kgraph.fusion = 0 : i64} : tensor<256x64xf32>, tensor<256x64xf32>
+  %s = kgraph.matmul %ones, %m : tensor<1x256xf32>, tensor<256x64xf32> -> tensor<1x64xf32>
+  %e = kgraph.exp %c {kgraph.fusion = 1 : i64} : tensor<32x64xf32>
+  %sr = kgraph.reshape %s : tensor<1x64xf32> -> tensor<64xf32>
+  %er = kgraph.reshape %e : tensor<32x64xf32> -> tensor<2048xf32>
+  %z = kgraph.concat %sr, %er {dim = 0 : i64} : (tensor<64xf32>, tensor<2048xf32>) -> tensor<2112xf32>
+  return %z : tensor<2112xf32>
+}
