@@ -5,8 +5,9 @@
 // environment (torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, mpirun's
 // OMPI_*/PMI_* variables) or by a file store on shared storage; connect()
 // rendezvous and returns the Gloo backend. Errors are llvm::Errors with one
-// line naming the rank and what went wrong: Gloo's exceptions stop here.
-// docs/distributed.md describes it.
+// line naming the rank and what went wrong: Gloo's exceptions stop here. A
+// failed collective also names the ranks it waited for, and every wait is
+// bounded by the World's timeout. docs/distributed.md describes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +56,8 @@ struct World {
   std::string fileStore;
   /// "torchrun", "mpirun", "env" or "single": who set the variables.
   std::string launcher = "single";
-  /// How long rendezvous and each collective may wait for a peer.
+  /// How long any wait for a peer may last: reaching the store, each of
+  /// its replies, the rendezvous, each connection and each collective.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun

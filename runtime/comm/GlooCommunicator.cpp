@@ -11,21 +11,105 @@
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/file_store.h"
-#include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <netdb.h>
+#include <optional>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 
 namespace kiln::comm {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Gloo's file store, asked without waiting whether keys are set (its
+/// wait() polls for at least a second before it gives up on a key).
+class FileStore : public gloo::rendezvous::FileStore {
+public:
+  using gloo::rendezvous::FileStore::FileStore;
+  using gloo::rendezvous::FileStore::check;
+};
+
+/// Whether `key` is set in `store` now, asking no later than `deadline`.
+bool isSet(gloo::rendezvous::Store &store, const std::string &key,
+           Clock::time_point deadline) {
+  if (auto *tcp = dynamic_cast<TcpStore *>(&store)) {
+    return tcp->lookup(key, deadline).has_value();
+  }
+  return static_cast<FileStore &>(store).check({key});
+}
+
+/// Sets `key` in `store`, giving up no later than `deadline`.
+void setKey(gloo::rendezvous::Store &store, const std::string &key,
+            const std::string &value, Clock::time_point deadline) {
+  if (auto *tcp = dynamic_cast<TcpStore *>(&store)) {
+    tcp->set(key, value, deadline);
+  } else {
+    store.set(key, std::vector<char>(value.begin(), value.end()));
+  }
+}
+
+/// The store as Gloo's connectFullMesh sees it: its keys under `prefix`,
+/// and every wait bounded by `timeout`, whatever timeout Gloo passes.
+/// connectFullMesh waits for each pair's connection five times its
+/// context's timeout; the context gets a fifth of KILN_COMM_TIMEOUT so that
+/// no connection waits longer than it, and the store waits, which Gloo
+/// bounds by that same context timeout (or by its own 30 s in get), keep
+/// the whole of it.
+class MeshStore : public gloo::rendezvous::Store {
+public:
+  MeshStore(gloo::rendezvous::Store &base, std::string prefix,
+            std::chrono::milliseconds timeout)
+      : base(base), prefix(std::move(prefix)), timeout(timeout) {}
+
+  void set(const std::string &key, const std::vector<char> &data) override {
+    base.set(prefix + key, data);
+  }
+  std::vector<char> get(const std::string &key) override {
+    base.wait({prefix + key}, timeout);
+    return base.get(prefix + key);
+  }
+  void wait(const std::vector<std::string> &keys) override {
+    base.wait(prefixed(keys), timeout);
+  }
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &) override {
+    base.wait(prefixed(keys), timeout);
+  }
+
+private:
+  std::vector<std::string> prefixed(const std::vector<std::string> &keys) {
+    std::vector<std::string> out;
+    for (const std::string &key : keys) {
+      out.push_back(prefix + key);
+    }
+    return out;
+  }
+
+  gloo::rendezvous::Store &base;
+  std::string prefix;
+  std::chrono::milliseconds timeout;
+};
+
+std::string oneLine(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  return message;
+}
+
+std::string joinKey(const std::string &prefix, int rank) {
+  return prefix + "join/" + std::to_string(rank);
+}
 
 class SingleCommunicator : public Communicator {
 public:
@@ -53,9 +137,11 @@ public:
 class GlooCommunicator : public Communicator {
 public:
   GlooCommunicator(World world, std::shared_ptr<gloo::Context> context,
-                   std::unique_ptr<gloo::rendezvous::Store> store)
+                   std::unique_ptr<gloo::rendezvous::Store> store,
+                   std::string prefix, std::string rank0)
       : world(std::move(world)), context(std::move(context)),
-        store(std::move(store)) {}
+        store(std::move(store)), prefix(std::move(prefix)),
+        rank0(std::move(rank0)) {}
 
   int rank() const override { return world.rank; }
   int size() const override { return world.size; }
@@ -65,6 +151,7 @@ public:
     if (count == 0) {
       return llvm::Error::success();
     }
+    uint32_t tag = nextTag++;
     try {
       gloo::AllreduceOptions opts(context);
       opts.setOutput(data, count);
@@ -72,11 +159,12 @@ public:
       void (*sum)(void *, const void *, const void *, size_t) =
           &gloo::sum<float>;
       opts.setReduceFunction(sum);
-      opts.setTag(nextTag++);
+      opts.setTag(tag);
       opts.setTimeout(world.timeout);
       gloo::allreduce(opts);
     } catch (const std::exception &e) {
-      return failure("all-reduce of " + std::to_string(count) + " floats", e);
+      return failure("all-reduce of " + std::to_string(count) + " floats", tag,
+                     e);
     }
     if (reduction == Reduction::Mean) {
       float scale = 1.0f / static_cast<float>(world.size);
@@ -92,60 +180,171 @@ public:
     if (bytes == 0) {
       return llvm::Error::success();
     }
+    uint32_t tag = nextTag++;
     try {
       gloo::AllgatherOptions opts(context);
       // Gloo only reads the input (its buffer type is not const).
       opts.setInput(const_cast<char *>(static_cast<const char *>(input)),
                     bytes);
       opts.setOutput(static_cast<char *>(output), bytes * world.size);
-      opts.setTag(nextTag++);
+      opts.setTag(tag);
       opts.setTimeout(world.timeout);
       gloo::allgather(opts);
     } catch (const std::exception &e) {
-      return failure("all-gather of " + std::to_string(bytes) + " bytes", e);
+      return failure("all-gather of " + std::to_string(bytes) + " bytes", tag,
+                     e);
     }
     return llvm::Error::success();
   }
 
   llvm::Error broadcast(void *data, size_t bytes, int root) override {
+    uint32_t tag = nextTag++;
     try {
       gloo::BroadcastOptions opts(context);
       opts.setOutput(static_cast<char *>(data), bytes);
       opts.setRoot(root);
-      opts.setTag(nextTag++);
+      opts.setTag(tag);
       opts.setTimeout(world.timeout);
       gloo::broadcast(opts);
     } catch (const std::exception &e) {
-      return failure("broadcast from rank " + std::to_string(root), e);
+      return failure("broadcast from rank " + std::to_string(root), tag, e);
     }
     return llvm::Error::success();
   }
 
   llvm::Error barrier() override {
+    uint32_t tag = nextTag++;
     try {
       gloo::BarrierOptions opts(context);
-      opts.setTag(nextTag++);
+      opts.setTag(tag);
       opts.setTimeout(world.timeout);
       gloo::barrier(opts);
     } catch (const std::exception &e) {
-      return failure("barrier", e);
+      return failure("barrier", tag, e);
     }
     return llvm::Error::success();
   }
 
 private:
-  llvm::Error failure(const std::string &what, const std::exception &e) {
-    // Gloo's messages span lines; ours is one.
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
+  llvm::Error failure(const std::string &what, uint32_t tag,
+                      const std::exception &e) {
+    std::string message = oneLine(e.what());
+    llvm::StringRef text(message);
+    bool timedOut = text.contains_insensitive("timed out") ||
+                    text.contains_insensitive("timeout");
+    std::string head =
+        what +
+        (timedOut ? " timed out after " +
+                        std::to_string(world.timeout.count() / 1000) + " s"
+                  : std::string(" failed")) +
+        " on " + world.describe();
+    std::optional<std::string> waited = waitedFor(tag);
+    if (!waited) {
+      return llvm::createStringError(
+          head + ": " + message +
+          " (a peer exited or stopped answering; see its log)");
+    }
+    if (waited->empty()) {
+      return llvm::createStringError(
+          head + ": " + message +
+          " (every other rank failed in it too; see their logs)");
+    }
     return llvm::createStringError(
-        what + " failed on " + world.describe() + ": " + message +
-        " (a peer exited or stopped answering; see its log)");
+        head + " waiting for " + *waited +
+        (timedOut ? std::string() : ": " + message));
+  }
+
+  /// "rank 2 (pid 4711 on host-a)", as rank 2 joined.
+  std::string identify(int rank, Clock::time_point deadline) {
+    std::string who = rank == 0 ? rank0 : "";
+    if (who.empty()) {
+      try {
+        std::string key = joinKey(prefix, rank);
+        if (auto *tcp = dynamic_cast<TcpStore *>(store.get())) {
+          who = tcp->lookup(key, deadline).value_or("");
+        } else if (isSet(*store, key, deadline)) {
+          std::vector<char> value = store->get(key);
+          who.assign(value.begin(), value.end());
+        }
+      } catch (const std::exception &) {
+      }
+    }
+    return "rank " + std::to_string(rank) +
+           (who.empty() ? "" : " (" + who + ")");
+  }
+
+  /// The ranks that collective `tag` waited for, named. Every rank whose
+  /// collective fails says so in the store and looks for the others'
+  /// reports for a while (they fail at about the same time: each waited
+  /// the same timeout); a rank that does not report is stopped, dead or
+  /// behind, and the others waited for it. A peer's own neighbour in the
+  /// ring is not enough: with three ranks and rank 1 stopped, rank 0 waits
+  /// on rank 2, which waits on rank 1. Empty when every rank reported;
+  /// nothing when this rank cannot report.
+  std::optional<std::string> waitedFor(uint32_t tag) {
+    auto grace = std::min<std::chrono::milliseconds>(world.timeout,
+                                                     std::chrono::seconds(10));
+    Clock::time_point end = Clock::now() + grace;
+    auto key = [&](int r) {
+      return prefix + "stalled/" + std::to_string(tag) + "/" +
+             std::to_string(r);
+    };
+    std::vector<int> silent;
+    for (int r = 0; r < world.size; ++r) {
+      if (r != world.rank) {
+        silent.push_back(r);
+      }
+    }
+    try {
+      setKey(*store, key(world.rank), std::to_string(::getpid()),
+             Clock::now() + grace);
+    } catch (const std::exception &) {
+      // Rank 0 serves a TCP store: it does not answer when rank 0 is
+      // stopped or gone.
+      if (world.rank == 0 || !dynamic_cast<TcpStore *>(store.get())) {
+        return std::nullopt;
+      }
+      return identify(0, Clock::now()) +
+             ", whose rendezvous store does not answer either";
+    }
+    // Named at the first look: rank 0, whose store this is, may exit
+    // once it has made its own diagnosis.
+    std::map<int, std::string> names;
+    try {
+      while (!silent.empty() && Clock::now() < end) {
+        std::vector<int> still;
+        for (int r : silent) {
+          if (!isSet(*store, key(r), Clock::now() + grace)) {
+            still.push_back(r);
+            if (!names.count(r)) {
+              names[r] = identify(r, Clock::now() + grace);
+            }
+          }
+        }
+        silent = std::move(still);
+        if (!silent.empty()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+      }
+    } catch (const std::exception &) {
+      // Rank 0 exited after its own report: the last look stands.
+    }
+    std::string list;
+    for (int r : silent) {
+      list += (list.empty() ? "" : ", ") +
+              (names.count(r) ? names[r] : "rank " + std::to_string(r));
+    }
+    return list;
   }
 
   World world;
   std::shared_ptr<gloo::Context> context;
   std::unique_ptr<gloo::rendezvous::Store> store;
+  /// This attempt's keys in the store.
+  std::string prefix;
+  /// Rank 0's identity, read at rendezvous: the store may not answer when
+  /// rank 0 is the rank waited for.
+  std::string rank0;
   uint32_t nextTag = 1;
 };
 
@@ -220,7 +419,7 @@ openStore(const World &world) {
                                      "': " + ec.message());
     }
     try {
-      return std::make_unique<gloo::rendezvous::FileStore>(dir);
+      return std::make_unique<FileStore>(dir);
     } catch (const std::exception &e) {
       return llvm::createStringError("rendezvous file store '" + dir +
                                      "': " + e.what());
@@ -236,18 +435,36 @@ openStore(const World &world) {
 }
 
 /// Every rank announces itself and waits for the others, so that a missing
-/// rank is named here rather than as a Gloo pair timeout.
-llvm::Error join(gloo::rendezvous::Store &store, const World &world,
-                 const std::string &prefix) {
-  std::string me = localHostName() + " pid " + std::to_string(::getpid());
+/// rank is named here rather than as a Gloo pair timeout. Returns how rank 0
+/// announced itself ("pid 4711 on host-a").
+llvm::Expected<std::string> join(gloo::rendezvous::Store &store,
+                                  const World &world,
+                                  const std::string &prefix) {
+  std::string me =
+      "pid " + std::to_string(::getpid()) + " on " + localHostName();
   std::vector<std::string> keys;
   for (int r = 0; r < world.size; ++r) {
-    keys.push_back(prefix + "join/" + std::to_string(r));
+    keys.push_back(joinKey(prefix, r));
   }
   try {
-    store.set(keys[world.rank], std::vector<char>(me.begin(), me.end()));
+    // A rank already in a store served on this port belongs to another
+    // job: a second group started on a busy MASTER_PORT reaches the first
+    // group's store from every rank but rank 0 (whose bind fails).
+    if (auto *tcp = dynamic_cast<TcpStore *>(&store)) {
+      if (std::optional<std::string> other =
+              tcp->setIfAbsent(keys[world.rank], me)) {
+        return llvm::createStringError(
+            "rendezvous failed on " + world.describe() +
+            ": the rendezvous store at " + tcp->address() +
+            " already has a rank " + std::to_string(world.rank) + " (" +
+            *other + "): another job on MASTER_PORT? pick a free port");
+      }
+    } else {
+      store.set(keys[world.rank], std::vector<char>(me.begin(), me.end()));
+    }
     store.wait(keys, world.timeout);
-    return llvm::Error::success();
+    std::vector<char> rank0 = store.get(keys[0]);
+    return std::string(rank0.begin(), rank0.end());
   } catch (const std::exception &e) {
     std::vector<std::string> missing;
     if (const auto *timeout = dynamic_cast<const StoreTimeout *>(&e)) {
@@ -255,17 +472,20 @@ llvm::Error join(gloo::rendezvous::Store &store, const World &world,
     } else if (!world.fileStore.empty()) {
       // The file store's timeout carries no list: ask which keys are absent
       // (files on shared storage outlive whoever wrote them).
-      for (const std::string &key : keys) {
-        try {
-          store.wait({key}, std::chrono::milliseconds(1));
-        } catch (...) {
-          missing.push_back(key);
+      try {
+        for (const std::string &key : keys) {
+          if (!isSet(store, key, Clock::now())) {
+            missing.push_back(key);
+          }
         }
+      } catch (const std::exception &) {
+        missing.clear();
       }
     }
     if (missing.empty()) {
       return llvm::createStringError("rendezvous failed on " +
-                                     world.describe() + ": " + e.what());
+                                     world.describe() + ": " +
+                                     oneLine(e.what()));
     }
     std::string ranks;
     for (const std::string &key : missing) {
@@ -301,8 +521,9 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
     return store.takeError();
   }
   std::string prefix = attemptPrefix();
-  if (auto e = join(**store, world, prefix)) {
-    return std::move(e);
+  llvm::Expected<std::string> rank0 = join(**store, world, prefix);
+  if (!rank0) {
+    return rank0.takeError();
   }
   gloo::transport::tcp::attr attr;
   if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
@@ -319,16 +540,19 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context =
         std::make_shared<gloo::rendezvous::Context>(world.rank, world.size);
-    context->setTimeout(world.timeout);
-    gloo::rendezvous::PrefixStore meshStore(prefix + "gloo", **store);
+    // See MeshStore: Gloo waits five times this for each connection.
+    context->setTimeout(std::max<std::chrono::milliseconds>(
+        world.timeout / 5, std::chrono::milliseconds(1)));
+    MeshStore meshStore(**store, prefix + "gloo/", world.timeout);
     context->connectFullMesh(meshStore, device);
+    context->setTimeout(world.timeout);
     return std::make_unique<GlooCommunicator>(world, std::move(context),
-                                              std::move(*store));
+                                              std::move(*store), prefix,
+                                              std::move(*rank0));
   } catch (const std::exception &e) {
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
     return llvm::createStringError("connecting the Gloo mesh failed on " +
-                                   world.describe() + ": " + message);
+                                   world.describe() + ": " +
+                                   oneLine(e.what()));
   }
 }
 

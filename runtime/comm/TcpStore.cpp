@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <netdb.h>
-#include <optional>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,54 +19,120 @@ namespace kiln::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Deadline = TcpStore::Deadline;
 
-/// Repeats `io` (a send or a recv of up to n bytes at p) until `size` bytes
-/// have moved; false on end of stream or an error.
-template <typename Io> bool transferAll(char *p, size_t size, Io io) {
-  while (size > 0) {
-    ssize_t n = io(p, size);
-    if (n < 0 && errno == EINTR) {
-      continue;
+/// What the client sends first and the server echoes: another service on
+/// the port answers something else, or nothing.
+constexpr const char kGreeting[] = "kiln-rendezvous-store-1";
+
+enum class Io { Done, Closed, TimedOut };
+
+/// Waits until `fd` is ready for `events` or `deadline` passes (a deadline
+/// of Deadline::max() waits as long as it takes).
+Io awaitReady(int fd, short events, Deadline deadline) {
+  while (true) {
+    int wait = -1;
+    if (deadline != Deadline::max()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      if (left.count() <= 0) {
+        return Io::TimedOut;
+      }
+      wait = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
     }
-    if (n <= 0) {
-      return false;
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, wait);
+    if (rc > 0) {
+      return Io::Done;
     }
-    p += n;
-    size -= static_cast<size_t>(n);
+    if (rc == 0) {
+      return Io::TimedOut;
+    }
+    if (errno != EINTR) {
+      return Io::Closed;
+    }
   }
-  return true;
 }
 
-bool sendAll(int fd, const void *data, size_t size) {
-  return transferAll(const_cast<char *>(static_cast<const char *>(data)), size,
-                     [fd](char *p, size_t n) {
-                       return ::send(fd, p, n, MSG_NOSIGNAL);
+/// Repeats `io` (a send or a recv of up to n bytes at p) until `size` bytes
+/// have moved, waiting for the socket (blocking or not) until `deadline`.
+template <typename IoFn>
+Io transferAll(int fd, short events, char *p, size_t size, Deadline deadline,
+               IoFn io) {
+  while (size > 0) {
+    ssize_t n = io(p, size);
+    if (n > 0) {
+      p += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return Io::Closed;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Io::Closed;
+    }
+    if (Io ready = awaitReady(fd, events, deadline); ready != Io::Done) {
+      return ready;
+    }
+  }
+  return Io::Done;
+}
+
+Io sendAll(int fd, const void *data, size_t size,
+           Deadline deadline = Deadline::max()) {
+  return transferAll(fd, POLLOUT,
+                     const_cast<char *>(static_cast<const char *>(data)), size,
+                     deadline, [fd](char *p, size_t n) {
+                       return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
                      });
 }
 
-bool recvAll(int fd, void *data, size_t size) {
-  return transferAll(static_cast<char *>(data), size,
-                     [fd](char *p, size_t n) { return ::recv(fd, p, n, 0); });
+Io recvAll(int fd, void *data, size_t size,
+           Deadline deadline = Deadline::max()) {
+  return transferAll(fd, POLLIN, static_cast<char *>(data), size, deadline,
+                     [fd](char *p, size_t n) {
+                       return ::recv(fd, p, n, MSG_DONTWAIT);
+                     });
 }
 
-bool sendBlob(int fd, const void *data, uint32_t size) {
-  uint32_t wire = htonl(size);
-  return sendAll(fd, &wire, 4) && sendAll(fd, data, size);
+Io sendBlob(int fd, const std::string &data,
+            Deadline deadline = Deadline::max()) {
+  uint32_t wire = htonl(static_cast<uint32_t>(data.size()));
+  Io io = sendAll(fd, &wire, 4, deadline);
+  return io == Io::Done ? sendAll(fd, data.data(), data.size(), deadline) : io;
 }
 
-bool recvBlob(int fd, std::string &out) {
+Io recvBlob(int fd, std::string &out, Deadline deadline = Deadline::max()) {
+  // Keys and values are addresses and names; a larger length is another
+  // protocol's bytes, not a size to allocate.
+  constexpr uint32_t kMaxBlob = 1u << 26;
   uint32_t wire = 0;
-  if (!recvAll(fd, &wire, 4)) {
-    return false;
+  if (Io io = recvAll(fd, &wire, 4, deadline); io != Io::Done) {
+    return io;
+  }
+  if (ntohl(wire) > kMaxBlob) {
+    return Io::Closed;
   }
   out.resize(ntohl(wire));
-  return recvAll(fd, out.data(), out.size());
+  return recvAll(fd, out.data(), out.size(), deadline);
+}
+
+std::string seconds(std::chrono::milliseconds t) {
+  return std::to_string(t.count() / 1000) + " s";
 }
 
 } // namespace
 
-// The map and its connections. Requests: 'S' key value -> 'k';
-// 'G' key -> 0, or 1 value.
+// The map and its connections. Every request is an op byte and blobs; every
+// reply a flag byte, then a blob where the op has one:
+//   'H' greeting        -> 1 greeting
+//   'S' key value       -> 1
+//   'G' key             -> 0, or 1 value
+//   'A' key value       -> 1 (set), or 0 value (already set: left as it was)
 class TcpStoreServer {
 public:
   ~TcpStoreServer() {
@@ -94,7 +160,7 @@ public:
       fd = ::socket(AF_INET, SOCK_STREAM, 0);
     }
     if (fd < 0) {
-      return llvm::createStringError(llvm::Twine("rendezvous store: socket: ") +
+      return llvm::createStringError(llvm::Twine("socket: ") +
                                      std::strerror(errno));
     }
     int one = 1, zero = 0;
@@ -117,10 +183,7 @@ public:
     if (rc != 0 || ::listen(fd, 1024) != 0) {
       std::string why = std::strerror(errno);
       ::close(fd);
-      return llvm::createStringError(
-          "rank 0 cannot serve the rendezvous store on port " +
-          std::to_string(port) + ": " + why +
-          " (another job on MASTER_PORT? pick a free port)");
+      return llvm::createStringError(why);
     }
     auto server = std::unique_ptr<TcpStoreServer>(new TcpStoreServer);
     server->listener = fd;
@@ -150,35 +213,47 @@ private:
     }
   }
 
+  /// Answers one request whose op and first blob have been read; false when
+  /// the connection is done.
+  bool answer(int c, char op, const std::string &key) {
+    if (op != 'H' && op != 'S' && op != 'G' && op != 'A') {
+      return false; // not a Kiln client
+    }
+    std::string value;
+    if (op == 'H') {
+      char flag = 1;
+      return sendAll(c, &flag, 1) == Io::Done &&
+             sendBlob(c, key) == Io::Done;
+    }
+    if ((op == 'S' || op == 'A') && recvBlob(c, value) != Io::Done) {
+      return false;
+    }
+    std::optional<std::string> found;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = data.find(key);
+      if (it != data.end()) {
+        found = it->second;
+      }
+      if (op == 'S' || (op == 'A' && !found)) {
+        data[key] = value;
+      }
+    }
+    char flag = op == 'S' || (op == 'A' && !found) || (op == 'G' && found);
+    if (sendAll(c, &flag, 1) != Io::Done) {
+      return false;
+    }
+    bool withValue = found && (op == 'G' || op == 'A');
+    return !withValue || sendBlob(c, *found) == Io::Done;
+  }
+
   void serve(int c) {
     int one = 1;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::string key, value;
+    std::string key;
     char op = 0;
-    while (recvAll(c, &op, 1) && recvBlob(c, key)) {
-      bool ok = false;
-      if (op == 'S' && recvBlob(c, value)) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          data[key] = value;
-        }
-        ok = sendAll(c, "k", 1);
-      } else if (op == 'G') {
-        std::optional<std::string> found;
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (auto it = data.find(key); it != data.end()) {
-            found = it->second;
-          }
-        }
-        char flag = found ? 1 : 0;
-        ok = sendAll(c, &flag, 1) &&
-             (!found || sendBlob(c, found->data(),
-                                 static_cast<uint32_t>(found->size())));
-      }
-      if (!ok) {
-        break;
-      }
+    while (recvAll(c, &op, 1) == Io::Done && recvBlob(c, key) == Io::Done &&
+           answer(c, op, key)) {
     }
     ::shutdown(c, SHUT_RDWR);
   }
@@ -192,6 +267,55 @@ private:
   std::map<std::string, std::string> data;
 };
 
+namespace {
+
+/// Connects a non-blocking socket to one of `host`'s addresses, waiting no
+/// later than `deadline`; -1 with `why` set when it cannot.
+int connectBefore(const std::string &host, int port, Deadline deadline,
+                  std::string &why) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc =
+      ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) {
+    why = std::string("cannot resolve: ") + ::gai_strerror(rc);
+    return -1;
+  }
+  int connected = -1;
+  for (addrinfo *a = found; a && connected < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK,
+                      a->ai_protocol);
+    if (fd < 0) {
+      continue;
+    }
+    int error = 0;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      error = errno;
+      // A host that drops the handshake leaves connect(2) waiting for
+      // minutes; the store's timeout is the bound.
+      if (error == EINPROGRESS) {
+        socklen_t length = sizeof(error);
+        Io ready = awaitReady(fd, POLLOUT, deadline);
+        if (ready == Io::TimedOut) {
+          error = ETIMEDOUT;
+        } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)) {
+          error = errno;
+        }
+      }
+    }
+    if (error == 0) {
+      connected = fd;
+    } else {
+      why = std::strerror(error);
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  return connected;
+}
+
+} // namespace
+
 llvm::Expected<std::unique_ptr<TcpStore>>
 TcpStore::open(const std::string &host, int port, bool serve,
                std::chrono::milliseconds timeout) {
@@ -201,50 +325,56 @@ TcpStore::open(const std::string &host, int port, bool serve,
   if (serve) {
     auto server = TcpStoreServer::listen(port);
     if (!server) {
-      return server.takeError();
+      return llvm::createStringError(
+          "cannot serve the rendezvous store at " + store->endpoint + ": " +
+          llvm::toString(server.takeError()) +
+          " (another job on MASTER_PORT? pick a free port)");
     }
     store->server = std::move(*server);
   }
   // Rank 0 may not be listening yet: retry until the deadline.
-  Clock::time_point deadline = Clock::now() + timeout;
+  Deadline deadline = Clock::now() + timeout;
   std::string why;
   auto pause = std::chrono::milliseconds(20);
-  while (true) {
-    addrinfo hints{}, *found = nullptr;
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                           &found);
-    if (rc != 0) {
-      why = std::string("cannot resolve: ") + ::gai_strerror(rc);
-    } else {
-      for (addrinfo *a = found; a; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd < 0) {
-          continue;
-        }
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          store->fd = fd;
-          break;
-        }
-        why = std::strerror(errno);
-        ::close(fd);
-      }
-      ::freeaddrinfo(found);
-    }
-    if (store->fd >= 0) {
-      int one = 1;
-      ::setsockopt(store->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      return store;
-    }
+  while ((store->fd = connectBefore(host, port, deadline, why)) < 0) {
     if (Clock::now() + pause > deadline) {
       return llvm::createStringError(
           "cannot reach the rendezvous store at " + store->endpoint +
-          " (served by rank 0) within " +
-          std::to_string(timeout.count() / 1000) + " s: " + why);
+          " (served by rank 0) within " + seconds(timeout) + ": " + why);
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
+  int one = 1;
+  ::setsockopt(store->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+  std::string echo;
+  char flag = 0;
+  Io io = sendAll(store->fd, "H", 1, deadline);
+  if (io == Io::Done) {
+    io = sendBlob(store->fd, kGreeting, deadline);
+  }
+  if (io == Io::Done) {
+    io = recvAll(store->fd, &flag, 1, deadline);
+  }
+  if (io == Io::Done) {
+    io = recvBlob(store->fd, echo, deadline);
+  }
+  if (io == Io::TimedOut) {
+    return llvm::createStringError(
+        "the rendezvous store at " + store->endpoint +
+        " did not answer within " + seconds(timeout) +
+        " (is rank 0 stopped, or another job's service on MASTER_PORT?)");
+  }
+  if (io != Io::Done || flag != 1 || echo != kGreeting) {
+    return llvm::createStringError(
+        "the service at " + store->endpoint +
+        " is not Kiln's rendezvous store (it " +
+        (io == Io::Closed ? "closed the connection" : "answered otherwise") +
+        " when greeted): another job's, or torchrun's own store, on "
+        "MASTER_PORT? pick a free port");
+  }
+  return store;
 }
 
 TcpStore::~TcpStore() {
@@ -253,45 +383,82 @@ TcpStore::~TcpStore() {
   }
 }
 
-void TcpStore::set(const std::string &key, const std::vector<char> &data) {
-  std::lock_guard<std::mutex> lock(requestMutex);
-  char ack = 0;
-  if (!sendAll(fd, "S", 1) ||
-      !sendBlob(fd, key.data(), static_cast<uint32_t>(key.size())) ||
-      !sendBlob(fd, data.data(), static_cast<uint32_t>(data.size())) ||
-      !recvAll(fd, &ack, 1)) {
-    throw gloo::IoException("rendezvous store at " + endpoint +
-                            " closed the connection (did rank 0 exit?)");
-  }
+TcpStore::Deadline TcpStore::requestDeadline() const {
+  return Clock::now() + timeout;
 }
 
-bool TcpStore::tryGet(const std::string &key, std::vector<char> &data) {
-  std::lock_guard<std::mutex> lock(requestMutex);
+void TcpStore::fail(bool timedOut) {
+  if (timedOut) {
+    unanswered = true;
+    throw gloo::IoException("rendezvous store at " + endpoint +
+                            " did not answer within " + seconds(timeout) +
+                            " (is rank 0 stopped?)");
+  }
+  throw gloo::IoException("rendezvous store at " + endpoint +
+                          " closed the connection (did rank 0 exit?)");
+}
+
+char TcpStore::request(char op, const std::vector<std::string> &blobs,
+                       Deadline deadline) {
+  if (unanswered) {
+    fail(true);
+  }
+  Io io = sendAll(fd, &op, 1, deadline);
+  for (size_t i = 0; i < blobs.size() && io == Io::Done; ++i) {
+    io = sendBlob(fd, blobs[i], deadline);
+  }
   char flag = 0;
-  if (!sendAll(fd, "G", 1) ||
-      !sendBlob(fd, key.data(), static_cast<uint32_t>(key.size())) ||
-      !recvAll(fd, &flag, 1)) {
-    throw gloo::IoException("rendezvous store at " + endpoint +
-                            " closed the connection (did rank 0 exit?)");
+  if (io == Io::Done) {
+    io = recvAll(fd, &flag, 1, deadline);
   }
-  if (!flag) {
-    return false;
+  if (io != Io::Done) {
+    fail(io == Io::TimedOut);
   }
+  return flag;
+}
+
+std::string TcpStore::replyBlob(Deadline deadline) {
   std::string value;
-  if (!recvBlob(fd, value)) {
-    throw gloo::IoException("rendezvous store at " + endpoint +
-                            " closed the connection (did rank 0 exit?)");
+  if (Io io = recvBlob(fd, value, deadline); io != Io::Done) {
+    fail(io == Io::TimedOut);
   }
-  data.assign(value.begin(), value.end());
-  return true;
+  return value;
+}
+
+void TcpStore::set(const std::string &key, const std::string &data,
+                   Deadline deadline) {
+  std::lock_guard<std::mutex> lock(requestMutex);
+  request('S', {key, data}, deadline);
+}
+
+void TcpStore::set(const std::string &key, const std::vector<char> &data) {
+  set(key, std::string(data.begin(), data.end()), requestDeadline());
+}
+
+std::optional<std::string> TcpStore::setIfAbsent(const std::string &key,
+                                                 const std::string &data) {
+  std::lock_guard<std::mutex> lock(requestMutex);
+  Deadline deadline = requestDeadline();
+  if (request('A', {key, data}, deadline)) {
+    return std::nullopt;
+  }
+  return replyBlob(deadline);
+}
+
+std::optional<std::string> TcpStore::lookup(const std::string &key,
+                                            Deadline deadline) {
+  std::lock_guard<std::mutex> lock(requestMutex);
+  if (!request('G', {key}, deadline)) {
+    return std::nullopt;
+  }
+  return replyBlob(deadline);
 }
 
 std::vector<std::string>
 TcpStore::missing(const std::vector<std::string> &keys) {
   std::vector<std::string> absent;
-  std::vector<char> ignored;
   for (const std::string &key : keys) {
-    if (!tryGet(key, ignored)) {
+    if (!lookup(key, requestDeadline())) {
       absent.push_back(key);
     }
   }
@@ -300,9 +467,9 @@ TcpStore::missing(const std::vector<std::string> &keys) {
 
 std::vector<char> TcpStore::get(const std::string &key) {
   wait({key}, timeout);
-  std::vector<char> data;
-  tryGet(key, data);
-  return data;
+  std::optional<std::string> value = lookup(key, requestDeadline());
+  return value ? std::vector<char>(value->begin(), value->end())
+               : std::vector<char>();
 }
 
 void TcpStore::wait(const std::vector<std::string> &keys) {

@@ -7,6 +7,11 @@
 // client connection. Requests are length-prefixed; a missing key is polled
 // for until the deadline, and a timeout names the keys still missing.
 //
+// Every wait is bounded by the store's timeout (KILN_COMM_TIMEOUT): the
+// connection, each request's reply (a stopped rank 0 answers nothing) and
+// each wait for keys. A client greets the server first, so that another
+// service on the port (torchrun's own store, say) is named as such.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_COMM_TCPSTORE_H
@@ -20,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,12 +44,17 @@ class TcpStoreServer;
 
 class TcpStore : public gloo::rendezvous::Store {
 public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
   /// Connects to host:port, retrying until `timeout`; with `serve`, first
   /// serves the store on `port` (all interfaces) from this process.
   static llvm::Expected<std::unique_ptr<TcpStore>>
   open(const std::string &host, int port, bool serve,
        std::chrono::milliseconds timeout);
   ~TcpStore() override;
+
+  /// "host:port".
+  const std::string &address() const { return endpoint; }
 
   void set(const std::string &key, const std::vector<char> &data) override;
   /// Waits for the key (up to the store's timeout), like Gloo's FileStore.
@@ -52,15 +63,34 @@ public:
   void wait(const std::vector<std::string> &keys,
             const std::chrono::milliseconds &timeout) override;
 
+  /// Sets `key` to `data` unless it is set already, in one request; returns
+  /// the value it already held, if it did.
+  std::optional<std::string> setIfAbsent(const std::string &key,
+                                         const std::string &data);
+  /// Sets `key`, giving up at `deadline` (throws, as every request does).
+  void set(const std::string &key, const std::string &data,
+           Deadline deadline);
+  /// The value of `key` now, if it is set, asking until `deadline`.
+  std::optional<std::string> lookup(const std::string &key,
+                                    Deadline deadline);
   /// The keys of `keys` that are not set yet.
   std::vector<std::string> missing(const std::vector<std::string> &keys);
 
 private:
   TcpStore() = default;
-  bool tryGet(const std::string &key, std::vector<char> &data);
+  Deadline requestDeadline() const;
+  /// Sends one request (an op byte and blobs) and reads the reply's flag
+  /// byte; throws gloo::IoException naming the store when it cannot.
+  char request(char op, const std::vector<std::string> &blobs,
+               Deadline deadline);
+  std::string replyBlob(Deadline deadline);
+  [[noreturn]] void fail(bool timedOut);
 
   std::string endpoint;
   int fd = -1;
+  /// A request that timed out leaves its reply in flight: the connection
+  /// is not used again.
+  bool unanswered = false;
   std::mutex requestMutex;
   std::chrono::milliseconds timeout{0};
   std::unique_ptr<TcpStoreServer> server;

@@ -244,6 +244,81 @@ class DistributedTest(unittest.TestCase):
         self.assertIn("rendezvous timed out after 2 s on rank 0 of 2", out.stderr)
         self.assertIn("rank 1 did not join", out.stderr)
 
+    def launch(self, size, port, *args, env=None):
+        """`size` workers started without a launcher (RANK and WORLD_SIZE
+        set by hand) on MASTER_PORT `port`."""
+        env = dict(env or self.env, WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        return [subprocess.Popen([sys.executable, WORKER, "--batch", "8", *args],
+                                 env=dict(env, RANK=str(r)), cwd=HERE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+                for r in range(size)]
+
+    def wait_for(self, path, workers):
+        """Polls for `path` while every worker runs (the test's own bound is
+        the subprocess timeouts that follow)."""
+        while not os.path.exists(path):
+            for w in workers:
+                if w.poll() is not None:
+                    self.fail(f"a worker ended early ({w.returncode}): {w.stderr.read()[-3000:]}")
+            time.sleep(0.05)
+
+    def stop_all(self, workers):
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+            w.communicate()
+
+    def test_stopped_worker_is_named_by_the_collective_timeout(self):
+        # Rank 1 of 3 is stopped (SIGSTOP) mid-training. Rank 0 receives
+        # from rank 2 in the ring and rank 2 from rank 1; both time out, and
+        # both name rank 1, the rank they waited for.
+        env = dict(self.env, KILN_COMM_TIMEOUT="3")
+        pids, checkpoints = self.path("pids"), self.path("checkpoints")
+        os.mkdir(pids)
+        workers = self.launch(3, free_port(), "--steps", "400", "--step-delay", "0.05",
+                              "--pid-dir", pids, "--checkpoints", checkpoints, "--every", "2",
+                              env=env)
+        try:
+            self.wait_for(os.path.join(checkpoints, "step-00000004.kckpt"), workers)
+            with open(os.path.join(pids, "pid-1-0")) as f:
+                stopped = int(f.read())
+            os.kill(stopped, signal.SIGSTOP)
+            errors = {r: workers[r].communicate(timeout=300)[1] for r in (0, 2)}
+        finally:
+            self.stop_all(workers)
+        for r, error in errors.items():
+            self.assertNotEqual(workers[r].returncode, 0)
+            self.assertIn(f"timed out after 3 s on rank {r} of 3 waiting for rank 1 "
+                          f"(pid {stopped} on ", error)
+
+    def test_second_group_on_a_busy_port_fails_naming_it(self):
+        # Group A trains on MASTER_PORT; group B, started there too, fails on
+        # every rank within its timeout: rank 0 cannot serve the store, and
+        # rank 1 reaches A's store and finds its place taken.
+        port = free_port()
+        checkpoints = self.path("checkpoints")
+        first = self.launch(2, port, "--steps", "2000", "--step-delay", "0.05",
+                            "--checkpoints", checkpoints, "--every", "2")
+        try:
+            self.wait_for(os.path.join(checkpoints, "step-00000002.kckpt"), first)
+            second = self.launch(2, port, "--steps", "4",
+                                 env=dict(self.env, KILN_COMM_TIMEOUT="5"))
+            try:
+                errors = [w.communicate(timeout=300)[1] for w in second]
+            finally:
+                self.stop_all(second)
+            first_failed = [w.poll() not in (None, 0) for w in first]
+        finally:
+            self.stop_all(first)
+        self.assertEqual([w.returncode != 0 for w in second], [True, True], errors)
+        address = f"127.0.0.1:{port}"
+        self.assertIn(f"rank 0 of 2: cannot serve the rendezvous store at {address}: "
+                      "Address already in use", errors[0])
+        self.assertIn(f"rendezvous failed on rank 1 of 2: the rendezvous store at {address} "
+                      "already has a rank 1 (pid ", errors[1])
+        self.assertEqual(first_failed, [False, False], "group A failed")
+
     def test_file_store_rendezvous_without_a_launcher(self):
         env = dict(self.env, WORLD_SIZE="2", KILN_RENDEZVOUS="file:" + self.path("rdzv"))
         workers = [subprocess.Popen([sys.executable, WORKER, "--batch", "16", "--steps", "6",

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <future>
+#include <mutex>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
@@ -228,6 +231,122 @@ TEST_F(CommTest, UnreachableStoreIsOneLine) {
             std::string::npos)
       << message;
   EXPECT_EQ(message.find('\n'), std::string::npos);
+}
+
+TEST_F(CommTest, CollectiveTimeoutNamesTheRankWaitedFor) {
+  // Rank 1 joins, then never reaches the all-reduce (as if stopped). In
+  // the ring rank 0 receives from rank 2, which waits on rank 1: the error
+  // names rank 1, and not rank 2, which timed out alongside.
+  int port = freePort();
+  std::vector<World> worlds;
+  for (int r = 0; r < 3; ++r) {
+    worlds.push_back(tcpWorld(r, 3, port, 2));
+  }
+  std::mutex mutex;
+  std::condition_variable done;
+  int failed = 0;
+  std::vector<std::string> errors(3);
+  runGroup(worlds, [&](int rank,
+                       llvm::Expected<std::unique_ptr<Communicator>> comm) {
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    std::unique_lock<std::mutex> lock(mutex);
+    if (rank == 1) {
+      done.wait(lock, [&] { return failed == 2; });
+      return;
+    }
+    lock.unlock();
+    std::vector<float> x(1000, 1.0f);
+    llvm::Error error = (*comm)->allReduce(x.data(), x.size(), Reduction::Sum);
+    errors[rank] = llvm::toString(std::move(error));
+    lock.lock();
+    ++failed;
+    done.notify_all();
+  });
+  std::string pid = std::to_string(::getpid());
+  for (int r : {0, 2}) {
+    EXPECT_NE(errors[r].find("all-reduce of 1000 floats timed out after 2 s "
+                             "on rank " +
+                             std::to_string(r) + " of 3 waiting for rank 1 (pid " +
+                             pid + " on "),
+              std::string::npos)
+        << errors[r];
+    EXPECT_EQ(errors[r].find("rank 2 ("), std::string::npos) << errors[r];
+  }
+}
+
+TEST_F(CommTest, SecondGroupOnABusyPortNamesIt) {
+  // Group A holds the port; group B, started on it later, fails at once
+  // on every rank: rank 0 cannot serve the store, rank 1 finds its place
+  // in A's store taken.
+  int port = freePort();
+  std::vector<std::unique_ptr<Communicator>> first(2);
+  runGroup({tcpWorld(0, 2, port), tcpWorld(1, 2, port)},
+           [&](int rank, llvm::Expected<std::unique_ptr<Communicator>> comm) {
+             ASSERT_TRUE(static_cast<bool>(comm))
+                 << llvm::toString(comm.takeError());
+             first[rank] = std::move(*comm);
+           });
+  std::vector<std::string> errors(2);
+  runGroup({tcpWorld(0, 2, port, 2), tcpWorld(1, 2, port, 2)},
+           [&](int rank, llvm::Expected<std::unique_ptr<Communicator>> comm) {
+             ASSERT_FALSE(static_cast<bool>(comm));
+             errors[rank] = llvm::toString(comm.takeError());
+           });
+  std::string address = "127.0.0.1:" + std::to_string(port);
+  EXPECT_NE(errors[0].find("rank 0 of 2: cannot serve the rendezvous store at " +
+                           address + ": Address already in use"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rendezvous failed on rank 1 of 2: the rendezvous "
+                           "store at " +
+                           address + " already has a rank 1 (pid "),
+            std::string::npos)
+      << errors[1];
+  // Group A is undisturbed.
+  std::vector<float> sums = {0.0f, 1.0f};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      EXPECT_FALSE(static_cast<bool>(
+          first[r]->allReduce(&sums[r], 1, Reduction::Sum)));
+    });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(sums, (std::vector<float>{1.0f, 1.0f}));
+}
+
+TEST_F(CommTest, SilentServiceOnThePortTimesOut) {
+  // Something listens on MASTER_PORT but never answers (a stopped rank 0,
+  // another job's service): connecting gives up after the timeout. The
+  // test's own wait is a generous bound; closing the listener releases a
+  // connect that does not give up.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t length = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &length);
+  World w = tcpWorld(1, 2, ntohs(addr.sin_port), 1);
+  auto joined = std::async(std::launch::async, [&] {
+    auto comm = connect(w);
+    return comm ? std::string("connected")
+                : llvm::toString(comm.takeError());
+  });
+  bool gaveUp =
+      joined.wait_for(std::chrono::seconds(120)) == std::future_status::ready;
+  ::close(listener);
+  std::string message = joined.get();
+  EXPECT_TRUE(gaveUp) << "connect() waited past the timeout";
+  EXPECT_NE(message.find("rendezvous store at 127.0.0.1:" +
+                         std::to_string(ntohs(addr.sin_port)) +
+                         " did not answer within 1 s"),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(CommTest, FileStoreRendezvous) {
