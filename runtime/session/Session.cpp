@@ -2,6 +2,8 @@
 
 #include "runtime/session/Session.h"
 
+#include "cache/CollectedGraphs.h"
+
 #include "compiler/graph/GraphFile.h"
 #include "compiler/target/FloatFormats.h"
 #include "compiler/target/Isa.h"
@@ -122,73 +124,6 @@ SessionOptions::fromEnvironment(SessionOptions base) {
   return base;
 }
 
-llvm::Expected<std::string> defaultGraphsDir(llvm::StringRef cacheRoot) {
-  std::string root =
-      cacheRoot.empty() ? cache::Cache::defaultRoot() : cacheRoot.str();
-  auto store = cache::Store::open(root, cache::Store::optionsFromEnvironment());
-  if (!store) {
-    return store.takeError();
-  }
-  return store->subdir("collected");
-}
-
-llvm::Error recordGraph(const proto::Graph &graph,
-                        const CompileOptions &options, const cache::Key &key,
-                        llvm::StringRef dir) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
-    return llvm::createStringError("cannot create the graphs directory '" +
-                                   dir + "': " + ec.message());
-  }
-  // As traced, names and source locations included (they make precompile's
-  // report and errors readable); the key is over the canonical form anyway.
-  std::string serialized;
-  if (!graph.SerializeToString(&serialized)) {
-    return llvm::createStringError("cannot serialize graph '" + graph.name() +
-                                   "'");
-  }
-  const std::string *bytes = &serialized;
-  std::string flags;
-  for (const std::string &flag : options.toFlags()) {
-    flags += flag + "\n";
-  }
-  // The flags first: precompile takes a graph as collected once its
-  // .kgraph.pb exists, so that file is published last.
-  for (auto [suffix, content] :
-       {std::pair<const char *, const std::string *>{".flags", &flags},
-        {".kgraph.pb", bytes}}) {
-    llvm::SmallString<256> path(dir);
-    llvm::sys::path::append(path, key.hex + suffix);
-    if (llvm::sys::fs::exists(path)) {
-      continue;
-    }
-    llvm::SmallString<256> temp;
-    int fd = -1;
-    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
-            path + ".tmp-%%%%%%%%", fd, temp)) {
-      return llvm::createStringError("cannot write into '" + dir +
-                                     "': " + ec.message());
-    }
-    {
-      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-      out << *content;
-      out.flush();
-      if (out.has_error()) {
-        std::string message = out.error().message();
-        out.clear_error();
-        llvm::sys::fs::remove(temp);
-        return llvm::createStringError("cannot write '" + temp +
-                                       "': " + message);
-      }
-    }
-    if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
-      llvm::sys::fs::remove(temp);
-      return llvm::createStringError("cannot publish '" + path +
-                                     "': " + ec.message());
-    }
-  }
-  return llvm::Error::success();
-}
-
 llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
                                                        SessionOptions options) {
   std::unique_ptr<Session> session(new Session());
@@ -228,13 +163,16 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   if (o.collectOnly) {
     std::string dir = o.graphsDir;
     if (dir.empty()) {
-      auto fallback = defaultGraphsDir(o.cacheRoot);
-      if (!fallback) {
-        return fail(fallback.takeError());
+      auto store = cache::Store::open(
+          o.cacheRoot.empty() ? cache::Cache::defaultRoot() : o.cacheRoot,
+          cache::Store::optionsFromEnvironment());
+      if (!store) {
+        return fail(store.takeError());
       }
-      dir = *fallback;
+      dir = cache::defaultCollectedDir(*store);
     }
-    if (llvm::Error error = recordGraph(g, o.compile, session->cacheKey, dir)) {
+    if (llvm::Error error =
+            cache::recordGraph(g, o.compile, session->cacheKey.hex, dir)) {
       return fail(std::move(error));
     }
     return session;

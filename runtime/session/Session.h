@@ -58,15 +58,6 @@ struct SessionOptions {
   static llvm::Expected<SessionOptions> fromEnvironment(SessionOptions base);
 };
 
-/// Where collection mode puts graphs when nothing says otherwise.
-llvm::Expected<std::string> defaultGraphsDir(llvm::StringRef cacheRoot);
-
-/// Writes `graph` (canonical bytes) and its compile flags into `dir` as
-/// <key>.kgraph.pb and <key>.flags, atomically; a graph already there is
-/// left alone, so every worker of a job may record the same graph.
-llvm::Error recordGraph(const proto::Graph &graph, const CompileOptions &options,
-                        const cache::Key &key, llvm::StringRef dir);
-
 /// What one step did.
 struct StepStats {
   double modelledSeconds = 0;

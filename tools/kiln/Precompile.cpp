@@ -4,6 +4,7 @@
 #include "tools/kiln/ToolSupport.h"
 
 #include "cache/Cache.h"
+#include "cache/CollectedGraphs.h"
 #include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphFile.h"
 
@@ -51,22 +52,6 @@ int exitStatus(int status) {
     return 128 + WTERMSIG(status);
   }
   return 1;
-}
-
-std::vector<std::string> readFlags(llvm::StringRef path) {
-  std::vector<std::string> flags;
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    return flags; // a graph recorded without a sidecar: default options
-  }
-  llvm::SmallVector<llvm::StringRef> lines;
-  (*buffer)->getBuffer().split(lines, '\n', -1, false);
-  for (llvm::StringRef line : lines) {
-    if (!line.trim().empty()) {
-      flags.push_back(line.trim().str());
-    }
-  }
-  return flags;
 }
 
 /// Why the cache kept a compiled artifact in memory only: the last warning
@@ -300,23 +285,16 @@ llvm::Expected<int> collectGraphs(llvm::ArrayRef<std::string> command,
 
 llvm::Expected<std::vector<GraphJob>>
 listGraphs(const PrecompileOptions &options) {
-  std::vector<GraphJob> jobs;
-  std::error_code ec;
-  if (!llvm::sys::fs::is_directory(options.graphsDir)) {
-    return jobs; // nothing collected
+  auto collected = cache::listCollectedGraphs(options.graphsDir);
+  if (!collected) {
+    return collected.takeError();
   }
-  for (llvm::sys::fs::directory_iterator it(options.graphsDir, ec), end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef path = it->path();
-    if (!path.ends_with(".kgraph.pb")) {
-      continue;
-    }
+  std::vector<GraphJob> jobs;
+  for (cache::CollectedGraph &recorded : *collected) {
     GraphJob job;
-    job.path = path.str();
-    llvm::StringRef stem = llvm::sys::path::filename(path);
-    stem.consume_back(".kgraph.pb");
-    job.flags = readFlags((llvm::Twine(options.graphsDir) + "/" + stem + ".flags").str());
-    auto graph = graph::readGraphFile(path);
+    job.path = recorded.path;
+    job.flags = std::move(recorded.flags);
+    auto graph = graph::readGraphFile(job.path);
     auto compileOptions = CompileOptions::parse(job.flags);
     if (!graph || !compileOptions) {
       job.status = "failed";
@@ -328,8 +306,8 @@ listGraphs(const PrecompileOptions &options) {
       } else {
         job.error = llvm::toString(compileOptions.takeError());
       }
-      job.key = stem.str();
-      job.name = stem.str();
+      job.key = recorded.key;
+      job.name = recorded.key;
       jobs.push_back(std::move(job));
       continue;
     }
@@ -338,15 +316,11 @@ listGraphs(const PrecompileOptions &options) {
     if (!key) {
       job.status = "failed";
       job.error = llvm::toString(key.takeError());
-      job.key = stem.str();
+      job.key = recorded.key;
     } else {
       job.key = key->hex;
     }
     jobs.push_back(std::move(job));
-  }
-  if (ec) {
-    return llvm::createStringError("cannot list '" + options.graphsDir +
-                                   "': " + ec.message());
   }
   // Two files of one key (collected by different compiler builds, say) are
   // one compile.
@@ -377,18 +351,6 @@ std::vector<GraphJob> selectShard(std::vector<GraphJob> jobs,
     }
   }
   return mine;
-}
-
-bool isCollectedFileName(llvm::StringRef name) {
-  llvm::StringRef key = name.take_front(64);
-  llvm::StringRef rest = name.drop_front(64);
-  if (!cache::isKey(key) ||
-      !(rest.consume_front(".kgraph.pb") || rest.consume_front(".flags"))) {
-    return false;
-  }
-  // recordGraph stages each file as <name>.tmp-%%%%%%%% (createUniqueFile).
-  return rest.empty() || (rest.consume_front(".tmp-") && rest.size() == 8 &&
-                          llvm::all_of(rest, llvm::isHexDigit));
 }
 
 namespace {
@@ -442,7 +404,7 @@ removeOwnFiles(llvm::StringRef dir,
 } // namespace
 
 llvm::Expected<CleanResult> cleanGraphsDirectory(llvm::StringRef dir) {
-  auto result = removeOwnFiles(dir, isCollectedFileName);
+  auto result = removeOwnFiles(dir, cache::isCollectedFileName);
   if (!result || result->kept > 0) {
     return result;
   }

@@ -64,10 +64,6 @@ listGraphs(const PrecompileOptions &options);
 std::vector<GraphJob> selectShard(std::vector<GraphJob> jobs,
                                   const PrecompileOptions &options);
 
-/// Whether `name` is a file that collection writes: `<key>.kgraph.pb`,
-/// `<key>.flags`, or the `.tmp-XXXXXXXX` staging file of either.
-bool isCollectedFileName(llvm::StringRef name);
-
 /// What removing a directory's own files left behind.
 struct CleanResult {
   int removed = 0;
@@ -77,7 +73,7 @@ struct CleanResult {
   bool removedDirectory = false;
 };
 
-/// Removes the files collection wrote into `dir` (isCollectedFileName, and
+/// Removes the files collection wrote into `dir` (cache::isCollectedFileName,
 /// regular files only), then `dir` itself if nothing else is in it. Anything
 /// else is kept and counted.
 llvm::Expected<CleanResult> cleanGraphsDirectory(llvm::StringRef dir);

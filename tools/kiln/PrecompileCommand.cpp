@@ -9,7 +9,7 @@
 #include "tools/kiln/ToolSupport.h"
 
 #include "cache/Cache.h"
-#include "runtime/session/Session.h"
+#include "cache/CollectedGraphs.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -230,7 +230,7 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
   }
   options.cacheRoot = store->root().str();
   if (options.graphsDir.empty()) {
-    options.graphsDir = store->subdir("collected");
+    options.graphsDir = cache::defaultCollectedDir(*store);
   } else {
     llvm::SmallString<256> absolute(options.graphsDir);
     llvm::sys::fs::make_absolute(absolute);
