@@ -11,11 +11,16 @@ set(KILN_RUNTIME_LIBRARIES KilnArtifact KilnCache KilnComm KilnNpz KilnSession
 set(KILN_COMPILER_LIBRARIES KilnCompiler KilnGraphPasses KilnTilePasses
   KilnEnginePasses KilnEmit KilnReference KilnGraphConversion KilnDialects
   KilnKGraph KilnKTile KilnKisa MLIR)
+# Their tests build graphs and artifacts to feed them (the graph builder, the
+# artifact emitter, hence MLIR and the dialects), but compile nothing.
+set(KILN_RUNTIME_TESTS kiln-runtime-tests)
+set(KILN_PIPELINE_LIBRARIES KilnCompiler KilnGraphPasses KilnTilePasses
+  KilnEnginePasses KilnReference)
 
-# Appends to `path_var` the chain of targets from `target` to a compiler
-# library, if there is one.
-function(kiln_find_compiler_link target chain out_var)
-  if(target IN_LIST KILN_COMPILER_LIBRARIES)
+# Sets `out_var` to the chain of targets from `target` to one of
+# `forbidden`, if there is one.
+function(kiln_find_link target forbidden chain out_var)
+  if(target IN_LIST forbidden)
     set(${out_var} "${chain};${target}" PARENT_SCOPE)
     return()
   endif()
@@ -36,7 +41,7 @@ function(kiln_find_compiler_link target chain out_var)
     if(NOT link OR link MATCHES "NOTFOUND$" OR link IN_LIST chain)
       continue()
     endif()
-    kiln_find_compiler_link(${link} "${chain};${target}" found)
+    kiln_find_link(${link} "${forbidden}" "${chain};${target}" found)
     if(found)
       set(${out_var} "${found}" PARENT_SCOPE)
       return()
@@ -46,14 +51,19 @@ function(kiln_find_compiler_link target chain out_var)
 endfunction()
 
 function(kiln_check_layers)
-  foreach(library IN LISTS KILN_RUNTIME_LIBRARIES)
-    kiln_find_compiler_link(${library} "" found)
-    if(found)
-      list(REMOVE_ITEM found "")
-      string(REPLACE ";" " -> " path "${found}")
-      message(FATAL_ERROR "layering: ${library} links the compiler (${path}); "
-        "runtime/ and cache/ take a compile function instead "
-        "(cmake/KilnLayers.cmake)")
-    endif()
+  foreach(check "RUNTIME_LIBRARIES;COMPILER_LIBRARIES"
+                "RUNTIME_TESTS;PIPELINE_LIBRARIES")
+    list(GET check 0 users)
+    list(GET check 1 banned)
+    foreach(target IN LISTS KILN_${users})
+      kiln_find_link(${target} "${KILN_${banned}}" "" found)
+      if(found)
+        list(REMOVE_ITEM found "")
+        string(REPLACE ";" " -> " path "${found}")
+        message(FATAL_ERROR "layering: ${target} links the compiler (${path}); "
+          "runtime/ and cache/ take a compile function instead "
+          "(cmake/KilnLayers.cmake)")
+      endif()
+    endforeach()
   endforeach()
 endfunction()

@@ -63,7 +63,7 @@ build_sanitized() {
   # A clang tree under AddressSanitizer: the libFuzzer targets and the unit
   # tests, which the main tree's ctest runs from here.
   CC=clang-22 CXX=clang++-22 configure "$FUZZ_BUILD" -DKILN_ENABLE_FUZZERS=ON -DKILN_ENABLE_ASAN=ON
-  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import kiln-fuzz-artifact-loader kiln-unit-tests
+  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target kiln-fuzz-graph-import kiln-fuzz-artifact-loader kiln-unit-tests kiln-runtime-tests
 }
 
 main_job() {
