@@ -84,7 +84,8 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bucket-bytes", type=int, default=64 << 10,
-                        help="gradient bucket of the 4-core compile (small models fit one\n                        16 MiB bucket, which leaves nothing to overlap)")
+                        help="gradient bucket of the 4-core compile (small models fit one "
+                             "16 MiB bucket, which leaves nothing to overlap)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cache = tempfile.mkdtemp(prefix="kiln-bench-")
