@@ -34,6 +34,14 @@
 // compiled anew for the variant: which of the machine's limits bound the
 // step, and how far lifting them would take it.
 //
+// --random N adds the random-graph differential suite's first N graphs, as
+// single-worker graphs and as data-parallel steps of 4 workers with 64 KiB
+// buckets. --table FILE writes every artifact's modelled time and
+// instruction count; --against FILE compares this run with such a table
+// (bench/compiler/modelled-steps.txt is the one on record) and lists every
+// graph whose modelled step got slower: how a change to the compiler is
+// checked to cost no graph any modelled time.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/builder/GraphBuilder.h"
@@ -41,9 +49,11 @@
 #include "compiler/graph/GraphFile.h"
 #include "examples/cpp/MlpStep.h"
 #include "runtime/sim/Simulator.h"
+#include "test/compiler/driver/RandomGraphs.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +61,8 @@
 #include <map>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 using namespace kiln;
 
@@ -283,6 +295,13 @@ int printWhatIfs(const std::string &name, const proto::Graph &graph,
   return 0;
 }
 
+/// What one artifact models: the figures --table writes and --against reads.
+struct Figures {
+  double modelledMicroseconds = 0;
+  size_t instructions = 0;
+};
+using FigureTable = std::map<std::string, Figures>;
+
 struct BenchOptions {
   bool simulate = true, breakdown = false, checkHazards = false;
   bool whatIf = false;
@@ -291,6 +310,8 @@ struct BenchOptions {
   /// (their gradients all-reduced in the step).
   int worldSize = 1;
   std::string profileDir;
+  /// Where each artifact's figures go (--table, --against).
+  FigureTable *figures = nullptr;
 };
 
 int run(const std::string &name, llvm::Expected<proto::Graph> graph,
@@ -349,6 +370,9 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
     std::printf("  modelled %9.1f us  TensorE busy %5.1f %%  MFU %5.1f %%",
                 result->makespanSeconds * 1e6, 100 * tensorBusy,
                 100 * result->mfu);
+    if (bench.figures) {
+      (*bench.figures)[name] = {result->makespanSeconds * 1e6, instructions};
+    }
     if (!bench.profileDir.empty()) {
       std::string path = bench.profileDir + "/" + name + ".json";
       if (std::error_code ec =
@@ -379,6 +403,80 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
   return 0;
 }
 
+/// Writes `table` as lines of "name modelled-us instructions".
+bool writeTable(const FigureTable &table, const std::string &path) {
+  std::ofstream out(path);
+  out << "# kiln-bench-compile --table: graph, modelled step (us), "
+         "instructions\n";
+  for (const auto &[name, f] : table) {
+    out << name << " " << llvm::formatv("{0:f3}", f.modelledMicroseconds).str()
+        << " " << f.instructions << "\n";
+  }
+  return static_cast<bool>(out);
+}
+
+std::optional<FigureTable> readTable(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) {
+    return std::nullopt;
+  }
+  FigureTable table;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    Figures f;
+    if (line.empty() || line[0] == '#' ||
+        !(fields >> name >> f.modelledMicroseconds >> f.instructions)) {
+      continue;
+    }
+    table[name] = f;
+  }
+  return table;
+}
+
+/// Prints how this run's figures compare with `before`: every graph whose
+/// modelled step is slower, and a summary.
+void printComparison(const FigureTable &now, const FigureTable &before,
+                     const std::string &path) {
+  int slower = 0, faster = 0, same = 0, missing = 0;
+  double nowTotal = 0, beforeTotal = 0, worst = 1;
+  std::string worstName;
+  std::printf("\nagainst %s:\n", path.c_str());
+  for (const auto &[name, b] : before) {
+    auto it = now.find(name);
+    if (it == now.end()) {
+      ++missing;
+      continue;
+    }
+    double ratio = it->second.modelledMicroseconds / b.modelledMicroseconds;
+    nowTotal += it->second.modelledMicroseconds;
+    beforeTotal += b.modelledMicroseconds;
+    // Within a thousandth is the table's rounding, not the compiler.
+    if (ratio > 1.001) {
+      ++slower;
+      std::printf("  SLOWER %-28s %10.1f us -> %10.1f us  %.4fx\n",
+                  name.c_str(), b.modelledMicroseconds,
+                  it->second.modelledMicroseconds, ratio);
+      if (ratio > worst) {
+        worst = ratio;
+        worstName = name;
+      }
+    } else if (ratio < 0.999) {
+      ++faster;
+    } else {
+      ++same;
+    }
+  }
+  std::string worstText =
+      slower ? llvm::formatv(" (worst {0:f4}x: {1})", worst, worstName).str()
+             : "";
+  std::printf("  %d graphs slower%s, %d faster, %d the same, %d not run; "
+              "modelled time in all %.4fx\n",
+              slower, worstText.c_str(), faster, same, missing,
+              beforeTotal > 0 ? nowTotal / beforeTotal : 1.0);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -386,6 +484,8 @@ int main(int argc, char **argv) {
   bool builtin = true;
   bool wantF32 = true, wantBf16 = true;
   std::vector<std::pair<std::string, std::string>> files;
+  int randomGraphs = 0;
+  std::string tablePath, againstPath;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     if (arg == "--no-sim") {
@@ -406,6 +506,14 @@ int main(int argc, char **argv) {
                     .getAsInteger(10, benchOptions.worldSize) &&
                benchOptions.worldSize > 0) {
       ++i;
+    } else if (arg == "--random" && i + 1 < argc &&
+               !llvm::StringRef(argv[i + 1]).getAsInteger(10, randomGraphs) &&
+               randomGraphs >= 0) {
+      ++i;
+    } else if (arg == "--table" && i + 1 < argc) {
+      tablePath = argv[++i];
+    } else if (arg == "--against" && i + 1 < argc) {
+      againstPath = argv[++i];
     } else if (arg == "--profile" && i + 1 < argc) {
       benchOptions.profileDir = argv[++i];
     } else if (arg == "--no-builtin") {
@@ -424,10 +532,19 @@ int main(int argc, char **argv) {
           "usage: kiln-bench-compile [--no-sim] [--breakdown] [--what-if] "
           "[--no-builtin] [--bf16-only|--f32-only] [--runs N] "
           "[--world-size N] [--profile DIR] [--check-hazards] "
+          "[--random N] [--table FILE] [--against FILE] "
           "[--graph NAME=FILE]...\n");
       return 2;
     }
   }
+  std::optional<FigureTable> before;
+  if (!againstPath.empty() && !(before = readTable(againstPath))) {
+    std::fprintf(stderr, "kiln-bench-compile: cannot read '%s'\n",
+                 againstPath.c_str());
+    return 2;
+  }
+  FigureTable figures;
+  benchOptions.figures = &figures;
   mlir::MLIRContext context;
   CompileOptions f32, bf16;
   bf16.autoCast = "bf16";
@@ -445,6 +562,19 @@ int main(int argc, char **argv) {
     bench("bert-base-fwd", [&] { return encoder(context, 12, 768, 12); },
           bf16);
   }
+  // The differential suite's graphs: alone, and as data-parallel steps with
+  // buckets small enough to split them.
+  CompileOptions group = f32;
+  group.worldSize = 4;
+  group.bucketBytes = 64 << 10;
+  for (int seed = 0; seed < randomGraphs; ++seed) {
+    char tag[16];
+    std::snprintf(tag, sizeof tag, "%04d", seed);
+    bench(std::string("random-") + tag,
+          [&] { return testing::randomGraph(context, seed); }, f32);
+    bench(std::string("random-dp-") + tag,
+          [&] { return testing::randomGraph(context, seed, true); }, group);
+  }
   f32.worldSize = bf16.worldSize = benchOptions.worldSize;
   for (auto &[name, path] : files) {
     auto read = [&] { return graph::readGraphFile(path); };
@@ -459,5 +589,13 @@ int main(int argc, char **argv) {
               "timing only, hazard checker %s; graph files for %d worker%s)\n",
               benchOptions.runs, benchOptions.checkHazards ? "on" : "off",
               benchOptions.worldSize, benchOptions.worldSize > 1 ? "s" : "");
+  if (!tablePath.empty() && !writeTable(figures, tablePath)) {
+    std::fprintf(stderr, "kiln-bench-compile: cannot write '%s'\n",
+                 tablePath.c_str());
+    return 1;
+  }
+  if (before) {
+    printComparison(figures, *before, againstPath);
+  }
   return failures ? 1 : 0;
 }
