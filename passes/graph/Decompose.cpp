@@ -123,17 +123,51 @@ struct NllParts {
   Value oneHot; // [N, C] in the input's type, zero rows where ignored
 };
 
+/// `v` seen through reshapes: the value it views.
+Value throughReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    v = reshape.getInput();
+  }
+  return v;
+}
+
 NllParts nllParts(GraphEmitter &e, Value input, Value target,
                   int64_t ignoreIndex) {
   Type t = GraphEmitter::elementOf(input);
   llvm::ArrayRef<int64_t> is = GraphEmitter::shapeOf(input);
   int64_t classes = is.back(), rows = is.size() == 2 ? is[0] : 1;
+  Value valid, checked, ids;
+  {
+    // Each target picks its class id from the ids [C, 1] by an embedding
+    // lookup, whose gather DMA checks every index: a target outside [0, C)
+    // stops the step with an error naming it and its row (its partition),
+    // as PyTorch and the interpreter refuse it, where its one-hot row alone
+    // would be zero and its loss a silent 0. An ignored target, which may
+    // lie outside, looks up class 0. The ids are f32, exact below 2^24
+    // classes. The lookup reads the targets alone and is emitted where
+    // they are defined, so that nothing but the labels holds it up.
+    OpBuilder &b = e.builder();
+    OpBuilder::InsertionGuard guard(b);
+    Value source = throughReshapes(target);
+    if (Operation *def = source.getDefiningOp()) {
+      b.setInsertionPointAfter(def);
+    } else {
+      b.setInsertionPointToStart(llvm::cast<BlockArgument>(source).getOwner());
+    }
+    Value targets = e.reshape(source, {rows});
+    Type indexType = GraphEmitter::elementOf(targets);
+    Value counted = e.compare("ne", targets, e.scalar(ignoreIndex, indexType));
+    valid = e.cast(counted, t);
+    Value looked = targets;
+    if (ignoreIndex < 0 || ignoreIndex >= classes) {
+      looked = e.mul(targets, e.cast(counted, indexType));
+    }
+    ids = e.iota1d(classes, b.getF32Type());
+    checked = EmbeddingOp::create(b, e.location(),
+                                  e.reshape(ids, {classes, 1}), looked);
+  }
   Value logp = e.reshape(input, {rows, classes});
-  Value targets = e.reshape(target, {rows});
-  Type indexType = GraphEmitter::elementOf(targets);
-  Value valid = e.cast(
-      e.compare("ne", targets, e.scalar(ignoreIndex, indexType)), t);
-  Value hot = e.oneHot(targets, classes, t);
+  Value hot = e.cast(e.compare("eq", checked, e.reshape(ids, {1, classes})), t);
   hot = e.mul(hot, e.reshape(valid, {rows, 1}));
   Value picked = e.reduceSum(e.mul(hot, logp), {1}, false);
   return {e.sub(e.scalar(0.0, t), picked), valid, hot};

@@ -121,15 +121,21 @@ def KGraphDecompose : Pass<"kgraph-decompose", "mlir::func::FuncOp"> {
       one-hot arithmetic: a comparison of the indices with an `iota` gives a
       0/1 matrix that a `matmul` or a masked reduction contracts, at
       TensorE's full rate. `embedding` stays: a lookup of whole rows is a
-      gather DMA (`dma_gather`), which reads only the rows it picks.
+      gather DMA (`dma_gather`), which reads only the rows it picks. An
+      `nll_loss` target first looks its class id up in the ids `[C, 1]`
+      with an `embedding` (an ignored target looks up class 0), and the
+      one-hot rows compare the ids looked up: the gather checks the
+      targets.
     - `reduce_mean` is a sum times 1/n; `pow` is `exp(y log x)` (squares and
       square roots are spotted); the activation backwards are their formulas.
 
     Each rewrite computes what the reference interpreter computes for the op,
-    up to f32 re-association. Where the engines cannot check (a target index
-    out of range), the compiled step yields a zero row where the interpreter
-    reports an error; an embedding's gather stops the program with an error
-    naming the index, as the interpreter does.
+    up to f32 re-association. Where the engines cannot check (an index of
+    `gather`, `index_select`, `scatter_add` or `embedding_backward` out of
+    range), the compiled step yields a zero row where the interpreter
+    reports an error; the gathers of an embedding and of an `nll_loss`'s
+    targets stop the program with an error naming the index, as the
+    interpreter does.
   }];
 }
 

@@ -2,6 +2,7 @@
 that name the op and the model line, keys that do not depend on the
 process, collection mode, new batch shapes, resident parameters."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -135,6 +136,37 @@ class FrontEndTest(unittest.TestCase):
         self.assertIn("dma_gather", str(caught.exception))
         self.assertIn("partition 37 reads index 100000, outside [0, 100)",
                       str(caught.exception))
+
+    def test_class_label_out_of_range_is_a_clear_error(self):
+        # cross_entropy looks each label up with a gather DMA: a label
+        # outside the 4 classes stops the step naming it and its row, as
+        # eager PyTorch raises IndexError, instead of a finite loss. The
+        # lookup comes before any update, so the parameters stay as the
+        # first step left them.
+        torch.manual_seed(0)
+        model = models.MLP(16, 32, 4)
+        reference = copy.deepcopy(model)
+        step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1))
+        x, y = torch.randn(8, 16), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+        step(x, y)
+        for label in (4, -1, 1000):
+            bad = y.clone()
+            bad[4] = label
+            with self.subTest(label=label):
+                with self.assertRaises(IndexError):
+                    F.cross_entropy(reference(x), bad)
+                with self.assertRaises(kiln.KilnError) as caught:
+                    step(x, bad)
+                self.assertIn("dma_gather", str(caught.exception))
+                self.assertIn(f"partition 4 reads index {label}, outside [0, 4)",
+                              str(caught.exception))
+        torch_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+        for _ in range(2):
+            torch_opt.zero_grad()
+            loss = F.cross_entropy(reference(x), y)
+            loss.backward()
+            torch_opt.step()
+        self.assertAlmostEqual(float(step(x, y)), float(loss), delta=1e-4 * float(loss))
 
     def test_dropout_becomes_seeded_kgraph_dropout(self):
         model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.25), nn.Linear(8, 2))

@@ -55,6 +55,39 @@ func.func @embedding_backward_without_padding(%g: tensor<2x3x16xf32>, %ids: tens
   return %0 : tensor<50x16xf32>
 }
 
+// nll_loss: each target looks its class id up in the ids [C, 1] (an
+// embedding, whose gather DMA refuses a target outside [0, C)) where the
+// targets are defined, before the log-softmax; the one-hot rows
+// compare the ids looked up with the ids, and the loss is their masked
+// product with the log-probabilities. An ignored target (-100) looks up
+// class 0 instead: the targets times the 0/1 mask.
+// CHECK-LABEL: func.func @nll_loss
+// CHECK: %[[KEEP:.*]] = kgraph.compare "ne", %arg1
+// CHECK: %[[MASK:.*]] = kgraph.cast %[[KEEP]] : tensor<8xi1> -> tensor<8xi64>
+// CHECK: %[[LOOKED:.*]] = kgraph.mul %arg1, %[[MASK]] : tensor<8xi64>, tensor<8xi64>
+// CHECK: %[[IDS:.*]] = kgraph.iota {dim = 0 : i64} : tensor<4xf32>
+// CHECK: %[[TABLE:.*]] = kgraph.reshape %[[IDS]] : tensor<4xf32> -> tensor<4x1xf32>
+// CHECK: %[[CHECKED:.*]] = kgraph.embedding %[[TABLE]], %[[LOOKED]] : tensor<4x1xf32>, tensor<8xi64> -> tensor<8x1xf32>
+// CHECK: kgraph.reduce_max %arg0
+// CHECK: %[[ROW:.*]] = kgraph.reshape %[[IDS]] : tensor<4xf32> -> tensor<1x4xf32>
+// CHECK: %[[C:.*]] = kgraph.broadcast %[[CHECKED]]
+// CHECK: %[[R:.*]] = kgraph.broadcast %[[ROW]]
+// CHECK: kgraph.compare "eq", %[[C]], %[[R]] : tensor<8x4xf32>, tensor<8x4xf32>
+// CHECK-NOT: kgraph.nll_loss
+func.func @nll_loss(%x: tensor<8x4xf32>, %y: tensor<8xi64>) -> tensor<f32> {
+  %lp = kgraph.log_softmax %x {dim = 1} : tensor<8x4xf32>
+  %loss, %total = kgraph.nll_loss %lp, %y : tensor<8x4xf32>, tensor<8xi64> -> tensor<f32>, tensor<f32>
+  return %loss : tensor<f32>
+}
+// An ignored class within [0, C) is looked up as it is.
+// CHECK-LABEL: func.func @nll_loss_ignoring_a_class
+// CHECK-NOT: kgraph.mul
+// CHECK: kgraph.embedding %{{.*}}, %arg1 : tensor<4x1xf32>, tensor<8xi64> -> tensor<8x1xf32>
+func.func @nll_loss_ignoring_a_class(%lp: tensor<8x4xf32>, %y: tensor<8xi64>) -> tensor<f32> {
+  %loss, %total = kgraph.nll_loss %lp, %y {ignore_index = 0 : i64} : tensor<8x4xf32>, tensor<8xi64> -> tensor<f32>, tensor<f32>
+  return %loss : tensor<f32>
+}
+
 // A 2-D iota is a 1-D one, reshaped and broadcast.
 // CHECK-LABEL: func.func @iota
 // CHECK: %[[I:.*]] = kgraph.iota {dim = 0 : i64} : tensor<7xf32>
