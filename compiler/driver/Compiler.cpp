@@ -95,6 +95,9 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   tile_passes::ConvertKGraphToKTileOptions tiling;
   tiling.target = options.target;
   pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));
+  OpPassManager &tiles = pm.nest<func::FuncOp>();
+  tiles.addPass(tile_passes::createKTileFuseTensorScalars());
+  tiles.addPass(tile_passes::createKTileReuseDeadTiles());
   tile_passes::KTilePlanMemoryOptions plan;
   plan.target = options.target;
   plan.sbufBytes = options.sbufBytes;

@@ -16,12 +16,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/tile/Lowering.h"
+#include "passes/tile/Passes.h"
 
 #include "dialects/ktile/KTileDialect.h"
 
 using namespace mlir;
 
 namespace kiln::tile_passes {
+
+#define GEN_PASS_DEF_KTILEFUSETENSORSCALARS
+#include "passes/tile/Passes.h.inc"
 
 namespace {
 
@@ -215,5 +219,13 @@ void fuseTensorScalarPairs(func::FuncOp func) {
     alloc->erase();
   }
 }
+
+namespace {
+
+struct KTileFuseTensorScalars : impl::KTileFuseTensorScalarsBase<KTileFuseTensorScalars> {
+  void runOnOperation() override { fuseTensorScalarPairs(getOperation()); }
+};
+
+} // namespace
 
 } // namespace kiln::tile_passes

@@ -154,14 +154,6 @@ struct RowChainHooks {
 std::vector<PlannedRowChain> planRowChains(mlir::Block &body,
                                            const RowChainHooks &hooks);
 
-/// Joins each tensor_scalar whose f32 result only another tensor_scalar
-/// reads with that one, as one instruction with two ALU stages.
-void fuseTensorScalarPairs(mlir::func::FuncOp func);
-
-/// Writes each elementwise result over the source tile it alone reads for
-/// the last time, element for element, instead of a tile of its own.
-void reuseDeadTiles(mlir::func::FuncOp func);
-
 /// Stores the results `gathered` holds for `total` rows (row 128 t + p in
 /// column t of partition p), `rowStride` apart from `offset` in `dst`.
 void storeGathered(TileBuilder &tb, const HbmView &dst, int64_t offset,

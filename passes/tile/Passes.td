@@ -167,24 +167,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
       those are computed straight into their slice, seen through the
       inverse views.
 
-    Last, two `tensor_scalar`s through an f32 tile that only the second
-    reads (AdamW's `sqrt(v) / c + eps`, a layer norm's `1/n` and epsilon,
-    a dropout mask's scaling) become one instruction with two ALU stages,
-    `(src op0 s0) op1 s1`, when at most one of them takes a per-partition
-    scalar: the engines compute in f32, so the result is the same. A
-    first stage over a whole tile that several `tensor_scalar`s read in
-    column ranges (scores divided by the scale, then each head's row max
-    subtracted) joins each of them on its range.
-
-    Then an elementwise instruction (`tensor_tensor`, `tensor_scalar`,
-    `activation`, `tensor_copy`) that reads an SBUF tile of its result's
-    type for the last time, with the result's own access pattern, writes
-    the result over it instead of a tile of its own: each element is read
-    before it is written, and readers before it on other engines are
-    ordered by the engine phase's write-after-read dependencies. Fewer tiles
-    per iteration let the memory plan's rotating SBUF hold more iterations
-    at once, so loads run further ahead (AdamW's update allocated fifteen
-    tiles per iteration, where about eight are ever live).
+    The ktile-to-ktile rewrites that follow the lowering
+    (`ktile-fuse-tensor-scalars`, `ktile-reuse-dead-tiles`) are passes of
+    their own.
 
     An updated parameter or optimizer state (a result that aliases an
     argument) is written in place when its producer is an elementwise group
@@ -200,6 +185,43 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
            "Bytes per partition one tile iteration may use (half of what "
            "double buffering needs)">,
   ];
+}
+
+def KTileFuseTensorScalars
+    : Pass<"ktile-fuse-tensor-scalars", "mlir::func::FuncOp"> {
+  let summary = "Join two tensor_scalars through an f32 tile into one";
+  let description = [{
+    `tensor_scalar` has two ALU stages, `dst = (src op0 s0) op1 s1`, but the
+    lowering emits a group's ops one at a time. Two `tensor_scalar`s through
+    an f32 tile that only the second reads (AdamW's `sqrt(v) / c + eps`, a
+    layer norm's `1/n` and epsilon, a dropout mask's scaling) become one
+    instruction with both stages, when at most one of them takes a
+    per-partition scalar (the second's only on a floating-point source):
+    the engines compute in f32, so the result is the same, and an engine
+    pays one instruction's fixed cost and one pass over the elements
+    instead of two. A first stage over a whole tile that several
+    `tensor_scalar`s read in column ranges (scores divided by the scale,
+    then each head's row max subtracted) joins each of them on its range,
+    and the first stage's pass over the tile goes.
+  }];
+}
+
+def KTileReuseDeadTiles : Pass<"ktile-reuse-dead-tiles", "mlir::func::FuncOp"> {
+  let summary = "Write elementwise results over the tiles they read last";
+  let description = [{
+    An elementwise instruction (`tensor_tensor`, `tensor_scalar`,
+    `activation`, `tensor_copy`) that reads an SBUF tile of its result's
+    type for the last time, with the result's own access pattern, writes
+    the result over it instead of a tile of its own: each element is read
+    before it is written, and readers before it on other engines are
+    ordered by the engine phase's write-after-read dependencies. A result
+    that reads no such tile may take over a tile of its type that the op
+    just before it read for the last time, when it reads that op's result
+    (it waits for that op anyway). Fewer tiles per iteration let the memory
+    plan's rotating SBUF hold more iterations at once, so loads run further
+    ahead (AdamW's update allocated fifteen tiles per iteration, where
+    about eight are ever live).
+  }];
 }
 
 def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {

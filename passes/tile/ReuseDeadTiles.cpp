@@ -18,12 +18,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/tile/Lowering.h"
+#include "passes/tile/Passes.h"
 
 #include "dialects/ktile/KTileDialect.h"
 
 using namespace mlir;
 
 namespace kiln::tile_passes {
+
+#define GEN_PASS_DEF_KTILEREUSEDEADTILES
+#include "passes/tile/Passes.h.inc"
 
 namespace {
 
@@ -155,5 +159,13 @@ void reuseDeadTiles(func::FuncOp func) {
     previous = &op;
   }
 }
+
+namespace {
+
+struct KTileReuseDeadTiles : impl::KTileReuseDeadTilesBase<KTileReuseDeadTiles> {
+  void runOnOperation() override { reuseDeadTiles(getOperation()); }
+};
+
+} // namespace
 
 } // namespace kiln::tile_passes

@@ -230,8 +230,6 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
       }
     }
   }
-  fuseTensorScalarPairs(target);
-  reuseDeadTiles(target);
   return target;
 }
 

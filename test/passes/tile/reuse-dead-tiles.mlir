@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --convert-kgraph-to-ktile | FileCheck %s
+// RUN: kiln-opt %s --ktile-reuse-dead-tiles | FileCheck %s
 
 // An elementwise op writes its result over a source tile of the same type
 // that it reads for the last time: the loaded x takes exp(x), the loaded y
@@ -16,12 +16,22 @@
 // CHECK-NEXT: %[[C:.*]] = ktile.alloc : memref<128x256xbf16, "sbuf">
 // CHECK-NEXT: ktile.tensor_copy %[[C]], %[[Y]]
 // CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[C]]
-func.func @chain_in_place(%x: tensor<128x256xf32>, %y: tensor<128x256xf32>) -> tensor<128x256xbf16> {
-  %e = kgraph.exp %x {kgraph.fusion = 0 : i64} : tensor<128x256xf32>
-  %s = kgraph.mul %e, %y {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %t = kgraph.add %s, %e {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %c = kgraph.cast %t {kgraph.fusion = 0 : i64} : tensor<128x256xf32> -> tensor<128x256xbf16>
-  return %c : tensor<128x256xbf16>
+func.func @chain_in_place(%arg0: memref<128x256xf32, "hbm">, %arg1: memref<128x256xf32, "hbm">) -> memref<128x256xbf16, "hbm"> attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<128x256xbf16, "hbm">
+  %1 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.dma_copy %1, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "hbm">
+  %2 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.dma_copy %2, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "hbm">
+  %3 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.activation %3, %1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, func = "exp", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %4 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_tensor %4, %3, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, lhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op = "mul", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %5 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_tensor %5, %4, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, lhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op = "add", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %6 = ktile.alloc : memref<128x256xbf16, "sbuf">
+  ktile.tensor_copy %6, %5 {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xbf16, "sbuf">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %0, %6 {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xbf16, "hbm">, memref<128x256xbf16, "sbuf">
+  return %0 : memref<128x256xbf16, "hbm">
 }
 
 // A value the group stores after its last op is still to be read when the
@@ -32,10 +42,18 @@ func.func @chain_in_place(%x: tensor<128x256xf32>, %y: tensor<128x256xf32>) -> t
 // CHECK-NEXT: ktile.tensor_tensor %[[S]], %[[E]], %[[E]] {{.*}}op = "mul"
 // CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[E]]
 // CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[S]]
-func.func @stored_value_kept(%x: tensor<128x256xf32>) -> (tensor<128x256xf32>, tensor<128x256xf32>) {
-  %e = kgraph.exp %x {kgraph.fusion = 0 : i64} : tensor<128x256xf32>
-  %s = kgraph.mul %e, %e {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  return %e, %s : tensor<128x256xf32>, tensor<128x256xf32>
+func.func @stored_value_kept(%arg0: memref<128x256xf32, "hbm">) -> (memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">) attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<128x256xf32, "hbm">
+  %1 = ktile.alloc : memref<128x256xf32, "hbm">
+  %2 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.dma_copy %2, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "hbm">
+  %3 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.activation %3, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, func = "exp", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %4 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_tensor %4, %3, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, lhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op = "mul", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %0, %3 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %1, %4 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  return %0, %1 : memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">
 }
 
 // AdamW's second moment: v * beta2 + square(g * sqrt(c)), then its square
@@ -45,16 +63,24 @@ func.func @stored_value_kept(%x: tensor<128x256xf32>) -> (tensor<128x256xf32>, t
 // CHECK: ktile.activation %[[T:[0-9]+]], %{{[0-9]+}} {{.*}}func = "square"
 // CHECK-NEXT: ktile.tensor_tensor %[[V:[0-9]+]], %[[V]], %[[T]] {{.*}}op = "add"
 // CHECK-NEXT: ktile.activation %[[T]], %[[V]] {{.*}}func = "sqrt"
-func.func @second_moment_root(%g: tensor<128x256xbf16>, %v: tensor<128x256xf32>) -> (tensor<128x256xf32>, tensor<128x256xf32>) {
-  %beta2 = kgraph.constant dense<0.999> : tensor<f32>
-  %c = kgraph.constant dense<1.0e-03> : tensor<f32>
-  %gf = kgraph.cast %g {kgraph.fusion = 0 : i64} : tensor<128x256xbf16> -> tensor<128x256xf32>
-  %kept = kgraph.mul %v, %beta2 {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<f32>
-  %scaled = kgraph.mul %gf, %c {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<f32>
-  %t2 = kgraph.mul %scaled, %gf {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %v2 = kgraph.add %kept, %t2 {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %root = kgraph.sqrt %v2 {kgraph.fusion = 0 : i64} : tensor<128x256xf32>
-  return %v2, %root : tensor<128x256xf32>, tensor<128x256xf32>
+func.func @second_moment_root(%arg0: memref<128x256xbf16, "hbm">, %arg1: memref<128x256xf32, "hbm">) -> (memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">) attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<128x256xf32, "hbm">
+  %1 = ktile.alloc : memref<128x256xf32, "hbm">
+  %2 = ktile.alloc : memref<128x256xbf16, "sbuf">
+  ktile.dma_copy %2, %arg0 {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xbf16, "sbuf">, memref<128x256xbf16, "hbm">
+  %3 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.dma_copy %3, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "hbm">
+  %4 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_scalar %4, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op0 = "mul", scalar0 = 0.99900001287460327 : f64, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %5 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.activation %5, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, func = "square", scale = 0.031622777352684428 : f64, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xbf16, "sbuf">
+  %6 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_tensor %6, %4, %5 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, lhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op = "add", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %7 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.activation %7, %6 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, func = "sqrt", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %0, %6 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %1, %7 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  return %0, %1 : memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">
 }
 
 // An op that does not read the sum gets a tile of its own: taking over
@@ -64,13 +90,20 @@ func.func @second_moment_root(%g: tensor<128x256xbf16>, %v: tensor<128x256xf32>)
 // CHECK-NEXT: ktile.tensor_tensor %[[V:[0-9]+]], %[[V]], %[[T]] {{.*}}op = "add"
 // CHECK-NEXT: %[[O:[0-9]+]] = ktile.alloc : memref<128x256xf32, "sbuf">
 // CHECK-NEXT: ktile.tensor_scalar %[[O]], %{{[0-9]+}} {{.*}}op0 = "mul"
-func.func @independent_op_keeps_its_tile(%g: tensor<128x256xbf16>, %v: tensor<128x256xf32>) -> (tensor<128x256xf32>, tensor<128x256xf32>) {
-  %c = kgraph.constant dense<1.0e-03> : tensor<f32>
-  %two = kgraph.constant dense<2.0> : tensor<f32>
-  %gf = kgraph.cast %g {kgraph.fusion = 0 : i64} : tensor<128x256xbf16> -> tensor<128x256xf32>
-  %scaled = kgraph.mul %gf, %c {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<f32>
-  %t2 = kgraph.mul %scaled, %gf {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %v2 = kgraph.add %v, %t2 {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
-  %other = kgraph.mul %gf, %two {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<f32>
-  return %v2, %other : tensor<128x256xf32>, tensor<128x256xf32>
+func.func @independent_op_keeps_its_tile(%arg0: memref<128x256xbf16, "hbm">, %arg1: memref<128x256xf32, "hbm">) -> (memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">) attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<128x256xf32, "hbm">
+  %1 = ktile.alloc : memref<128x256xf32, "hbm">
+  %2 = ktile.alloc : memref<128x256xbf16, "sbuf">
+  ktile.dma_copy %2, %arg0 {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xbf16, "sbuf">, memref<128x256xbf16, "hbm">
+  %3 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.dma_copy %3, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "hbm">
+  %4 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.activation %4, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, func = "square", scale = 0.031622777352684428 : f64, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xbf16, "sbuf">
+  %5 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_tensor %5, %3, %4 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, lhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op = "add", rhs = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">, memref<128x256xf32, "sbuf">
+  %6 = ktile.alloc : memref<128x256xf32, "sbuf">
+  ktile.tensor_scalar %6, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>, op0 = "mul", scalar0 = 2.000000e+00 : f64, src = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "sbuf">, memref<128x256xbf16, "sbuf">
+  ktile.dma_copy %0, %5 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  ktile.dma_copy %1, %6 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 256], pstride = 256>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 256]>} : memref<128x256xf32, "hbm">, memref<128x256xf32, "sbuf">
+  return %0, %1 : memref<128x256xf32, "hbm">, memref<128x256xf32, "hbm">
 }

@@ -1,9 +1,16 @@
-// RUN: kiln-opt %s --convert-kgraph-to-ktile | FileCheck %s
-func.func @two_stages(%x: tensor<256x768xf32>, %s: tensor<f32>) -> tensor<256x768xf32> {
-  %eps = kgraph.constant dense<1.0e-08> : tensor<f32>
-  %d = kgraph.div %x, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  %e = kgraph.add %d, %eps {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  return %e : tensor<256x768xf32>
+// RUN: kiln-opt %s --ktile-fuse-tensor-scalars | FileCheck %s
+func.func @two_stages(%arg0: memref<256x768xf32, "hbm">, %arg1: memref<1xf32, "hbm">) -> memref<256x768xf32, "hbm"> attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<256x768xf32, "hbm">
+  %1 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %1, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>} : memref<128x1536xf32, "sbuf">, memref<256x768xf32, "hbm">
+  %2 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %2, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %3 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %3, %1, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "div", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  %4 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %4, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "add", scalar0 = 9.9999999392252903E-9 : f64, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %0, %4 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  return %0 : memref<256x768xf32, "hbm">
 }
 
 // Two tensor_scalars through an f32 tile that only the second reads are one
@@ -14,11 +21,18 @@ func.func @two_stages(%x: tensor<256x768xf32>, %s: tensor<f32>) -> tensor<256x76
 // CHECK: ktile.tensor_scalar %{{.*}}, %{{.*}}, %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "div", op1 = "add", scalar0 = 0.000000e+00 : f64, scalar1 = 9.9999999392252903E-9 : f64, scalar_operands = 1 : i64
 // CHECK-NOT: ktile.tensor_scalar
 // CHECK: return
-func.func @second_per_partition(%x: tensor<256x768xf32>, %s: tensor<f32>) -> tensor<256x768xf32> {
-  %two = kgraph.constant dense<2.0> : tensor<f32>
-  %d = kgraph.mul %x, %two {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  %e = kgraph.add %d, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  return %e : tensor<256x768xf32>
+func.func @second_per_partition(%arg0: memref<256x768xf32, "hbm">, %arg1: memref<1xf32, "hbm">) -> memref<256x768xf32, "hbm"> attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<256x768xf32, "hbm">
+  %1 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %1, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>} : memref<128x1536xf32, "sbuf">, memref<256x768xf32, "hbm">
+  %2 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %2, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %3 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %3, %1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "mul", scalar0 = 2.000000e+00 : f64, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">
+  %4 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %4, %3, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "add", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  ktile.dma_copy %0, %4 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  return %0 : memref<256x768xf32, "hbm">
 }
 
 // The second stage's per-partition scalar: scalar_operands = 2.
@@ -26,16 +40,35 @@ func.func @second_per_partition(%x: tensor<256x768xf32>, %s: tensor<f32>) -> ten
 // CHECK: ktile.tensor_scalar %{{.*}}, %{{.*}}, %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "mul", op1 = "add", scalar0 = 2.000000e+00 : f64, scalar1 = 0.000000e+00 : f64, scalar_operands = 2 : i64
 // CHECK-NOT: ktile.tensor_scalar
 // CHECK: return
-func.func @both_per_partition(%x: tensor<256x768xf32>, %s: tensor<f32>, %t: tensor<f32>) -> tensor<256x768xf32> {
-  %d = kgraph.div %x, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  %e = kgraph.add %d, %t {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  return %e : tensor<256x768xf32>
+func.func @both_per_partition(%arg0: memref<256x768xf32, "hbm">, %arg1: memref<1xf32, "hbm">, %arg2: memref<1xf32, "hbm">) -> memref<256x768xf32, "hbm"> attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<256x768xf32, "hbm">
+  %1 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %1, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>} : memref<128x1536xf32, "sbuf">, memref<256x768xf32, "hbm">
+  %2 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %2, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %3 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %3, %arg2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %4 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %4, %1, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "div", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  %5 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %5, %4, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "add", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  ktile.dma_copy %0, %5 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  return %0 : memref<256x768xf32, "hbm">
 }
-func.func @first_also_stored(%x: tensor<256x768xf32>, %s: tensor<f32>) -> (tensor<256x768xf32>, tensor<256x768xf32>) {
-  %eps = kgraph.constant dense<1.0e-08> : tensor<f32>
-  %d = kgraph.div %x, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  %e = kgraph.add %d, %eps {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  return %e, %d : tensor<256x768xf32>, tensor<256x768xf32>
+func.func @first_also_stored(%arg0: memref<256x768xf32, "hbm">, %arg1: memref<1xf32, "hbm">) -> (memref<256x768xf32, "hbm">, memref<256x768xf32, "hbm">) attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<256x768xf32, "hbm">
+  %1 = ktile.alloc : memref<256x768xf32, "hbm">
+  %2 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %2, %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>} : memref<128x1536xf32, "sbuf">, memref<256x768xf32, "hbm">
+  %3 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %3, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %4 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %4, %2, %3 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "div", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  %5 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %5, %4 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "add", scalar0 = 9.9999999392252903E-9 : f64, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %0, %4 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  ktile.dma_copy %1, %5 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  return %1, %0 : memref<256x768xf32, "hbm">, memref<256x768xf32, "hbm">
 }
 
 // An integer source (a comparison of token ids) keeps a second stage with
@@ -43,11 +76,16 @@ func.func @first_also_stored(%x: tensor<256x768xf32>, %s: tensor<f32>) -> (tenso
 // CHECK-LABEL: func.func @integer_source
 // CHECK: ktile.tensor_scalar {{.*}}op0 = "lt", scalar0
 // CHECK: ktile.tensor_scalar {{.*}}op0 = "mul", scalar0
-func.func @integer_source(%ids: tensor<256x768xi64>, %s: tensor<f32>) -> tensor<256x768xf32> {
-  %five = kgraph.constant dense<5> : tensor<i64>
-  %fiveb = kgraph.broadcast %five : tensor<i64> -> tensor<256x768xi64>
-  %lt = kgraph.compare "lt", %ids, %fiveb {kgraph.fusion = 1 : i64} : tensor<256x768xi64>, tensor<256x768xi64>
-  %f = kgraph.cast %lt {kgraph.fusion = 1 : i64} : tensor<256x768xi1> -> tensor<256x768xf32>
-  %e = kgraph.mul %f, %s {kgraph.fusion = 1 : i64} : tensor<256x768xf32>, tensor<f32>
-  return %e : tensor<256x768xf32>
+func.func @integer_source(%arg0: memref<256x768xi32, "hbm">, %arg1: memref<1xf32, "hbm">) -> memref<256x768xf32, "hbm"> attributes {ktile.target = "trn1"} {
+  %0 = ktile.alloc : memref<256x768xf32, "hbm">
+  %1 = ktile.alloc : memref<128x1536xi32, "sbuf">
+  ktile.dma_copy %1, %arg0 {dst = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1536]>, src = #kisa.ap<hbm, i32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>} : memref<128x1536xi32, "sbuf">, memref<256x768xi32, "hbm">
+  %2 = ktile.alloc : memref<128x1xf32, "sbuf">
+  ktile.dma_copy %2, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1]>} : memref<128x1xf32, "sbuf">, memref<1xf32, "hbm">
+  %3 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %3, %1 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "lt", scalar0 = 5.000000e+00 : f64, src = #kisa.ap<sbuf, i32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xi32, "sbuf">
+  %4 = ktile.alloc : memref<128x1536xf32, "sbuf">
+  ktile.tensor_scalar %4, %3, %2 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>, op0 = "mul", scalar0 = 0.000000e+00 : f64, scalar_operands = 1 : i64, scalars = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<128x1536xf32, "sbuf">, memref<128x1536xf32, "sbuf">, memref<128x1xf32, "sbuf">
+  ktile.dma_copy %0, %4 {dst = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 1536], pstride = 1536>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1536]>} : memref<256x768xf32, "hbm">, memref<128x1536xf32, "sbuf">
+  return %0 : memref<256x768xf32, "hbm">
 }
