@@ -168,6 +168,31 @@ class FrontEndTest(unittest.TestCase):
             torch_opt.step()
         self.assertAlmostEqual(float(step(x, y)), float(loss), delta=1e-4 * float(loss))
 
+    def test_a_step_that_fails_does_not_count(self):
+        # AdamW's bias correction and the per-step seeds read the step count:
+        # a step stopped by a bad label leaves it, as eager PyTorch's
+        # optimizer never sees a step that raised.
+        torch.manual_seed(0)
+        model = models.MLP(16, 32, 4)
+        reference = copy.deepcopy(model)
+        opt = kiln.optim.AdamW(lr=1e-2)
+        step = kiln.compile_step(model, F.cross_entropy, opt)
+        torch_opt = kiln.optim.torch_optimizer(opt, reference.parameters())
+        x, y = torch.randn(8, 16), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+        bad = y.clone()
+        bad[4] = 4
+        for i in range(3):
+            if i == 1:
+                with self.assertRaises(kiln.KilnError):
+                    step(x, bad)
+                self.assertEqual(step.steps, 1)
+            got = float(step(x, y))
+            torch_opt.zero_grad()
+            loss = F.cross_entropy(reference(x), y)
+            loss.backward()
+            torch_opt.step()
+            self.assertAlmostEqual(got, float(loss), delta=1e-4 * float(loss))
+
     def test_dropout_becomes_seeded_kgraph_dropout(self):
         model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.25), nn.Linear(8, 2))
         step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1))

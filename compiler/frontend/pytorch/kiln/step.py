@@ -99,18 +99,22 @@ class CompiledStep:
         """Runs one training step on `batch`; returns the loss (a 0-d tensor)."""
         batch = _check_batch(batch)
         compiled = self._compiled_for(batch)
-        self.steps += 1
+        # The step counts once it has run: a step that stops with an error (a
+        # label out of range, say) leaves the schedule and the per-step seeds
+        # where they were, as eager PyTorch leaves its optimizer's state.
+        step = self.steps + 1
         self._bind_state(compiled)
         session = compiled.session
-        hyper = self._spec.hyper(self.steps)
+        hyper = self._spec.hyper(step)
         for name, value in hyper.items():
             session.set_input("h." + name, _tensor_bytes(torch.tensor(value, dtype=torch.float32)))
         for i, tensor in enumerate(batch):
             session.set_input(f"b.{i}", _tensor_bytes(tensor))
         if compiled.has_seed:
-            seed = distributed.worker_seed(self._seed, self.world.rank, self.steps)
+            seed = distributed.worker_seed(self._seed, self.world.rank, step)
             session.set_input("seed", _tensor_bytes(torch.tensor(seed)))
         self.last_stats = session.run(self._trace_path)
+        self.steps = step
         self._trace_path = ""
         loss_type = compiled.outputs["loss"]
         return _tensor_from(session.read("loss"), *loss_type)
