@@ -4,6 +4,7 @@
 
 #include "gloo/common/error.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -255,7 +256,14 @@ private:
     while (recvAll(c, &op, 1) == Io::Done && recvBlob(c, key) == Io::Done &&
            answer(c, op, key)) {
     }
+    // Closed here, under the lock, so that the destructor never shuts down
+    // a descriptor number this one's close has handed to someone else; a
+    // job whose ranks reconnect after timeouts does not run out of them.
+    std::lock_guard<std::mutex> lock(mutex);
+    clients.erase(std::remove(clients.begin(), clients.end(), c),
+                  clients.end());
     ::shutdown(c, SHUT_RDWR);
+    ::close(c);
   }
 
   int listener = -1;

@@ -1,6 +1,7 @@
 //===- CommunicatorTest.cpp - rendezvous, Gloo collectives, the environment -===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/TcpStore.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -369,4 +370,39 @@ TEST_F(CommTest, FileStoreRendezvous) {
   });
   EXPECT_EQ(got, (std::vector<float>{2.0f, 2.0f}));
   llvm::sys::fs::remove_directories(dir);
+}
+
+/// The descriptors this process has open.
+static int openDescriptors() {
+  int count = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it("/proc/self/fd", ec), end;
+       it != end && !ec; it.increment(ec)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST_F(CommTest, StoreServerClosesTheConnectionsOfClientsThatLeft) {
+  // Ranks that time out reconnect: each connection the server kept after
+  // its client had gone would be a descriptor lost for the job's lifetime.
+  int port = freePort();
+  auto server = TcpStore::open("127.0.0.1", port, /*serve=*/true,
+                               std::chrono::seconds(10));
+  ASSERT_TRUE(static_cast<bool>(server)) << llvm::toString(server.takeError());
+  int before = openDescriptors();
+  for (int i = 0; i < 40; ++i) {
+    auto client = TcpStore::open("127.0.0.1", port, /*serve=*/false,
+                                 std::chrono::seconds(10));
+    ASSERT_TRUE(static_cast<bool>(client))
+        << llvm::toString(client.takeError());
+    (*client)->set("k" + std::to_string(i), std::string("v"),
+                   std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  }
+  // The server closes its side when it reads the end of a connection: wait
+  // for that (at most 5 s), then count.
+  for (int wait = 0; wait < 100 && openDescriptors() > before + 2; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LE(openDescriptors(), before + 2);
 }
