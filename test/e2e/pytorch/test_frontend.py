@@ -39,6 +39,15 @@ for hidden in (32, 24):  # two graphs: the warning is said once a process
 """
 
 
+def eager_step(torch_opt, reference, x, y):
+    """One eager PyTorch training step of `reference`; returns its loss."""
+    torch_opt.zero_grad()
+    loss = F.cross_entropy(reference(x), y)
+    loss.backward()
+    torch_opt.step()
+    return float(loss)
+
+
 class CumsumModel(nn.Module):
     def __init__(self):
         super().__init__()
@@ -105,11 +114,8 @@ class FrontEndTest(unittest.TestCase):
         for n in (8, 8, 5, 8):
             x, y = torch.randn(n, 16), torch.randint(0, 4, (n,))
             got = float(step(x, y))
-            torch_opt.zero_grad()
-            loss = F.cross_entropy(reference(x), y)
-            loss.backward()
-            torch_opt.step()
-            self.assertAlmostEqual(got, float(loss), delta=1e-4 * float(loss))
+            loss = eager_step(torch_opt, reference, x, y)
+            self.assertAlmostEqual(got, loss, delta=1e-4 * loss)
         self.assertEqual(len(step.keys), 2)
         step.copy_to(model)
         for (name, a), b in zip(model.named_parameters(), reference.parameters()):
@@ -162,11 +168,8 @@ class FrontEndTest(unittest.TestCase):
                               str(caught.exception))
         torch_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
         for _ in range(2):
-            torch_opt.zero_grad()
-            loss = F.cross_entropy(reference(x), y)
-            loss.backward()
-            torch_opt.step()
-        self.assertAlmostEqual(float(step(x, y)), float(loss), delta=1e-4 * float(loss))
+            loss = eager_step(torch_opt, reference, x, y)
+        self.assertAlmostEqual(float(step(x, y)), loss, delta=1e-4 * loss)
 
     def test_a_step_that_fails_does_not_count(self):
         # AdamW's bias correction and the per-step seeds read the step count:
@@ -187,11 +190,8 @@ class FrontEndTest(unittest.TestCase):
                     step(x, bad)
                 self.assertEqual(step.steps, 1)
             got = float(step(x, y))
-            torch_opt.zero_grad()
-            loss = F.cross_entropy(reference(x), y)
-            loss.backward()
-            torch_opt.step()
-            self.assertAlmostEqual(got, float(loss), delta=1e-4 * float(loss))
+            loss = eager_step(torch_opt, reference, x, y)
+            self.assertAlmostEqual(got, loss, delta=1e-4 * loss)
 
     def test_dropout_becomes_seeded_kgraph_dropout(self):
         model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.25), nn.Linear(8, 2))
