@@ -6,6 +6,7 @@ using namespace mlir;
 using namespace kiln::kgraph;
 
 #include "dialects/kgraph/KGraphDialect.cpp.inc"
+#include "dialects/kgraph/KGraphInterfaces.cpp.inc"
 
 void KGraphDialect::initialize() {
   addOperations<

@@ -13,6 +13,8 @@
 
 #include "dialects/kgraph/KGraphDialect.h.inc"
 
+#include "dialects/kgraph/KGraphInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/kgraph/KGraphOps.h.inc"
 

@@ -4,6 +4,7 @@
 #define KILN_KGRAPH_OPS_TD
 
 include "dialects/kgraph/KGraphBase.td"
+include "dialects/kgraph/KGraphInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -51,11 +52,16 @@ def KGraph_IotaOp : KGraph_PureOp<"iota"> {
 // Unary elementwise ops
 //===----------------------------------------------------------------------===//
 
+// `activation`: the activation function that computes the op, if one does.
 class KGraph_UnaryOp<string mnemonic, Type tensorType, string doc,
-                     list<Trait> traits = []>
+                     string activation = "", list<Trait> traits = []>
     : KGraph_PureOp<mnemonic, !listconcat(
-          [Elementwise, SameOperandsAndResultType], traits)> {
+          [Elementwise, SameOperandsAndResultType,
+           KGraph_EngineElementwiseOp], traits)> {
   let summary = doc;
+  let extraClassDeclaration = !if(!empty(activation), "",
+      "::llvm::StringRef getActivationFunction() { return \"" # activation #
+      "\"; }");
   let arguments = (ins tensorType:$input);
   let results = (outs tensorType:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
@@ -64,24 +70,24 @@ class KGraph_UnaryOp<string mnemonic, Type tensorType, string doc,
 def KGraph_NegOp : KGraph_UnaryOp<"neg", KGraph_NumericTensor, "-x"> {
   let hasFolder = 1;
 }
-def KGraph_AbsOp : KGraph_UnaryOp<"abs", KGraph_NumericTensor, "|x|">;
-def KGraph_SignOp : KGraph_UnaryOp<"sign", KGraph_NumericTensor, "-1, 0 or 1">;
-def KGraph_ExpOp : KGraph_UnaryOp<"exp", KGraph_FloatTensor, "e^x">;
-def KGraph_LogOp : KGraph_UnaryOp<"log", KGraph_FloatTensor, "natural logarithm">;
-def KGraph_Log1pOp : KGraph_UnaryOp<"log1p", KGraph_FloatTensor, "log(1 + x)">;
-def KGraph_SqrtOp : KGraph_UnaryOp<"sqrt", KGraph_FloatTensor, "square root">;
-def KGraph_RsqrtOp : KGraph_UnaryOp<"rsqrt", KGraph_FloatTensor, "1 / sqrt(x)">;
-def KGraph_ReciprocalOp : KGraph_UnaryOp<"reciprocal", KGraph_FloatTensor, "1 / x">;
-def KGraph_TanhOp : KGraph_UnaryOp<"tanh", KGraph_FloatTensor, "hyperbolic tangent">;
-def KGraph_SigmoidOp : KGraph_UnaryOp<"sigmoid", KGraph_FloatTensor, "1 / (1 + e^-x)">;
-def KGraph_ReluOp : KGraph_UnaryOp<"relu", KGraph_NumericTensor, "max(x, 0)">;
-def KGraph_ErfOp : KGraph_UnaryOp<"erf", KGraph_FloatTensor, "the error function">;
-def KGraph_SinOp : KGraph_UnaryOp<"sin", KGraph_FloatTensor, "sine">;
-def KGraph_CosOp : KGraph_UnaryOp<"cos", KGraph_FloatTensor, "cosine">;
+def KGraph_AbsOp : KGraph_UnaryOp<"abs", KGraph_NumericTensor, "|x|", "abs">;
+def KGraph_SignOp : KGraph_UnaryOp<"sign", KGraph_NumericTensor, "-1, 0 or 1", "sign">;
+def KGraph_ExpOp : KGraph_UnaryOp<"exp", KGraph_FloatTensor, "e^x", "exp">;
+def KGraph_LogOp : KGraph_UnaryOp<"log", KGraph_FloatTensor, "natural logarithm", "log">;
+def KGraph_Log1pOp : KGraph_UnaryOp<"log1p", KGraph_FloatTensor, "log(1 + x)", "log1p">;
+def KGraph_SqrtOp : KGraph_UnaryOp<"sqrt", KGraph_FloatTensor, "square root", "sqrt">;
+def KGraph_RsqrtOp : KGraph_UnaryOp<"rsqrt", KGraph_FloatTensor, "1 / sqrt(x)", "rsqrt">;
+def KGraph_ReciprocalOp : KGraph_UnaryOp<"reciprocal", KGraph_FloatTensor, "1 / x", "reciprocal">;
+def KGraph_TanhOp : KGraph_UnaryOp<"tanh", KGraph_FloatTensor, "hyperbolic tangent", "tanh">;
+def KGraph_SigmoidOp : KGraph_UnaryOp<"sigmoid", KGraph_FloatTensor, "1 / (1 + e^-x)", "sigmoid">;
+def KGraph_ReluOp : KGraph_UnaryOp<"relu", KGraph_NumericTensor, "max(x, 0)", "relu">;
+def KGraph_ErfOp : KGraph_UnaryOp<"erf", KGraph_FloatTensor, "the error function", "erf">;
+def KGraph_SinOp : KGraph_UnaryOp<"sin", KGraph_FloatTensor, "sine", "sin">;
+def KGraph_CosOp : KGraph_UnaryOp<"cos", KGraph_FloatTensor, "cosine", "cos">;
 def KGraph_NotOp : KGraph_UnaryOp<"not", KGraph_BoolTensor, "logical not">;
 
 def KGraph_GeluOp : KGraph_PureOp<"gelu",
-    [Elementwise, SameOperandsAndResultType]> {
+    [Elementwise, SameOperandsAndResultType, KGraph_EngineElementwiseOp]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `approximate = "none"`: `x * 0.5 * (1 + erf(x / sqrt(2)))`;
@@ -92,17 +98,27 @@ def KGraph_GeluOp : KGraph_PureOp<"gelu",
       DefaultValuedAttr<KGraph_GeluApproximation, "\"none\"">:$approximate);
   let results = (outs KGraph_FloatTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
+  let extraClassDeclaration = [{
+    ::llvm::StringRef getActivationFunction() {
+      return getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
 // Binary elementwise ops (NumPy broadcasting)
 //===----------------------------------------------------------------------===//
 
+// `alu`: the ALU op that computes the op; a binary op without one (pow) is
+// a composition the graph phase decomposes, not one the engines compute.
 class KGraph_BinaryOp<string mnemonic, Type tensorType, string doc,
-                      list<Trait> traits = []>
+                      string alu = "", list<Trait> traits = []>
     : KGraph_PureOp<mnemonic, !listconcat(
-          [SameOperandsAndResultElementType, InferTypeOpAdaptor], traits)> {
+          [SameOperandsAndResultElementType, InferTypeOpAdaptor],
+          !if(!empty(alu), [], [KGraph_EngineElementwiseOp]), traits)> {
   let summary = doc;
+  let extraClassDeclaration = !if(!empty(alu), "",
+      "::llvm::StringRef getAluOperation() { return \"" # alu # "\"; }");
   let description = [{
     Elementwise, with NumPy broadcasting of the two operands; both operands
     have the same element type.
@@ -113,32 +129,35 @@ class KGraph_BinaryOp<string mnemonic, Type tensorType, string doc,
 }
 
 def KGraph_AddOp : KGraph_BinaryOp<"add", KGraph_NumericTensor, "lhs + rhs",
-                                   [Commutative]> {
+                                   "add", [Commutative]> {
   let hasFolder = 1;
 }
-def KGraph_SubOp : KGraph_BinaryOp<"sub", KGraph_NumericTensor, "lhs - rhs"> {
+def KGraph_SubOp : KGraph_BinaryOp<"sub", KGraph_NumericTensor, "lhs - rhs",
+                                   "sub"> {
   let hasFolder = 1;
 }
 def KGraph_MulOp : KGraph_BinaryOp<"mul", KGraph_NumericTensor, "lhs * rhs",
-                                   [Commutative]> {
+                                   "mul", [Commutative]> {
   let hasFolder = 1;
 }
 def KGraph_DivOp : KGraph_BinaryOp<"div", KGraph_NumericTensor,
-    "lhs / rhs (true division for floats, truncating for integers)"> {
+    "lhs / rhs (true division for floats, truncating for integers)", "div"> {
   let hasFolder = 1;
 }
 def KGraph_PowOp : KGraph_BinaryOp<"pow", KGraph_FloatTensor, "lhs ^ rhs">;
 def KGraph_MaxOp : KGraph_BinaryOp<"max", KGraph_NumericTensor,
-    "elementwise maximum (NaN-propagating)", [Commutative]>;
+    "elementwise maximum (NaN-propagating)", "max", [Commutative]>;
 def KGraph_MinOp : KGraph_BinaryOp<"min", KGraph_NumericTensor,
-    "elementwise minimum (NaN-propagating)", [Commutative]>;
+    "elementwise minimum (NaN-propagating)", "min", [Commutative]>;
+// On 0/1 operands (the lowering normalises them), and is a product and or
+// a maximum.
 def KGraph_AndOp : KGraph_BinaryOp<"and", KGraph_BoolTensor, "logical and",
-                                   [Commutative]>;
+                                   "mul", [Commutative]>;
 def KGraph_OrOp : KGraph_BinaryOp<"or", KGraph_BoolTensor, "logical or",
-                                  [Commutative]>;
+                                  "max", [Commutative]>;
 
 def KGraph_CompareOp : KGraph_PureOp<"compare",
-    [SameTypeOperands, InferTypeOpAdaptor]> {
+    [SameTypeOperands, InferTypeOpAdaptor, KGraph_EngineElementwiseOp]> {
   let summary = "Elementwise comparison, giving i1";
   let description = [{
     `lhs <direction> rhs` with NumPy broadcasting; `direction` is one of
@@ -150,9 +169,14 @@ def KGraph_CompareOp : KGraph_PureOp<"compare",
   let results = (outs KGraph_BoolTensor:$output);
   let assemblyFormat =
       "$direction `,` $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  // The engines' comparison ALU ops have the directions' names.
+  let extraClassDeclaration = [{
+    ::llvm::StringRef getAluOperation() { return getDirection(); }
+  }];
 }
 
-def KGraph_SelectOp : KGraph_PureOp<"select", [InferTypeOpAdaptor]> {
+def KGraph_SelectOp : KGraph_PureOp<"select",
+    [InferTypeOpAdaptor, KGraph_EngineElementwiseOp]> {
   let summary = "where(condition, on_true, on_false), broadcasting all three";
   let arguments = (ins KGraph_BoolTensor:$condition, KGraph_Tensor:$on_true,
                    KGraph_Tensor:$on_false);
@@ -165,7 +189,8 @@ def KGraph_SelectOp : KGraph_PureOp<"select", [InferTypeOpAdaptor]> {
 // Type conversion and shape ops
 //===----------------------------------------------------------------------===//
 
-def KGraph_CastOp : KGraph_PureOp<"cast", [Elementwise, SameOperandsAndResultShape]> {
+def KGraph_CastOp : KGraph_PureOp<"cast",
+    [Elementwise, SameOperandsAndResultShape, KGraph_EngineElementwiseOp]> {
   let summary = "Element type conversion";
   let description = [{
     Float to float rounds to nearest even; float to integer truncates toward
@@ -450,8 +475,9 @@ def KGraph_LayerNormBackwardOp : KGraph_PureOp<"layer_norm_backward",
 }
 
 class KGraph_ActivationBackwardOp<string mnemonic, string doc,
-                                  dag extraArgs = (ins)>
-    : KGraph_PureOp<mnemonic, [SameOperandsAndResultType]> {
+                                  dag extraArgs = (ins),
+                                  list<Trait> traits = []>
+    : KGraph_PureOp<mnemonic, !listconcat([SameOperandsAndResultType], traits)> {
   let summary = doc;
   let arguments = !con((ins KGraph_FloatTensor:$grad_output,
                             KGraph_FloatTensor:$saved), extraArgs);
@@ -461,7 +487,8 @@ class KGraph_ActivationBackwardOp<string mnemonic, string doc,
 
 def KGraph_GeluBackwardOp : KGraph_ActivationBackwardOp<"gelu_backward",
     "gelu's gradient; saved is the forward input",
-    (ins DefaultValuedAttr<KGraph_GeluApproximation, "\"none\"">:$approximate)>;
+    (ins DefaultValuedAttr<KGraph_GeluApproximation, "\"none\"">:$approximate),
+    [KGraph_EngineElementwiseOp]>;
 def KGraph_TanhBackwardOp : KGraph_ActivationBackwardOp<"tanh_backward",
     "g * (1 - y^2); saved is the forward output">;
 def KGraph_SigmoidBackwardOp : KGraph_ActivationBackwardOp<"sigmoid_backward",
@@ -501,7 +528,8 @@ def KGraph_NllLossBackwardOp : KGraph_PureOp<"nll_loss_backward",
                        "type($grad_input)";
 }
 
-def KGraph_DropoutOp : KGraph_PureOp<"dropout", [InferTypeOpAdaptor]> {
+def KGraph_DropoutOp : KGraph_PureOp<"dropout",
+    [InferTypeOpAdaptor, KGraph_EngineElementwiseOp]> {
   let summary = "Dropout with an explicit seed: (output, keep-mask)";
   let description = [{
     Element `i` (row-major) is kept when `uniform(seed, stream, i) >= p`,

@@ -12,12 +12,7 @@ namespace kiln::graph_passes {
 /// fusion groups. Dropout is one too: its random numbers come from the
 /// element's row-major index, and both its results have its input's shape.
 inline bool isElementwise(mlir::Operation *op) {
-  using namespace kgraph;
-  return llvm::isa<NegOp, AbsOp, SignOp, ExpOp, LogOp, Log1pOp, SqrtOp,
-                   RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp, ReluOp, ErfOp,
-                   SinOp, CosOp, NotOp, GeluOp, AddOp, SubOp, MulOp, DivOp,
-                   MaxOp, MinOp, AndOp, OrOp, CompareOp, SelectOp, CastOp,
-                   GeluBackwardOp, DropoutOp>(op);
+  return llvm::isa<kgraph::EngineElementwiseOp>(op);
 }
 
 /// The fusion group `kgraph-fuse-elementwise` put `op` in, if any.

@@ -80,45 +80,16 @@ LoopSpace collapse(llvm::ArrayRef<int64_t> shape,
   return space;
 }
 
-const char *activationName(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case([](ExpOp) { return "exp"; })
-      .Case([](LogOp) { return "log"; })
-      .Case([](Log1pOp) { return "log1p"; })
-      .Case([](SqrtOp) { return "sqrt"; })
-      .Case([](RsqrtOp) { return "rsqrt"; })
-      .Case([](ReciprocalOp) { return "reciprocal"; })
-      .Case([](TanhOp) { return "tanh"; })
-      .Case([](SigmoidOp) { return "sigmoid"; })
-      .Case([](ReluOp) { return "relu"; })
-      .Case([](ErfOp) { return "erf"; })
-      .Case([](SinOp) { return "sin"; })
-      .Case([](CosOp) { return "cos"; })
-      .Case([](AbsOp) { return "abs"; })
-      .Case([](SignOp) { return "sign"; })
-      .Case([](GeluOp g) {
-        return g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
-      })
-      .Default([](Operation *) { return nullptr; });
+/// The activation function, or the ALU op, that computes `op` (the
+/// kgraph op declares it); empty when it has its own rule below.
+llvm::StringRef activationName(Operation *op) {
+  auto engine = llvm::dyn_cast<EngineElementwiseOp>(op);
+  return engine ? engine.getActivationFunction() : llvm::StringRef();
 }
 
-const char *aluName(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case([](AddOp) { return "add"; })
-      .Case([](SubOp) { return "sub"; })
-      .Case([](MulOp) { return "mul"; })
-      .Case([](DivOp) { return "div"; })
-      .Case([](MaxOp) { return "max"; })
-      .Case([](MinOp) { return "min"; })
-      .Case([](AndOp) { return "mul"; })
-      .Case([](OrOp) { return "max"; })
-      .Case([](CompareOp c) {
-        static const llvm::StringMap<const char *> names{
-            {"eq", "eq"}, {"ne", "ne"}, {"lt", "lt"},
-            {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
-        return names.lookup(c.getDirection());
-      })
-      .Default([](Operation *) { return nullptr; });
+llvm::StringRef aluName(Operation *op) {
+  auto engine = llvm::dyn_cast<EngineElementwiseOp>(op);
+  return engine ? engine.getAluOperation() : llvm::StringRef();
 }
 
 /// The comparison that holds for (b, a) when `name` holds for (a, b).
@@ -359,7 +330,7 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
   if (auto dropout = llvm::dyn_cast<DropoutOp>(op)) {
     return emitDropout(e, dropout, args, dsts, index);
   }
-  if (const char *alu = aluName(op)) {
+  if (llvm::StringRef alu = aluName(op); !alu.empty()) {
     TileArg a = args[0], b = args[1];
     if (llvm::isa<AndOp, OrOp>(op)) {
       // Logical operands may be any non-zero value: normalise to 0/1.
@@ -376,7 +347,7 @@ LogicalResult emitElementwiseOp(TileBuilder &tb, Operation *op,
     e.binary(alu, a, b, dst);
     return success();
   }
-  if (const char *func = activationName(op)) {
+  if (llvm::StringRef func = activationName(op); !func.empty()) {
     Tile x = e.asTile(args[0]);
     if (isInteger(x) || isInteger(dst)) {
       // ScalarE works on floating point; integer forms go to VectorE.
