@@ -119,7 +119,8 @@ void Cache::record(Event event) { appendEvent(files, event); }
 llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
                                                 const CompileOptions &options,
                                                 const CompileFunction &compile,
-                                                Key key, bool publish) {
+                                                Key key,
+                                                std::optional<std::string> notPublishing) {
   double start = monotonicSeconds();
   auto bytes = compile(graph, options);
   double seconds = monotonicSeconds() - start;
@@ -128,7 +129,7 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   if (!bytes) {
     std::string error = llvm::toString(bytes.takeError());
     ++counters.failures;
-    if (publish) {
+    if (!notPublishing) {
       FailedEntry entry{error, compilerBuildId(), wallSeconds(),
                         wallSeconds() + get.failedTtlSeconds};
       if (auto err = files.recordFailure(key.hex, entry)) {
@@ -147,9 +148,10 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   }
   ++counters.compiles;
   Result result{std::move(*loaded), std::move(key), Outcome::InMemory, seconds};
-  if (!publish) {
+  if (notPublishing) {
     ++counters.bypasses;
     record({"bypass", result.key.hex});
+    result.notPublished = std::move(*notPublishing);
     return result;
   }
   // The artifact first, then its graph: an object never refers to anything
@@ -157,8 +159,8 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   auto published = files.publish(files.objectPath(result.key.hex), *bytes);
   if (!published) {
     // ENOSPC, EIO, ...: this run goes on with the artifact in memory.
-    warn(llvm::toString(published.takeError()) +
-         "; going on with the artifact in memory");
+    result.notPublished = llvm::toString(published.takeError());
+    warn(result.notPublished + "; going on with the artifact in memory");
     ++counters.bypasses;
     return result;
   }
@@ -198,8 +200,8 @@ llvm::Expected<Result> Cache::compileUncached(const proto::Graph &graph,
   if (!loaded) {
     return loaded.takeError();
   }
-  return Result{std::move(*loaded), std::move(*key), Outcome::InMemory,
-                seconds};
+  return Result{std::move(*loaded), std::move(*key), Outcome::InMemory, seconds,
+                "compiled without a cache"};
 }
 
 llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
@@ -233,7 +235,7 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
       warn(found.problem + "; compiling graph '" + graph.name() +
            "' in memory");
       return compileAndPublish(graph, options, compile, std::move(*key),
-                               /*publish=*/false);
+                               found.problem);
     }
     if (found.state == Lookup::State::Corrupt) {
       // It has been quarantined: count it and compile.
@@ -257,28 +259,27 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
     }
     if (files.options().readOnly) {
       return compileAndPublish(graph, options, compile, std::move(*key),
-                               /*publish=*/false);
+                               "the cache is read-only (KILN_CACHE_READONLY)");
     }
     std::string leasePath = files.leasePath(key->hex);
     auto lease = Lease::tryAcquire(leasePath, leases);
     if (!lease) {
       // A read-only mount, no permission, no space or inodes: nobody can
       // publish here, so there is nothing to wait for.
-      std::string why = llvm::toString(lease.takeError());
+      std::string why = "the cache at '" + files.root().str() +
+                        "' takes no writes (" +
+                        llvm::toString(lease.takeError()) + ")";
       if (!warnedUnwritable.exchange(true)) {
-        warn("the cache at '" + files.root() + "' takes no writes (" + why +
-             "); compiling in memory, nothing is published");
+        warn(why + "; compiling in memory, nothing is published");
       }
-      return compileAndPublish(graph, options, compile, std::move(*key),
-                               /*publish=*/false);
+      return compileAndPublish(graph, options, compile, std::move(*key), why);
     }
     if (*lease) {
       // Someone may have published between our lookup and our lease.
       if (files.loadObject(key->hex).state == Lookup::State::Valid) {
         continue;
       }
-      return compileAndPublish(graph, options, compile, std::move(*key),
-                               /*publish=*/true);
+      return compileAndPublish(graph, options, compile, std::move(*key));
     }
     // Another process is compiling this key: wait for its result.
     double now = monotonicSeconds();
@@ -294,8 +295,7 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
            "); compiling it here too");
       counters.leaseWaitSeconds += now - waitStart;
       record({"lease_wait", key->hex, 0, now - waitStart});
-      return compileAndPublish(graph, options, compile, std::move(*key),
-                               /*publish=*/true);
+      return compileAndPublish(graph, options, compile, std::move(*key));
     }
     if (now - lastReport >= leases.reportEverySeconds) {
       lastReport = now;

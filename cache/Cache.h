@@ -24,6 +24,7 @@
 #include "cache/Store.h"
 
 #include <functional>
+#include <optional>
 
 namespace kiln::cache {
 
@@ -42,6 +43,9 @@ struct Result {
   Key key;
   Outcome outcome = Outcome::Hit;
   double compileSeconds = 0;
+  /// For InMemory: why nothing was published (read-only, no lease could be
+  /// created, publishing failed, the entry there is unreadable).
+  std::string notPublished;
 };
 
 /// This process's counters (the index keeps everyone's).
@@ -88,10 +92,12 @@ public:
 private:
   Cache(Store store, LeaseOptions leases, GetOptions get)
       : files(std::move(store)), leases(leases), get(get) {}
-  llvm::Expected<Result> compileAndPublish(const proto::Graph &graph,
-                                           const CompileOptions &options,
-                                           const CompileFunction &compile,
-                                           Key key, bool publish);
+  /// Compiles and publishes; with `notPublishing` set, publishes nothing
+  /// and says why in the result.
+  llvm::Expected<Result>
+  compileAndPublish(const proto::Graph &graph, const CompileOptions &options,
+                    const CompileFunction &compile, Key key,
+                    std::optional<std::string> notPublishing = std::nullopt);
   void record(Event event);
 
   Store files;

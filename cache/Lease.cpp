@@ -120,6 +120,11 @@ Lease::tryAcquire(const std::string &path, const LeaseOptions &options) {
         "cannot take the lease '" + path + "': " + what + ": " +
             std::strerror(error));
   };
+  // A waiter polls this: while someone holds the lease, it costs a stat and
+  // a read, not a staging file written and removed on shared storage.
+  if (leaseIsLive(path, options)) {
+    return nullptr;
+  }
   // The holder line goes into a staging file first, so that the lease
   // appears whole or not at all (a full disk cannot leave an empty one).
   static std::atomic<uint64_t> attempts{0};

@@ -1,7 +1,6 @@
 //===- Precompile.cpp - collect graphs, compile them in a process pool ----===//
 
 #include "tools/kiln/Precompile.h"
-#include "tools/kiln/ToolSupport.h"
 
 #include "cache/Cache.h"
 #include "cache/CollectedGraphs.h"
@@ -54,37 +53,6 @@ int exitStatus(int status) {
   return 1;
 }
 
-/// Why the cache kept a compiled artifact in memory only: the last warning
-/// the cache printed while publishing (its colours removed), else a
-/// sentence of our own.
-std::string unpublishedReason(llvm::StringRef stderrText, bool readOnly) {
-  std::string reason;
-  llvm::SmallVector<llvm::StringRef> lines;
-  stderrText.split(lines, '\n', -1, false);
-  for (llvm::StringRef line : lines) {
-    std::string plain;
-    for (size_t i = 0; i < line.size(); ++i) {
-      if (line[i] == '\033') {
-        while (i < line.size() && !llvm::isAlpha(line[i])) {
-          ++i;
-        }
-        continue;
-      }
-      plain += line[i];
-    }
-    llvm::StringRef text(plain);
-    if (text.consume_front("kiln: warning: ")) {
-      text.consume_back("; going on with the artifact in memory");
-      reason = text.str();
-    }
-  }
-  if (!reason.empty()) {
-    return reason;
-  }
-  return readOnly ? "the cache is read-only (KILN_CACHE_READONLY)"
-                  : "the cache did not take the compiled artifact";
-}
-
 /// What a compile child reports through its pipe: one JSON object.
 std::string childResult(GraphJob &job, const PrecompileOptions &options) {
   auto graph = graph::readGraphFile(job.path);
@@ -112,19 +80,12 @@ std::string childResult(GraphJob &job, const PrecompileOptions &options) {
   if (!cache) {
     return finish("failed", llvm::toString(cache.takeError()));
   }
-  std::optional<llvm::Expected<cache::Result>> result;
-  // The cache says why it could not publish only in a warning on stderr:
-  // keep a copy for the report, and pass it on.
-  std::string warnings = captureStderr([&] {
-    result.emplace(
-        cache->getOrCompile(*graph, *compileOptions, kiln::compileToBytes));
-  });
-  llvm::errs() << warnings;
-  llvm::errs().flush();
-  if (!*result) {
-    return finish("failed", llvm::toString(result->takeError()));
+  auto result =
+      cache->getOrCompile(*graph, *compileOptions, kiln::compileToBytes);
+  if (!result) {
+    return finish("failed", llvm::toString(result.takeError()));
   }
-  cache::Result &got = **result;
+  cache::Result &got = *result;
   uint64_t size = 0;
   if (llvm::sys::fs::file_size(cache->store().objectPath(got.key.hex), size)) {
     size = 0;
@@ -140,10 +101,9 @@ std::string childResult(GraphJob &job, const PrecompileOptions &options) {
     // Compiled, but nobody will find it: precompile exists to fill the
     // cache, so this graph is not done.
     out["bytes"] = 0;
-    return finish(
-        "unpublished",
-        "compiled, but not published into the cache: " +
-            unpublishedReason(warnings, cache->store().options().readOnly));
+    return finish("unpublished",
+                  "compiled, but not published into the cache: " +
+                      got.notPublished);
   }
   return finish("failed", "unknown cache outcome");
 }
