@@ -54,6 +54,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <chrono>
@@ -299,6 +300,9 @@ int printWhatIfs(const std::string &name, const proto::Graph &graph,
 struct Figures {
   double modelledMicroseconds = 0;
   size_t instructions = 0;
+  /// xxh3 of the artifact's bytes: a change meant to keep the compiler's
+  /// output (a refactoring) shows here as "identical bytes".
+  uint64_t digest = 0;
 };
 using FigureTable = std::map<std::string, Figures>;
 
@@ -371,7 +375,9 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
                 result->makespanSeconds * 1e6, 100 * tensorBusy,
                 100 * result->mfu);
     if (bench.figures) {
-      (*bench.figures)[name] = {result->makespanSeconds * 1e6, instructions};
+      (*bench.figures)[name] = {result->makespanSeconds * 1e6, instructions,
+                                llvm::xxh3_64bits(
+                                    artifact::writeArtifact(*artifact))};
     }
     if (!bench.profileDir.empty()) {
       std::string path = bench.profileDir + "/" + name + ".json";
@@ -403,14 +409,15 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
   return 0;
 }
 
-/// Writes `table` as lines of "name modelled-us instructions".
+/// Writes `table` as lines of "name modelled-us instructions digest".
 bool writeTable(const FigureTable &table, const std::string &path) {
   std::ofstream out(path);
   out << "# kiln-bench-compile --table: graph, modelled step (us), "
-         "instructions\n";
+         "instructions, artifact digest\n";
   for (const auto &[name, f] : table) {
     out << name << " " << llvm::formatv("{0:f3}", f.modelledMicroseconds).str()
-        << " " << f.instructions << "\n";
+        << " " << f.instructions << " "
+        << llvm::formatv("{0:x16}", f.digest).str() << "\n";
   }
   return static_cast<bool>(out);
 }
@@ -430,6 +437,11 @@ std::optional<FigureTable> readTable(const std::string &path) {
         !(fields >> name >> f.modelledMicroseconds >> f.instructions)) {
       continue;
     }
+    // The digest column is optional: older tables have none.
+    std::string digest;
+    if (fields >> digest) {
+      f.digest = std::strtoull(digest.c_str(), nullptr, 16);
+    }
     table[name] = f;
   }
   return table;
@@ -439,7 +451,7 @@ std::optional<FigureTable> readTable(const std::string &path) {
 /// modelled step is slower, and a summary.
 void printComparison(const FigureTable &now, const FigureTable &before,
                      const std::string &path) {
-  int slower = 0, faster = 0, same = 0, missing = 0;
+  int slower = 0, faster = 0, same = 0, missing = 0, identical = 0;
   double nowTotal = 0, beforeTotal = 0, worst = 1;
   std::string worstName;
   std::printf("\nagainst %s:\n", path.c_str());
@@ -448,6 +460,9 @@ void printComparison(const FigureTable &now, const FigureTable &before,
     if (it == now.end()) {
       ++missing;
       continue;
+    }
+    if (b.digest && it->second.digest == b.digest) {
+      ++identical;
     }
     double ratio = it->second.modelledMicroseconds / b.modelledMicroseconds;
     nowTotal += it->second.modelledMicroseconds;
@@ -475,6 +490,8 @@ void printComparison(const FigureTable &now, const FigureTable &before,
               "modelled time in all %.4fx\n",
               slower, worstText.c_str(), faster, same, missing,
               beforeTotal > 0 ? nowTotal / beforeTotal : 1.0);
+  std::printf("  %d of %zu artifacts byte-identical\n", identical,
+              before.size());
 }
 
 } // namespace
