@@ -318,6 +318,13 @@ struct BenchOptions {
   FigureTable *figures = nullptr;
 };
 
+/// The digest of what the compiler made of a graph: the artifact's bytes
+/// but for the commit it was built from, which every commit changes.
+uint64_t outputDigest(artifact::Artifact artifact) {
+  artifact.gitHash.clear();
+  return llvm::xxh3_64bits(artifact::writeArtifact(artifact));
+}
+
 int run(const std::string &name, llvm::Expected<proto::Graph> graph,
         CompileOptions options, const BenchOptions &bench) {
   if (!graph) {
@@ -376,8 +383,7 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
                 100 * result->mfu);
     if (bench.figures) {
       (*bench.figures)[name] = {result->makespanSeconds * 1e6, instructions,
-                                llvm::xxh3_64bits(
-                                    artifact::writeArtifact(*artifact))};
+                                outputDigest(*artifact)};
     }
     if (!bench.profileDir.empty()) {
       std::string path = bench.profileDir + "/" + name + ".json";
