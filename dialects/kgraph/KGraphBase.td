@@ -34,8 +34,19 @@ def KGraph_Dialect : Dialect {
     one element type: the front end inserts `kgraph.cast` where PyTorch would
     promote types. Randomness is explicit: `kgraph.dropout` takes a seed
     operand, so a graph is a pure function of its inputs.
+
+    Plan attributes: passes record on ops what the tile phase will do with
+    them, and the dialect verifies each.
+    - `kgraph.fusion = N : i64` (`kgraph-fuse-elementwise`): the op, an
+      elementwise one, is in fusion group N, lowered as one loop nest.
+    - `kgraph.fold` (`kgraph-plan-matmul-operands`): another op's
+      instructions compute this one. `"loads"`: a bf16 cast of a matmul
+      operand that the product's loads round; `"evacuation"`: the f32 cast
+      of a product, done as its tiles leave PSUM; `"on_chip"`: part of a
+      one-hot operand that the matmuls reading it compute from its indices.
   }];
   let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -24,3 +24,94 @@ Operation *KGraphDialect::materializeConstant(OpBuilder &builder,
   }
   return ConstantOp::create(builder, loc, elements);
 }
+
+namespace {
+
+constexpr std::pair<Fold, llvm::StringLiteral> kFoldNames[] = {
+    {Fold::IntoLoads, "loads"},
+    {Fold::IntoEvacuation, "evacuation"},
+    {Fold::OnChip, "on_chip"},
+};
+
+} // namespace
+
+Fold kiln::kgraph::foldOf(Operation *op) {
+  auto name = op->getAttrOfType<StringAttr>(kFoldAttr);
+  for (auto [fold, spelling] : kFoldNames) {
+    if (name && name.getValue() == spelling) {
+      return fold;
+    }
+  }
+  return Fold::None;
+}
+
+void kiln::kgraph::setFold(Operation *op, Fold fold) {
+  for (auto [f, spelling] : kFoldNames) {
+    if (f == fold) {
+      op->setAttr(kFoldAttr, StringAttr::get(op->getContext(), spelling));
+      return;
+    }
+  }
+  op->removeAttr(kFoldAttr);
+}
+
+std::optional<int64_t> kiln::kgraph::fusionGroupOf(Operation *op) {
+  if (auto id = op->getAttrOfType<IntegerAttr>(kFusionAttr)) {
+    return id.getInt();
+  }
+  return std::nullopt;
+}
+
+/// A cast folded into a product's loads is read by matmuls alone; one
+/// folded into its evacuation reads a matmul's only result use.
+static LogicalResult verifyFoldedCast(CastOp cast, Fold fold) {
+  if (fold == Fold::IntoEvacuation) {
+    auto product = cast.getInput().getDefiningOp<MatmulOp>();
+    if (!product || !product->hasOneUse()) {
+      return cast.emitOpError("folds into a product's evacuation but does "
+                              "not read a matmul's result alone");
+    }
+    return success();
+  }
+  for (Operation *user : cast->getUsers()) {
+    if (!isa<MatmulOp>(user)) {
+      return cast.emitOpError("folds into matmul loads but is read by '")
+             << user->getName() << "'";
+    }
+  }
+  return success();
+}
+
+LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  if (attr.getName() == kFusionAttr) {
+    auto id = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!id || !id.getType().isInteger(64) || id.getInt() < 0) {
+      return op->emitOpError("has kgraph.fusion that is not a group number "
+                             "(a non-negative i64)");
+    }
+    if (!isa<EngineElementwiseOp>(op)) {
+      return op->emitOpError(
+          "is in a fusion group (kgraph.fusion) but is not elementwise");
+    }
+    return success();
+  }
+  if (attr.getName() == kFoldAttr) {
+    auto name = dyn_cast<StringAttr>(attr.getValue());
+    if (!name || foldOf(op) == Fold::None) {
+      return op->emitOpError("has kgraph.fold that is not one of: loads, "
+                             "evacuation, on_chip");
+    }
+    if (foldOf(op) == Fold::OnChip) {
+      return success();
+    }
+    if (!isa<CastOp>(op)) {
+      return op->emitOpError("folds into a matmul (kgraph.fold = ")
+             << name << ") but is not a cast";
+    }
+    return verifyFoldedCast(cast<CastOp>(op), foldOf(op));
+  }
+  // Function argument and result attributes are not verified here.
+  return op->emitOpError("has an unknown kgraph attribute '")
+         << attr.getName().getValue() << "'";
+}

@@ -26,6 +26,30 @@ inline constexpr llvm::StringLiteral kNameAttr = "kgraph.name";
 inline constexpr llvm::StringLiteral kRoleAttr = "kgraph.role";
 inline constexpr llvm::StringLiteral kAliasesAttr = "kgraph.aliases";
 
+/// The plan the compiler records on ops for the tile phase (see "Plan
+/// attributes" in the dialect description); the dialect verifies them.
+/// The elementwise fusion group an op belongs to (kgraph-fuse-elementwise).
+inline constexpr llvm::StringLiteral kFusionAttr = "kgraph.fusion";
+/// Which other op's instructions compute this op (the tile phase's
+/// kgraph-plan-matmul-operands).
+inline constexpr llvm::StringLiteral kFoldAttr = "kgraph.fold";
+
+/// The values of kgraph.fold.
+enum class Fold {
+  None,
+  /// A bf16 cast a matmul's operand loads perform.
+  IntoLoads,
+  /// An f32 cast of a product, done as its tiles leave PSUM.
+  IntoEvacuation,
+  /// Part of a one-hot operand the matmuls reading it compute on chip from
+  /// its indices.
+  OnChip,
+};
+Fold foldOf(mlir::Operation *op);
+void setFold(mlir::Operation *op, Fold fold);
+/// The fusion group of `op`, if it is in one.
+std::optional<int64_t> fusionGroupOf(mlir::Operation *op);
+
 } // namespace kiln::kgraph
 
 #endif // KILN_DIALECTS_KGRAPH_KGRAPHDIALECT_H

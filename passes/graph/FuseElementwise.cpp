@@ -250,7 +250,7 @@ struct KGraphFuseElementwise
         continue;
       }
       for (Operation *op : g.members) {
-        op->setAttr("kgraph.fusion", builder.getI64IntegerAttr(next));
+        op->setAttr(kiln::kgraph::kFusionAttr, builder.getI64IntegerAttr(next));
       }
       ++next;
     }

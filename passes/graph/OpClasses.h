@@ -17,10 +17,7 @@ inline bool isElementwise(mlir::Operation *op) {
 
 /// The fusion group `kgraph-fuse-elementwise` put `op` in, if any.
 inline std::optional<int64_t> fusionId(mlir::Operation *op) {
-  if (auto id = op->getAttrOfType<mlir::IntegerAttr>("kgraph.fusion")) {
-    return id.getInt();
-  }
-  return std::nullopt;
+  return kgraph::fusionGroupOf(op);
 }
 
 } // namespace kiln::graph_passes

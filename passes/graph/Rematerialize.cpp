@@ -127,7 +127,7 @@ public:
       OperationState state(def->getLoc(), def->getName(), operands, types,
                            def->getAttrs());
       Operation *copy = builder.create(state);
-      copy->setAttr("kgraph.fusion", builder.getI64IntegerAttr(id));
+      copy->setAttr(kiln::kgraph::kFusionAttr, builder.getI64IntegerAttr(id));
       for (auto [old, fresh] : llvm::zip(def->getResults(), copy->getResults())) {
         built[{old, type}] = fresh;
       }
@@ -323,7 +323,7 @@ struct KGraphRematerialize
         }
         if (!id) {
           id = nextId++;
-          op.setAttr("kgraph.fusion", builder.getI64IntegerAttr(*id));
+          op.setAttr(kiln::kgraph::kFusionAttr, builder.getI64IntegerAttr(*id));
         }
         Recomputer &copy = copies.try_emplace(*id, builder, *id).first->second;
         // The group's first reader gets the copy; later readers, which it

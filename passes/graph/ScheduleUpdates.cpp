@@ -160,7 +160,7 @@ private:
     std::map<int64_t, size_t> groupUnit;
     for (Operation &op : body.without_terminator()) {
       size_t u;
-      auto id = op.getAttrOfType<IntegerAttr>("kgraph.fusion");
+      auto id = op.getAttrOfType<IntegerAttr>(kiln::kgraph::kFusionAttr);
       if (id && groupUnit.count(id.getInt())) {
         u = groupUnit[id.getInt()];
       } else {

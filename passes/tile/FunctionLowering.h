@@ -39,6 +39,9 @@ bool isViewOp(mlir::Operation *op);
 /// Whether `cast` is a bf16 cast ending a fusion group whose f32 input
 /// nothing outside the group reads: the group then stores the bf16 value.
 bool narrowsGroupOutput(kgraph::CastOp cast);
+/// The indices of a one-hot operand kgraph-plan-matmul-operands folded
+/// (see PlanMatmulOperands.cpp).
+mlir::Value oneHotIndicesOf(mlir::Value matrix);
 /// A 2-D product with neither operand transposed.
 bool isPlain2d(kgraph::MatmulOp m);
 /// A sum over rows as layout assignment writes it: `ones[1, R] . V`.
@@ -55,6 +58,28 @@ public:
 
 private:
   mlir::LogicalResult lowerOp(mlir::Operation *op);
+  // One family of ops each (LowerDataMovement.cpp, LowerGroups.cpp,
+  // LowerProducts.cpp, LowerEmbedding.cpp).
+  mlir::LogicalResult lowerConstant(kgraph::ConstantOp c);
+  mlir::LogicalResult lowerReshape(kgraph::ReshapeOp r);
+  mlir::LogicalResult lowerTranspose(kgraph::TransposeOp t);
+  mlir::LogicalResult lowerBroadcast(kgraph::BroadcastOp bc);
+  mlir::LogicalResult lowerSlice(kgraph::SliceOp s);
+  mlir::LogicalResult lowerConcat(kgraph::ConcatOp c);
+  mlir::LogicalResult lowerIota(kgraph::IotaOp iota);
+  mlir::LogicalResult lowerElementwiseOp(mlir::Operation *op);
+  mlir::LogicalResult lowerReduction(mlir::Operation *r);
+  mlir::LogicalResult lowerMatmulOp(kgraph::MatmulOp m);
+  mlir::LogicalResult lowerChainEpilogue(kgraph::MatmulOp m, size_t chain);
+  mlir::LogicalResult lowerGroupEpilogue(kgraph::MatmulOp m, int64_t group);
+  mlir::LogicalResult lowerEarlyViews(kgraph::MatmulOp m);
+  llvm::SmallVector<HbmView, 1> sumsBeside(kgraph::MatmulOp m);
+  void addEpilogueSums(kgraph::MatmulOp m, Epilogue &e);
+  void sortByPosition(llvm::SmallVectorImpl<mlir::Operation *> &ops);
+  mlir::LogicalResult lowerEmbeddingOp(kgraph::EmbeddingOp e);
+  mlir::LogicalResult lowerScatterOp(kgraph::ScatterRowsOp scatter);
+  /// Binds `value` to `view` (lowered: its data is there).
+  void bindView(mlir::Value value, HbmView view);
   mlir::LogicalResult lowerGroup(llvm::ArrayRef<mlir::Operation *> members);
   mlir::LogicalResult lowerChain(size_t chain);
   llvm::SmallVector<LoopOutput>
@@ -65,7 +90,7 @@ private:
       const llvm::SmallPtrSetImpl<mlir::Operation *> *computed = nullptr);
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
-  void planOneHotOperands();
+  void readMatmulOperandPlan();
   void planBf16Copies();
   void planEpilogues();
   void planColumnSums();

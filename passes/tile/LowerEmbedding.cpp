@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/Lowering.h"
+#include "passes/tile/FunctionLowering.h"
 
 using namespace mlir;
 using namespace kiln::kgraph;
@@ -105,3 +105,48 @@ LogicalResult Lowering::lowerScatterRows(ScatterRowsOp op, const HbmView &dst) {
 }
 
 } // namespace kiln::tile_passes
+
+using namespace kiln::tile_passes;
+
+/// The rows an embedding picks, gathered into a fresh buffer.
+LogicalResult FunctionLowering::lowerEmbeddingOp(EmbeddingOp e) {
+  HbmView dst = freshBuffer(e.getOutput());
+  if (failed(lowering.lowerEmbedding(e, dst))) {
+    return failure();
+  }
+  bindView(e.getOutput(), dst);
+  return success();
+}
+
+LogicalResult FunctionLowering::lowerScatterOp(ScatterRowsOp scatter) {
+  // Over the input's buffer when the input was written for this
+  // scatter alone (into the argument the result aliases, as
+  // planScatterInPlace planned, or into a buffer of its own);
+  // otherwise over a copy of it.
+  Value input = scatter.getInput();
+  TensorOperand before = lowering.operandOf(input);
+  HbmView dst;
+  auto planned = inPlace.find(scatter.getOutput());
+  bool overInput =
+      !before.immediate &&
+      (planned != inPlace.end()
+           ? inPlace.count(input) &&
+                 inPlace.lookup(input) == planned->second
+           : input.hasOneUse() && before.view.isContiguous() &&
+                 before.view.offset == 0 &&
+                 before.view.elements() ==
+                     llvm::cast<MemRefType>(before.view.buffer.getType())
+                         .getNumElements() &&
+                 !llvm::isa<BlockArgument>(before.view.buffer));
+  if (overInput) {
+    dst = before.view;
+  } else {
+    dst = freshBuffer(scatter.getOutput());
+    lowering.copyInto(before, dst);
+  }
+  if (failed(lowering.lowerScatterRows(scatter, dst))) {
+    return failure();
+  }
+  bindView(scatter.getOutput(), dst);
+  return success();
+}

@@ -5,6 +5,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KGraphPlanMatmulOperands
+    : Pass<"kgraph-plan-matmul-operands", "mlir::func::FuncOp"> {
+  let summary = "Mark the ops a matmul's own instructions compute";
+  let description = [{
+    The first planning pass of the tile phase. It records `kgraph.fold` on
+    each op whose work a matmul's instructions do, and takes it out of its
+    fusion group: `"loads"` on a bf16 cast of an f32 value that only
+    matmuls read (the loads round, unless the cast ends a group whose f32
+    value nothing else reads: the group then stores the bf16 value);
+    `"evacuation"` on the f32 cast that is a product's only reader (PSUM
+    is f32 already); `"on_chip"` on a one-hot matrix, a group
+    `cast(compare("eq", broadcast(indices [n, 1]), broadcast(iota [1, C])))`
+    that only 2-D products read with its n rows along K (an embedding's
+    gradient), and on its iota row if nothing else reads it: the products
+    compute its tiles from the indices (C at most 2^24, exact in f32).
+    `convert-kgraph-to-ktile` emits nothing for a folded op.
+  }];
+}
+
 def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
   let summary = "Tile every kgraph op into 128-partition tiles";
   let description = [{

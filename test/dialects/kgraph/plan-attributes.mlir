@@ -1,0 +1,58 @@
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics
+// The plan attributes the dialect verifies (see "Plan attributes" in its
+// description), one bad case each.
+
+func.func @fusion_not_elementwise(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{is in a fusion group (kgraph.fusion) but is not elementwise}}
+  %0 = kgraph.matmul %a, %a {kgraph.fusion = 0 : i64} : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @fusion_not_a_number(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has kgraph.fusion that is not a group number (a non-negative i64)}}
+  %0 = kgraph.neg %a {kgraph.fusion = "one"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fold_unknown(%a: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{has kgraph.fold that is not one of: loads, evacuation, on_chip}}
+  %0 = kgraph.cast %a {kgraph.fold = "somewhere"} : tensor<4xf32> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+func.func @fold_not_a_cast(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{folds into a matmul (kgraph.fold = "loads") but is not a cast}}
+  %0 = kgraph.neg %a {kgraph.fold = "loads"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @evacuation_of_no_product(%a: tensor<4xbf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{folds into a product's evacuation but does not read a matmul's result alone}}
+  %0 = kgraph.cast %a {kgraph.fold = "evacuation"} : tensor<4xbf16> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @loads_read_elsewhere(%a: tensor<4x4xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{folds into matmul loads but is read by 'kgraph.neg'}}
+  %0 = kgraph.cast %a {kgraph.fold = "loads"} : tensor<4x4xf32> -> tensor<4x4xbf16>
+  %1 = kgraph.neg %0 : tensor<4x4xbf16>
+  return %1 : tensor<4x4xbf16>
+}
+
+// -----
+
+func.func @unknown_plan_attribute(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has an unknown kgraph attribute 'kgraph.fussion'}}
+  %0 = kgraph.neg %a {kgraph.fussion = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,81 @@
+// RUN: kiln-opt %s --kgraph-plan-matmul-operands | FileCheck %s
+
+// A linear layer in bf16: the casts of the f32 input and weight are the
+// product's loads, and the f32 cast of the product its PSUM evacuation.
+// CHECK-LABEL: func.func @bf16_linear
+// CHECK: %[[X:.*]] = kgraph.cast %arg0 {kgraph.fold = "loads"}
+// CHECK: %[[W:.*]] = kgraph.cast %arg1 {kgraph.fold = "loads"}
+// CHECK: %[[P:.*]] = kgraph.matmul %[[X]], %[[W]] :
+// CHECK: kgraph.cast %[[P]] {kgraph.fold = "evacuation"}
+func.func @bf16_linear(%x: tensor<128x256xf32>, %w: tensor<256x64xf32>) -> tensor<128x64xf32> {
+  %xb = kgraph.cast %x : tensor<128x256xf32> -> tensor<128x256xbf16>
+  %wb = kgraph.cast %w : tensor<256x64xf32> -> tensor<256x64xbf16>
+  %p = kgraph.matmul %xb, %wb : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
+  %y = kgraph.cast %p : tensor<128x64xbf16> -> tensor<128x64xf32>
+  return %y : tensor<128x64xf32>
+}
+
+// A cast something besides a matmul reads, and an f32 cast in a fusion
+// group, stay where they are.
+// CHECK-LABEL: func.func @casts_that_stay
+// CHECK: kgraph.cast %arg0 :
+// CHECK: kgraph.cast %{{.*}} {kgraph.fusion = 0 : i64}
+// CHECK-NOT: kgraph.fold
+// CHECK: return
+func.func @casts_that_stay(%x: tensor<128x256xf32>, %w: tensor<256x64xbf16>) -> (tensor<128x64xf32>, tensor<128x256xbf16>) {
+  %xb = kgraph.cast %x : tensor<128x256xf32> -> tensor<128x256xbf16>
+  %p = kgraph.matmul %xb, %w : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
+  %y = kgraph.cast %p {kgraph.fusion = 0 : i64} : tensor<128x64xbf16> -> tensor<128x64xf32>
+  %r = kgraph.relu %y {kgraph.fusion = 0 : i64} : tensor<128x64xf32>
+  return %r, %xb : tensor<128x64xf32>, tensor<128x256xbf16>
+}
+
+// A group that ends in a bf16 cast whose f32 input nothing else reads
+// stores the bf16 value: the cast stays in its group.
+// CHECK-LABEL: func.func @group_stores_narrowed
+// CHECK: kgraph.cast %{{.*}} {kgraph.fusion = 3 : i64}
+// CHECK-NOT: kgraph.fold
+func.func @group_stores_narrowed(%x: tensor<128x256xf32>, %w: tensor<256x64xbf16>) -> tensor<128x64xbf16> {
+  %r = kgraph.relu %x {kgraph.fusion = 3 : i64} : tensor<128x256xf32>
+  %rb = kgraph.cast %r {kgraph.fusion = 3 : i64} : tensor<128x256xf32> -> tensor<128x256xbf16>
+  %p = kgraph.matmul %rb, %w : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
+  return %p : tensor<128x64xbf16>
+}
+
+// An embedding's gradient: the one-hot matrix, its group and the iota row
+// are computed on chip by the product, and leave their fusion group.
+// CHECK-LABEL: func.func @one_hot
+// CHECK: kgraph.iota {dim = 0 : i64, kgraph.fold = "on_chip"}
+// CHECK: kgraph.reshape %arg0 :
+// CHECK: kgraph.reshape %{{.*}} {kgraph.fold = "on_chip"}
+// CHECK: kgraph.broadcast %{{.*}} {kgraph.fold = "on_chip"}
+// CHECK: kgraph.compare "eq", %{{.*}}, %{{.*}} {kgraph.fold = "on_chip"}
+// CHECK: kgraph.cast %{{.*}} {kgraph.fold = "on_chip"}
+// CHECK-NOT: kgraph.fusion
+func.func @one_hot(%ids: tensor<300xi64>, %g: tensor<300x72xf32>) -> tensor<1000x72xf32> {
+  %iota = kgraph.iota {dim = 0 : i64} : tensor<1000xi64>
+  %col = kgraph.reshape %ids : tensor<300xi64> -> tensor<300x1xi64>
+  %colb = kgraph.broadcast %col : tensor<300x1xi64> -> tensor<300x1000xi64>
+  %row = kgraph.reshape %iota : tensor<1000xi64> -> tensor<1x1000xi64>
+  %rowb = kgraph.broadcast %row : tensor<1x1000xi64> -> tensor<300x1000xi64>
+  %eq = kgraph.compare "eq", %colb, %rowb {kgraph.fusion = 1 : i64} : tensor<300x1000xi64>, tensor<300x1000xi64>
+  %hot = kgraph.cast %eq {kgraph.fusion = 1 : i64} : tensor<300x1000xi1> -> tensor<300x1000xf32>
+  %dw = kgraph.matmul %hot, %g {transpose_lhs = true} : tensor<300x1000xf32>, tensor<300x72xf32> -> tensor<1000x72xf32>
+  return %dw : tensor<1000x72xf32>
+}
+
+// Read along M (an index_select), the matrix is computed by its loop nest.
+// CHECK-LABEL: func.func @one_hot_along_m
+// CHECK-NOT: kgraph.fold
+// CHECK: return
+func.func @one_hot_along_m(%ids: tensor<300xi64>, %t: tensor<1000x72xf32>) -> tensor<300x72xf32> {
+  %iota = kgraph.iota {dim = 0 : i64} : tensor<1000xi64>
+  %col = kgraph.reshape %ids : tensor<300xi64> -> tensor<300x1xi64>
+  %colb = kgraph.broadcast %col : tensor<300x1xi64> -> tensor<300x1000xi64>
+  %row = kgraph.reshape %iota : tensor<1000xi64> -> tensor<1x1000xi64>
+  %rowb = kgraph.broadcast %row : tensor<1x1000xi64> -> tensor<300x1000xi64>
+  %eq = kgraph.compare "eq", %colb, %rowb {kgraph.fusion = 1 : i64} : tensor<300x1000xi64>, tensor<300x1000xi64>
+  %hot = kgraph.cast %eq {kgraph.fusion = 1 : i64} : tensor<300x1000xi1> -> tensor<300x1000xf32>
+  %rows = kgraph.matmul %hot, %t : tensor<300x1000xf32>, tensor<1000x72xf32> -> tensor<300x72xf32>
+  return %rows : tensor<300x72xf32>
+}
