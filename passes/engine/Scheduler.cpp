@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <set>
@@ -103,102 +104,194 @@ struct ByPriority {
   }
 };
 
-} // namespace
+isa::Engine engineOf(int stream) {
+  return stream >= kDmaStream ? isa::Engine::Dma
+                              : static_cast<isa::Engine>(stream);
+}
 
-std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
-                                    const target::TargetDescription &t,
-                                    int worldSize, bool listSchedule,
-                                    bool mergePieces) {
-  const int queues = static_cast<int>(t.dmaQueues);
-  const int streams = kDmaStream + queues;
-  auto n = static_cast<uint32_t>(nodes.size());
-  std::vector<llvm::SmallVector<isa::Engine, 3>> engines(n);
-  std::vector<double> cost(n);
+/// The index of an engine kind's ready set: DMA streams share one.
+int kindOf(isa::Engine engine) { return static_cast<int>(engine); }
+int kindOfStream(int stream) {
+  return stream >= kDmaStream ? kindOf(isa::Engine::Dma) : stream;
+}
+
+/// One scheduling run over `nodes`: when each stream and shared port is
+/// next free, and, for the list schedule, what is ready and how urgent.
+class StreamScheduler {
+public:
+  StreamScheduler(std::vector<Node> &nodes, const target::TargetDescription &t,
+                  int worldSize);
+
+  /// Each instruction in program order on the stream where it finishes
+  /// soonest.
+  std::vector<uint32_t> inProgramOrder();
+  /// The list schedule: see scheduleNodes.
+  std::vector<uint32_t> byPriority(bool mergePieces);
+
+private:
+  unsigned portsOn(uint32_t i, int stream) const {
+    return isa::sharedPorts(nodes[i].inst, engineOf(stream), t);
+  }
+  double portsFreeAt(unsigned ports) const;
+  void place(uint32_t i, int stream, double start);
+  /// How long a placed instruction keeps its stream (a queue may start its
+  /// next transfer before the last completes, when the target says so).
+  double heldFor(uint32_t i) const {
+    return isa::streamSeconds(nodes[i].inst, t, worldSize);
+  }
+
+  void computeLevels();
+  std::vector<int> visitOrder() const;
+  void admitReady();
+  std::optional<uint32_t> pickFor(int stream) const;
+  void issue(uint32_t i, int stream, bool mergePieces);
+  bool queuesBusy(uint32_t i, int stream) const;
+  void mergeFollowingPieces(uint32_t i);
+  void release(uint32_t done, double finish);
+  double nextEventTime() const;
+  void followMergedPieces();
+
+  std::vector<Node> &nodes;
+  const target::TargetDescription &t;
+  int worldSize;
+  uint32_t n;
+  int streams;
+  std::vector<llvm::SmallVector<isa::Engine, 3>> engines;
+  std::vector<double> cost;
+  /// When each shared port (isa::SharedPort bit 0, 1) is next free.
+  std::array<double, 2> portFree{0.0, 0.0};
+  std::vector<double> streamFree;
+  std::vector<uint32_t> order;
+
+  // The list schedule's state.
+  std::vector<llvm::SmallVector<uint32_t, 4>> successors;
+  std::vector<uint32_t> waiting;
+  /// Longest path to the end, through successors: the priority.
+  std::vector<double> level;
+  /// Ready instructions per engine kind (one instruction may sit in several).
+  std::vector<std::set<uint32_t, ByPriority>> available;
+  using Pending = std::pair<double, uint32_t>;
+  /// Instructions whose predecessors are all placed, by when their data is.
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
+  std::vector<double> dataReady;
+  double now = 0;
+  /// Pieces of a split transfer merged into the piece before them.
+  std::vector<int64_t> mergedInto;
+  uint32_t merged = 0;
+};
+
+StreamScheduler::StreamScheduler(std::vector<Node> &nodes,
+                                 const target::TargetDescription &t,
+                                 int worldSize)
+    : nodes(nodes), t(t), worldSize(worldSize),
+      n(static_cast<uint32_t>(nodes.size())),
+      streams(kDmaStream + static_cast<int>(t.dmaQueues)), engines(n), cost(n),
+      streamFree(streams, 0.0) {
   for (uint32_t i = 0; i < n; ++i) {
     engines[i] = candidates(nodes[i].inst);
     cost[i] = secondsOn(nodes[i].inst, engines[i][0], t, worldSize);
   }
-  auto engineOf = [](int stream) {
-    return stream >= kDmaStream ? isa::Engine::Dma
-                                : static_cast<isa::Engine>(stream);
-  };
-  // When each shared port (isa::SharedPort bit 0, 1) is next free.
-  std::array<double, 2> portFree{0.0, 0.0};
-  auto portsOn = [&](uint32_t i, int stream) {
-    return isa::sharedPorts(nodes[i].inst, engineOf(stream), t);
-  };
-  auto portsFreeAt = [&](unsigned ports) {
-    double at = 0;
-    for (int b = 0; b < 2; ++b) {
-      if (ports & (1u << b)) {
-        at = std::max(at, portFree[b]);
-      }
-    }
-    return at;
-  };
-  auto place = [&](uint32_t i, int stream, double start) {
-    Node &node = nodes[i];
-    node.stream = stream;
-    node.inst.engine = engineOf(stream);
-    node.inst.queue =
-        static_cast<uint8_t>(stream >= kDmaStream ? stream - kDmaStream : 0);
-    node.start = start;
-    node.finish = start + isa::instructionSeconds(node.inst, t, worldSize);
-    unsigned ports = isa::sharedPorts(node.inst, t);
-    for (int b = 0; b < 2; ++b) {
-      if (ports & (1u << b)) {
-        portFree[b] = node.finish;
-      }
-    }
-  };
-  // How long a placed instruction keeps its stream (a queue may start its
-  // next transfer before the last completes, when the target says so).
-  auto heldFor = [&](uint32_t i) {
-    return isa::streamSeconds(nodes[i].inst, t, worldSize);
-  };
-  std::vector<uint32_t> order;
   order.reserve(n);
-  std::vector<double> streamFree(streams, 0.0);
+}
 
-  if (!listSchedule) {
-    for (uint32_t i = 0; i < n; ++i) {
-      double ready = 0;
-      for (uint32_t p : nodes[i].preds) {
-        ready = std::max(ready, nodes[p].finish);
-      }
-      int best = -1;
-      double bestFinish = 0;
-      for (isa::Engine e : engines[i]) {
-        int first = e == isa::Engine::Dma ? kDmaStream : static_cast<int>(e);
-        int last = e == isa::Engine::Dma ? streams : first + 1;
-        for (int s = first; s < last; ++s) {
-          double start = std::max({ready, streamFree[s],
-                                   portsFreeAt(portsOn(i, s))});
-          double finish = start + secondsOn(nodes[i].inst, e, t, worldSize);
-          if (best < 0 || finish < bestFinish) {
-            best = s;
-            bestFinish = finish;
-          }
+double StreamScheduler::portsFreeAt(unsigned ports) const {
+  double at = 0;
+  for (int b = 0; b < 2; ++b) {
+    if (ports & (1u << b)) {
+      at = std::max(at, portFree[b]);
+    }
+  }
+  return at;
+}
+
+void StreamScheduler::place(uint32_t i, int stream, double start) {
+  Node &node = nodes[i];
+  node.stream = stream;
+  node.inst.engine = engineOf(stream);
+  node.inst.queue =
+      static_cast<uint8_t>(stream >= kDmaStream ? stream - kDmaStream : 0);
+  node.start = start;
+  node.finish = start + isa::instructionSeconds(node.inst, t, worldSize);
+  unsigned ports = isa::sharedPorts(node.inst, t);
+  for (int b = 0; b < 2; ++b) {
+    if (ports & (1u << b)) {
+      portFree[b] = node.finish;
+    }
+  }
+  streamFree[stream] = node.start + heldFor(i);
+  order.push_back(i);
+}
+
+std::vector<uint32_t> StreamScheduler::inProgramOrder() {
+  for (uint32_t i = 0; i < n; ++i) {
+    double ready = 0;
+    for (uint32_t p : nodes[i].preds) {
+      ready = std::max(ready, nodes[p].finish);
+    }
+    int best = -1;
+    double bestFinish = 0;
+    for (isa::Engine e : engines[i]) {
+      int first = e == isa::Engine::Dma ? kDmaStream : static_cast<int>(e);
+      int last = e == isa::Engine::Dma ? streams : first + 1;
+      for (int s = first; s < last; ++s) {
+        double start =
+            std::max({ready, streamFree[s], portsFreeAt(portsOn(i, s))});
+        double finish = start + secondsOn(nodes[i].inst, e, t, worldSize);
+        if (best < 0 || finish < bestFinish) {
+          best = s;
+          bestFinish = finish;
         }
       }
-      place(i, best,
-            std::max({ready, streamFree[best], portsFreeAt(portsOn(i, best))}));
-      streamFree[best] = nodes[i].start + heldFor(i);
-      order.push_back(i);
     }
-    return order;
+    place(i, best,
+          std::max({ready, streamFree[best], portsFreeAt(portsOn(i, best))}));
   }
+  return std::move(order);
+}
 
-  // Longest path to the end, through successors.
-  std::vector<llvm::SmallVector<uint32_t, 4>> successors(n);
-  std::vector<uint32_t> waiting(n);
+std::vector<uint32_t> StreamScheduler::byPriority(bool mergePieces) {
+  computeLevels();
+  available.assign(kDmaStream + 1,
+                   std::set<uint32_t, ByPriority>(ByPriority{&level}));
+  dataReady.assign(n, 0.0);
+  mergedInto.assign(n, -1);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (waiting[i] == 0) {
+      pending.push({0.0, i});
+    }
+  }
+  std::vector<int> streamsInTurn = visitOrder();
+  while (order.size() + merged < n) {
+    admitReady();
+    bool placed = false;
+    for (int s : streamsInTurn) {
+      if (streamFree[s] > now) {
+        continue;
+      }
+      if (std::optional<uint32_t> i = pickFor(s)) {
+        issue(*i, s, mergePieces);
+        placed = true;
+      }
+    }
+    if (!placed) {
+      // Nothing could start now: move to the next time something can.
+      now = nextEventTime();
+    }
+  }
+  followMergedPieces();
+  return std::move(order);
+}
+
+void StreamScheduler::computeLevels() {
+  successors.assign(n, {});
+  waiting.assign(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     waiting[i] = static_cast<uint32_t>(nodes[i].preds.size());
     for (uint32_t p : nodes[i].preds) {
       successors[p].push_back(i);
     }
   }
-  std::vector<double> level(n, 0.0);
+  level.assign(n, 0.0);
   for (uint32_t i = n; i-- > 0;) {
     double tail = 0;
     for (uint32_t s : successors[i]) {
@@ -206,188 +299,190 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
     }
     level[i] = cost[i] + tail;
   }
+}
 
-  // Ready instructions per engine kind (one instruction may sit in several).
-  ByPriority byPriority{&level};
-  std::vector<std::set<uint32_t, ByPriority>> available(
-      kDmaStream + 1, std::set<uint32_t, ByPriority>(byPriority));
-  auto kindOf = [](isa::Engine e) { return static_cast<int>(e); };
-  using Pending = std::pair<double, uint32_t>;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
-  std::vector<double> dataReady(n, 0.0);
-  for (uint32_t i = 0; i < n; ++i) {
-    if (waiting[i] == 0) {
-      pending.push({0.0, i});
-    }
-  }
-  // Free streams pick faster engines first (on trn1 ScalarE and GpSimd run
-  // at 1.4 GHz, VectorE at 1.12), so that an instruction several engines
-  // can run goes where it finishes soonest, and VectorE, the one engine for
-  // reductions, stays free for them.
-  std::vector<int> visitOrder{static_cast<int>(isa::Engine::Tensor)};
+/// Free streams pick faster engines first (on trn1 ScalarE and GpSimd run
+/// at 1.4 GHz, VectorE at 1.12), so that an instruction several engines
+/// can run goes where it finishes soonest, and VectorE, the one engine for
+/// reductions, stays free for them.
+std::vector<int> StreamScheduler::visitOrder() const {
+  std::vector<int> visit{static_cast<int>(isa::Engine::Tensor)};
   std::array<std::pair<double, isa::Engine>, 3> byClock{
       {{t.clocks.scalarHz, isa::Engine::Scalar},
        {t.clocks.gpsimdHz, isa::Engine::GpSimd},
        {t.clocks.vectorHz, isa::Engine::Vector}}};
-  std::stable_sort(byClock.begin(), byClock.end(),
-                   [](const auto &a, const auto &b) { return a.first > b.first; });
+  std::stable_sort(
+      byClock.begin(), byClock.end(),
+      [](const auto &a, const auto &b) { return a.first > b.first; });
   for (auto &[hz, e] : byClock) {
-    visitOrder.push_back(static_cast<int>(e));
+    visit.push_back(static_cast<int>(e));
   }
   for (int s = kDmaStream; s < streams; ++s) {
-    visitOrder.push_back(s);
+    visit.push_back(s);
   }
-  double now = 0;
-  // Pieces of a split transfer merged into the piece before them.
-  std::vector<int64_t> mergedInto(n, -1);
-  uint32_t merged = 0;
-  // Whether every DMA queue free now but `stream` has another transfer,
-  // about as urgent, to take: then pieces beside each other would not run
-  // side by side, and each would only add a transfer's fixed cost.
-  auto queuesBusy = [&](uint32_t i, int stream) {
-    int freeQueues = 0;
-    for (int q = kDmaStream; q < streams; ++q) {
-      freeQueues += q != stream && streamFree[q] <= now;
+  return visit;
+}
+
+/// Moves the instructions whose data is ready by now into the ready sets of
+/// every engine that may run them.
+void StreamScheduler::admitReady() {
+  while (!pending.empty() && pending.top().first <= now) {
+    uint32_t i = pending.top().second;
+    pending.pop();
+    for (isa::Engine e : engines[i]) {
+      available[kindOf(e)].insert(i);
     }
-    // Only transfers nearly as urgent count (within one piece's time of
-    // its path to the end): pieces that displace less urgent ones finish
-    // the urgent transfer sooner, and those have slack to wait.
-    int others = 0;
-    for (uint32_t j : available[kindOf(isa::Engine::Dma)]) {
-      if (level[j] < level[i] - cost[i]) {
-        break; // the set is in priority order
-      }
-      others += j != i && nodes[j].pieceOf != nodes[i].pieceOf;
-      if (others > freeQueues) {
-        return true;
-      }
+  }
+}
+
+/// The most urgent ready instruction for `stream` whose ports are free,
+/// among the first few: one that waits for a port must not hold back the
+/// engine.
+std::optional<uint32_t> StreamScheduler::pickFor(int stream) const {
+  const auto &set = available[kindOfStream(stream)];
+  int looked = 0;
+  for (auto it = set.begin(); it != set.end() && looked < 8; ++it, ++looked) {
+    if (portsFreeAt(portsOn(*it, stream)) <= now) {
+      return *it;
     }
-    return false;
-  };
-  // Takes the ready pieces after `i` (adjacent partitions) into it.
-  auto mergeFollowingPieces = [&](uint32_t i) {
-    isa::Instruction &inst = nodes[i].inst;
-    for (uint32_t j = i + 1; j < n && nodes[j].pieceOf == nodes[i].pieceOf;
-         ++j) {
-      const isa::Instruction &next = nodes[j].inst;
-      int64_t count = inst.operands[0].partitions + next.operands[0].partitions;
-      bool adjacent = available[kindOf(isa::Engine::Dma)].count(j) > 0;
-      for (int k = 0; adjacent && k < 2; ++k) {
-        const isa::AccessPattern &a = inst.operands[k], &b = next.operands[k];
-        adjacent = a.memory == isa::Memory::Hbm
-                       ? b.offset == a.offset + a.partitions * a.partitionStride *
-                                                    a.elementBytes()
-                       : b.partition == a.partition + a.partitions &&
-                             isa::partitionStartAligned(a.partition, count);
-      }
-      if (!adjacent) {
-        break;
-      }
-      inst.operands[0].partitions = static_cast<uint16_t>(count);
-      inst.operands[1].partitions = static_cast<uint16_t>(count);
-      // Its own dependencies (a piece may overlap writes its siblings do
-      // not) are the merged transfer's too: the semaphores must cover them.
-      nodes[i].preds.append(nodes[j].preds.begin(), nodes[j].preds.end());
-      available[kindOf(isa::Engine::Dma)].erase(j);
-      mergedInto[j] = i;
-      ++merged;
+  }
+  return std::nullopt;
+}
+
+/// Starts `i` on `stream` now, first taking in the pieces after it when
+/// they would not run beside it anyway, and readies what waited for it.
+void StreamScheduler::issue(uint32_t i, int stream, bool mergePieces) {
+  for (isa::Engine e : engines[i]) {
+    available[kindOf(e)].erase(i);
+  }
+  uint32_t mergedBefore = merged;
+  if (mergePieces && nodes[i].pieceOf >= 0 && queuesBusy(i, stream)) {
+    mergeFollowingPieces(i);
+  }
+  place(i, stream, now);
+  release(i, nodes[i].finish);
+  for (uint32_t j = i + 1;
+       merged > mergedBefore && j < n && nodes[j].pieceOf == nodes[i].pieceOf;
+       ++j) {
+    if (mergedInto[j] == static_cast<int64_t>(i)) {
+      release(j, nodes[i].finish);
     }
-  };
-  while (order.size() + merged < n) {
-    while (!pending.empty() && pending.top().first <= now) {
-      uint32_t i = pending.top().second;
-      pending.pop();
-      for (isa::Engine e : engines[i]) {
-        available[kindOf(e)].insert(i);
-      }
+  }
+}
+
+/// Whether every DMA queue free now but `stream` has another transfer,
+/// about as urgent, to take: then pieces beside each other would not run
+/// side by side, and each would only add a transfer's fixed cost.
+bool StreamScheduler::queuesBusy(uint32_t i, int stream) const {
+  int freeQueues = 0;
+  for (int q = kDmaStream; q < streams; ++q) {
+    freeQueues += q != stream && streamFree[q] <= now;
+  }
+  // Only transfers nearly as urgent count (within one piece's time of
+  // its path to the end): pieces that displace less urgent ones finish
+  // the urgent transfer sooner, and those have slack to wait.
+  int others = 0;
+  for (uint32_t j : available[kindOf(isa::Engine::Dma)]) {
+    if (level[j] < level[i] - cost[i]) {
+      break; // the set is in priority order
     }
-    bool placed = false;
-    for (int s : visitOrder) {
-      if (streamFree[s] > now) {
-        continue;
-      }
-      int kind = s >= kDmaStream ? kindOf(isa::Engine::Dma) : s;
-      auto &set = available[kind];
-      // The most urgent instruction whose ports are free, among the first
-      // few: one that waits for a port must not hold back the engine.
-      uint32_t i = n;
-      int looked = 0;
-      for (auto it = set.begin(); it != set.end() && looked < 8;
-           ++it, ++looked) {
-        if (portsFreeAt(portsOn(*it, s)) <= now) {
-          i = *it;
-          break;
-        }
-      }
-      if (i == n) {
-        continue;
-      }
-      for (isa::Engine e : engines[i]) {
-        available[kindOf(e)].erase(i);
-      }
-      uint32_t mergedBefore = merged;
-      if (mergePieces && nodes[i].pieceOf >= 0 && queuesBusy(i, s)) {
-        mergeFollowingPieces(i);
-      }
-      place(i, s, now);
-      streamFree[s] = nodes[i].start + heldFor(i);
-      order.push_back(i);
-      placed = true;
-      auto release = [&](uint32_t done) {
-        for (uint32_t succ : successors[done]) {
-          dataReady[succ] = std::max(dataReady[succ], nodes[i].finish);
-          if (--waiting[succ] == 0) {
-            pending.push({dataReady[succ], succ});
-          }
-        }
-      };
-      release(i);
-      for (uint32_t j = i + 1; merged > mergedBefore && j < n &&
-                               nodes[j].pieceOf == nodes[i].pieceOf;
-           ++j) {
-        if (mergedInto[j] == static_cast<int64_t>(i)) {
-          release(j);
-        }
-      }
+    others += j != i && nodes[j].pieceOf != nodes[i].pieceOf;
+    if (others > freeQueues) {
+      return true;
     }
-    if (placed) {
+  }
+  return false;
+}
+
+/// Takes the ready pieces after `i` (adjacent partitions) into it.
+void StreamScheduler::mergeFollowingPieces(uint32_t i) {
+  isa::Instruction &inst = nodes[i].inst;
+  auto &dmas = available[kindOf(isa::Engine::Dma)];
+  for (uint32_t j = i + 1; j < n && nodes[j].pieceOf == nodes[i].pieceOf; ++j) {
+    const isa::Instruction &next = nodes[j].inst;
+    int64_t count = inst.operands[0].partitions + next.operands[0].partitions;
+    bool adjacent = dmas.count(j) > 0;
+    for (int k = 0; adjacent && k < 2; ++k) {
+      const isa::AccessPattern &a = inst.operands[k], &b = next.operands[k];
+      adjacent = a.memory == isa::Memory::Hbm
+                     ? b.offset == a.offset + a.partitions * a.partitionStride *
+                                                  a.elementBytes()
+                     : b.partition == a.partition + a.partitions &&
+                           isa::partitionStartAligned(a.partition, count);
+    }
+    if (!adjacent) {
+      break;
+    }
+    inst.operands[0].partitions = static_cast<uint16_t>(count);
+    inst.operands[1].partitions = static_cast<uint16_t>(count);
+    // Its own dependencies (a piece may overlap writes its siblings do
+    // not) are the merged transfer's too: the semaphores must cover them.
+    nodes[i].preds.append(nodes[j].preds.begin(), nodes[j].preds.end());
+    dmas.erase(j);
+    mergedInto[j] = i;
+    ++merged;
+  }
+}
+
+/// Marks `done` placed, finishing at `finish`, for its successors.
+void StreamScheduler::release(uint32_t done, double finish) {
+  for (uint32_t succ : successors[done]) {
+    dataReady[succ] = std::max(dataReady[succ], finish);
+    if (--waiting[succ] == 0) {
+      pending.push({dataReady[succ], succ});
+    }
+  }
+}
+
+/// The next time a stream or shared port frees up for a ready instruction,
+/// or a pending one's data is ready.
+double StreamScheduler::nextEventTime() const {
+  double next = std::numeric_limits<double>::infinity();
+  if (!pending.empty()) {
+    next = pending.top().first;
+  }
+  for (int s = 0; s < streams; ++s) {
+    if (available[kindOfStream(s)].empty()) {
       continue;
     }
-    // Nothing could start now: move to the next time something can.
-    double next = std::numeric_limits<double>::infinity();
-    if (!pending.empty()) {
-      next = pending.top().first;
+    if (streamFree[s] > now) {
+      next = std::min(next, streamFree[s]);
     }
-    for (int s = 0; s < streams; ++s) {
-      int kind = s >= kDmaStream ? kindOf(isa::Engine::Dma) : s;
-      if (available[kind].empty()) {
-        continue;
+    for (double at : portFree) {
+      if (at > now) {
+        next = std::min(next, at);
       }
-      if (streamFree[s] > now) {
-        next = std::min(next, streamFree[s]);
-      }
-      for (double at : portFree) {
-        if (at > now) {
-          next = std::min(next, at);
-        }
-      }
-    }
-    now = next;
-  }
-  // Dependents of a merged-away piece follow the transfer that took it.
-  if (merged > 0) {
-    for (Node &node : nodes) {
-      for (uint32_t &p : node.preds) {
-        if (mergedInto[p] >= 0) {
-          p = static_cast<uint32_t>(mergedInto[p]);
-        }
-      }
-      llvm::sort(node.preds);
-      node.preds.erase(std::unique(node.preds.begin(), node.preds.end()),
-                       node.preds.end());
     }
   }
-  return order;
+  return next;
+}
+
+/// Dependents of a merged-away piece follow the transfer that took it.
+void StreamScheduler::followMergedPieces() {
+  if (merged == 0) {
+    return;
+  }
+  for (Node &node : nodes) {
+    for (uint32_t &p : node.preds) {
+      if (mergedInto[p] >= 0) {
+        p = static_cast<uint32_t>(mergedInto[p]);
+      }
+    }
+    llvm::sort(node.preds);
+    node.preds.erase(std::unique(node.preds.begin(), node.preds.end()),
+                     node.preds.end());
+  }
+}
+
+} // namespace
+
+std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
+                                    const target::TargetDescription &t,
+                                    int worldSize, bool listSchedule,
+                                    bool mergePieces) {
+  StreamScheduler scheduler(nodes, t, worldSize);
+  return listSchedule ? scheduler.byPriority(mergePieces)
+                      : scheduler.inProgramOrder();
 }
 
 void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
