@@ -1,0 +1,415 @@
+//===- ElementwiseGroup.cpp - a group's ops on one tile iteration ---------===//
+//
+// emitGroupOps runs the ops of an elementwise group (a loop nest's, a row
+// chain's or a matmul epilogue's) on one tile iteration, in program order.
+// Most ops go one by one to emitElementwiseOp; a few pairs take fewer
+// instructions together (a square and its row sums, a scaled square); and
+// in a row chain, reductions fold each row and the ops on their results
+// work on one element per row.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/ElementwiseLoop.h"
+
+using namespace mlir;
+using namespace kiln::kgraph;
+
+namespace kiln::tile_passes {
+
+llvm::SetVector<Value> externalInputs(llvm::ArrayRef<Operation *> ops) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : ops) {
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!(def && members.contains(def))) {
+        inputs.insert(v);
+      }
+    }
+  }
+  return inputs;
+}
+
+Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
+                int64_t rows, int64_t cols) {
+  Tile src = arg.tile;
+  if (arg.immediate) {
+    src = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
+    tb.memset(src, *arg.immediate);
+  } else if (src.freeStride == 0 || src.run > 0 ||
+             (src.dtype == isa::DType::F32 && dtype == isa::DType::BF16)) {
+    bool narrow = src.dtype == isa::DType::F32 && dtype == isa::DType::BF16;
+    Tile full =
+        tb.tile(isa::Memory::Sbuf, narrow ? dtype : src.dtype, rows, cols);
+    tb.copy(full, src);
+    src = full;
+  }
+  return src;
+}
+
+bool isRowValueShape(llvm::ArrayRef<int64_t> shape,
+                     llvm::ArrayRef<int64_t> chainShape) {
+  if (chainShape.back() == 1) {
+    return shape != chainShape;
+  }
+  return shape.empty() || shape.back() != chainShape.back();
+}
+
+namespace {
+
+/// A row value's tile, one element per row, as an operand of an op over
+/// the rows' `cols` columns: each element read for each column of its row.
+Tile acrossRow(Tile perRowTile, int64_t cols, int64_t perRow) {
+  if (perRow == 1) {
+    perRowTile.freeStride = 0;
+  } else {
+    perRowTile.run = cols / perRow;
+  }
+  perRowTile.cols = cols;
+  return perRowTile;
+}
+
+/// For `op` = `x * c` or `x * x`, with c an immediate >= 0 and x an f32
+/// tile read per element, whose one reader is a member that makes it
+/// `(x * c) * x` or `(x * x) * c` (either order): x and c, for that reader
+/// to square `x * sqrt(c)` in one activation (GroupEmitter::squareScaled);
+/// std::nullopt otherwise.
+std::optional<std::pair<Value, double>>
+scaledSquareFactor(Operation *op,
+                   const llvm::SmallPtrSetImpl<Operation *> &members,
+                   const llvm::DenseMap<Value, TileArg> &tiles) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  if (!mul || !mul.getResult().hasOneUse()) {
+    return std::nullopt;
+  }
+  auto outer = llvm::dyn_cast<MulOp>(*mul.getResult().getUsers().begin());
+  if (!outer || !members.contains(outer) || outer.getType() != mul.getType() ||
+      deviceType(mul.getType().getElementType()) != isa::DType::F32) {
+    return std::nullopt;
+  }
+  Value other =
+      outer.getLhs() == mul.getResult() ? outer.getRhs() : outer.getLhs();
+  auto factor = [&](Value x,
+                    Value c) -> std::optional<std::pair<Value, double>> {
+    TileArg xArg = tiles.lookup(x), cArg = tiles.lookup(c);
+    if (!cArg.immediate || *cArg.immediate < 0 || xArg.immediate ||
+        !xArg.tile.buffer || xArg.tile.freeStride == 0 || xArg.tile.run != 0 ||
+        xArg.tile.dtype == isa::DType::I32) {
+      return std::nullopt;
+    }
+    return std::pair(x, *cArg.immediate);
+  };
+  if (mul.getLhs() == mul.getRhs()) {
+    return factor(mul.getLhs(), other);
+  }
+  for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                      std::pair(mul.getRhs(), mul.getLhs())}) {
+    if (x == other) {
+      if (auto found = factor(x, c)) {
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// The ops of a group on one tile iteration, one at a time: the tiles of the
+/// values so far, and what one op leaves for a later one to finish.
+class GroupEmitter {
+public:
+  GroupEmitter(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
+               llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
+               int64_t cols, const TileIndex &index,
+               llvm::ArrayRef<int64_t> chainShape, int64_t perRow)
+      : tb(tb), members(ops.begin(), ops.end()), tiles(tiles), rows(rows),
+        cols(cols), index(index), chainShape(chainShape), perRow(perRow) {}
+
+  LogicalResult emit(Operation *op);
+
+private:
+  bool isRowValue(Value v) const {
+    return !chainShape.empty() &&
+           isRowValueShape(llvm::cast<RankedTensorType>(v.getType()).getShape(),
+                           chainShape);
+  }
+  // Each of these computes `op` when its pattern applies and says whether
+  // it did; emit tries them in turn.
+  bool deferScaledFactor(Operation *op);
+  bool squareScaled(Operation *op);
+  bool forwardReshape(Operation *op);
+  bool reuseRowSums(Operation *op);
+  bool squareWithRowSums(Operation *op);
+  bool foldReduction(Operation *op);
+  bool forwardCast(Operation *op, llvm::ArrayRef<TileArg> args);
+
+  FailureOr<llvm::SmallVector<TileArg>> operandsOf(Operation *op);
+  LogicalResult emitOnTiles(Operation *op, llvm::ArrayRef<TileArg> args);
+  LogicalResult emitPerSegment(Operation *op, llvm::ArrayRef<TileArg> args,
+                               llvm::ArrayRef<Tile> dsts);
+
+  TileBuilder &tb;
+  llvm::SmallPtrSet<Operation *, 16> members;
+  llvm::DenseMap<Value, TileArg> &tiles;
+  int64_t rows, cols;
+  const TileIndex &index;
+  llvm::ArrayRef<int64_t> chainShape;
+  int64_t perRow;
+  /// Row sums ScalarE computed beside the values they sum
+  /// (squareWithRowSums).
+  llvm::DenseMap<Value, Tile> summedAlready;
+  /// Products `x * c` left to the one `(x * c) * x` that reads them
+  /// (squareScaled): the value x and the constant c.
+  llvm::DenseMap<Value, std::pair<Value, double>> scaledForSquare;
+};
+
+LogicalResult GroupEmitter::emit(Operation *op) {
+  if (deferScaledFactor(op) || squareScaled(op) || forwardReshape(op) ||
+      reuseRowSums(op) || squareWithRowSums(op) || foldReduction(op)) {
+    return success();
+  }
+  FailureOr<llvm::SmallVector<TileArg>> args = operandsOf(op);
+  if (failed(args)) {
+    return failure();
+  }
+  if (forwardCast(op, *args)) {
+    return success();
+  }
+  return emitOnTiles(op, *args);
+}
+
+/// Leaves `x * c` to the `(x * c) * x` that reads it (squareScaled).
+bool GroupEmitter::deferScaledFactor(Operation *op) {
+  Value result = op->getResult(0);
+  if (isRowValue(result)) {
+    return false;
+  }
+  std::optional<std::pair<Value, double>> scaled =
+      scaledSquareFactor(op, members, tiles);
+  if (!scaled) {
+    return false;
+  }
+  scaledForSquare[result] = *scaled;
+  return true;
+}
+
+/// `(x * c) * x` or `(x * x) * c` with c >= 0 (AdamW's second moment,
+/// (1 - beta2) g g): the square of x * sqrt(c), one ScalarE activation,
+/// instead of a tensor_scalar and a tensor_tensor on the SBUF port VectorE
+/// and GpSimd share. f32 rounds them differently in the last bits (a few
+/// units in the last place, far inside 1e-5).
+bool GroupEmitter::squareScaled(Operation *op) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  if (!mul) {
+    return false;
+  }
+  auto factor = scaledForSquare.find(mul.getLhs());
+  if (factor == scaledForSquare.end()) {
+    factor = scaledForSquare.find(mul.getRhs());
+  }
+  if (factor == scaledForSquare.end()) {
+    return false;
+  }
+  Value x = factor->second.first;
+  Tile squares = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+  tb.activation(squares, tiles.lookup(x).tile, "square",
+                std::sqrt(factor->second.second));
+  tiles[op->getResult(0)] = TileArg{std::nullopt, squares};
+  return true;
+}
+
+/// In a chain, a reshape that keeps the rows (TileLowering checks) reads
+/// the same tile.
+bool GroupEmitter::forwardReshape(Operation *op) {
+  if (!llvm::isa<ReshapeOp>(op)) {
+    return false;
+  }
+  tiles[op->getResult(0)] = tiles.lookup(op->getOperand(0));
+  return true;
+}
+
+/// A sum of rows squareWithRowSums has summed already.
+bool GroupEmitter::reuseRowSums(Operation *op) {
+  if (!llvm::isa<ReduceSumOp>(op) || perRow != 1) {
+    return false;
+  }
+  auto sums = summedAlready.find(op->getOperand(0));
+  if (sums == summedAlready.end()) {
+    return false;
+  }
+  tiles[op->getResult(0)] = TileArg{std::nullopt, sums->second};
+  return true;
+}
+
+/// A square whose rows a sum of the chain folds (a layer norm's variance):
+/// ScalarE squares and sums each row in one activation, instead of a
+/// tensor_tensor and a tensor_reduce on the SBUF port VectorE and GpSimd
+/// share. The engines compute in f32 and sum in order either way, so the
+/// bits are the same.
+bool GroupEmitter::squareWithRowSums(Operation *op) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  Value result = op->getResult(0);
+  if (!mul || perRow != 1 || isRowValue(result) ||
+      mul.getLhs() != mul.getRhs() ||
+      llvm::none_of(result.getUsers(), [&](Operation *user) {
+        return llvm::isa<ReduceSumOp>(user) && members.contains(user);
+      })) {
+    return false;
+  }
+  TileArg x = tiles.lookup(mul.getLhs());
+  auto type = llvm::cast<RankedTensorType>(result.getType());
+  if (x.immediate || x.tile.freeStride == 0 || x.tile.run != 0 ||
+      x.tile.dtype == isa::DType::I32 ||
+      deviceType(type.getElementType()) != isa::DType::F32) {
+    return false;
+  }
+  Tile squares = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+  Tile sums = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, 1);
+  tb.activationWithRowSums(squares, x.tile, "square", sums);
+  tiles[result] = TileArg{std::nullopt, squares};
+  summedAlready[result] = sums;
+  return true;
+}
+
+/// A reduction folds each row's `cols / perRow` columns of its input.
+bool GroupEmitter::foldReduction(Operation *op) {
+  if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op)) {
+    return false;
+  }
+  Tile in = storedTile(tb, tiles.lookup(op->getOperand(0)), isa::DType::F32,
+                       rows, cols);
+  Tile fold = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, perRow);
+  tb.reduce(fold, in, reductionAlu(op), cols / perRow);
+  tiles[op->getResult(0)] = TileArg{std::nullopt, fold};
+  return true;
+}
+
+/// The operands of `op` as it reads them: a row op reads one element per
+/// row, any other op reads a row value once for each column of its row.
+FailureOr<llvm::SmallVector<TileArg>> GroupEmitter::operandsOf(Operation *op) {
+  bool rowOp = isRowValue(op->getResult(0));
+  llvm::SmallVector<TileArg> args;
+  for (Value v : op->getOperands()) {
+    TileArg arg = tiles.lookup(v);
+    Operation *def = v.getDefiningOp();
+    bool computedRowValue = isRowValue(v) && def && members.contains(def);
+    if (!arg.immediate && rowOp) {
+      // A row value's operands are row values or scalars (planRowChains);
+      // a scalar is loaded once and read with stride 0.
+      if (!computedRowValue && arg.tile.freeStride != 0) {
+        op->emitOpError(
+            "reads a value that its row chain does not hold per row");
+        return failure();
+      }
+      if (!computedRowValue) {
+        arg.tile.cols = perRow;
+      }
+    } else if (!arg.immediate && computedRowValue) {
+      arg.tile = acrossRow(arg.tile, cols, perRow);
+    }
+    args.push_back(arg);
+  }
+  return args;
+}
+
+/// A cast between types the device stores alike moves nothing; nor does
+/// widening bf16 to f32: the engines read bf16 and compute in f32, so the
+/// cast's readers read the bf16 tile, exactly the f32 values.
+bool GroupEmitter::forwardCast(Operation *op, llvm::ArrayRef<TileArg> args) {
+  if (!llvm::isa<CastOp>(op) || args[0].immediate) {
+    return false;
+  }
+  Value result = op->getResult(0);
+  auto type = llvm::cast<RankedTensorType>(result.getType());
+  isa::DType dtype = deviceType(type.getElementType());
+  isa::DType from = args[0].tile.dtype;
+  if (!(from == dtype ||
+        (from == isa::DType::BF16 && dtype == isa::DType::F32)) ||
+      type.getElementType().isInteger(1)) {
+    return false;
+  }
+  tiles[result] = args[0];
+  return true;
+}
+
+/// Emits `op` on fresh destination tiles, one per result.
+LogicalResult GroupEmitter::emitOnTiles(Operation *op,
+                                        llvm::ArrayRef<TileArg> args) {
+  bool rowOp = isRowValue(op->getResult(0));
+  int64_t width = rowOp ? perRow : cols;
+  llvm::SmallVector<Tile, 2> dsts;
+  for (Value r : op->getResults()) {
+    auto t = llvm::cast<RankedTensorType>(r.getType());
+    dsts.push_back(tb.tile(isa::Memory::Sbuf, deviceType(t.getElementType()),
+                           rows, width));
+  }
+  // An op against a few rows' values per partition (a batched product's
+  // softmax, four heads to a partition): one op per row, each reading its
+  // row's value as a per-partition scalar, a tensor_scalar that ScalarE
+  // may run, instead of one tensor_tensor on the SBUF port VectorE and
+  // GpSimd share (2 cycles an element there, against about 1 and a fixed
+  // 64 on ScalarE).
+  int64_t segment = cols / perRow;
+  bool perSegment = !rowOp && perRow > 1 && perRow <= 8 && segment >= 128 &&
+                    !llvm::isa<DropoutOp>(op) &&
+                    llvm::any_of(args, [&](const TileArg &a) {
+                      return !a.immediate && a.tile.run == segment;
+                    });
+  if (failed(perSegment ? emitPerSegment(op, args, dsts)
+                        : emitElementwiseOp(tb, op, args, dsts, index))) {
+    return failure();
+  }
+  for (auto [r, dst] : llvm::zip(op->getResults(), dsts)) {
+    tiles[r] = TileArg{std::nullopt, dst};
+  }
+  return success();
+}
+
+/// Emits `op` once per row of each partition (see emitOnTiles), on that
+/// row's columns of every tile.
+LogicalResult GroupEmitter::emitPerSegment(Operation *op,
+                                           llvm::ArrayRef<TileArg> args,
+                                           llvm::ArrayRef<Tile> dsts) {
+  int64_t segment = cols / perRow;
+  for (int64_t g = 0; g < perRow; ++g) {
+    llvm::SmallVector<TileArg> segmentArgs(args);
+    for (TileArg &a : segmentArgs) {
+      if (a.immediate) {
+        continue;
+      }
+      a.tile = a.tile.columns(g * segment, segment);
+      if (a.tile.run == segment) { // the row's value, read per column
+        a.tile.run = 0;
+        a.tile.freeStride = 0;
+      }
+    }
+    llvm::SmallVector<Tile, 2> segmentDsts;
+    for (const Tile &d : dsts) {
+      segmentDsts.push_back(d.columns(g * segment, segment));
+    }
+    TileIndex at = index;
+    at.first += index.segmentCols > 0 ? g * index.segmentStep
+                                      : g * segment * index.colStep;
+    at.segmentCols = 0;
+    if (failed(emitElementwiseOp(tb, op, segmentArgs, segmentDsts, at))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
+                           llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
+                           int64_t cols, const TileIndex &index,
+                           llvm::ArrayRef<int64_t> chainShape, int64_t perRow) {
+  GroupEmitter emitter(tb, ops, tiles, rows, cols, index, chainShape, perRow);
+  for (Operation *op : ops) {
+    if (failed(emitter.emit(op))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+} // namespace kiln::tile_passes
