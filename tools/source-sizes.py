@@ -29,7 +29,8 @@ def functions(lines):
             start = i
             # The signature may run over several lines before its `{`.
             while i < len(lines) and not lines[i].rstrip().endswith("{"):
-                if lines[i].rstrip().endswith(";"):
+                # A declaration, or a definition on one line.
+                if lines[i].rstrip().endswith((";", "}")):
                     break
                 i += 1
             if i < len(lines) and lines[i].rstrip().endswith("{"):

@@ -44,6 +44,9 @@ def KGraph_Dialect : Dialect {
       operand that the product's loads round; `"evacuation"`: the f32 cast
       of a product, done as its tiles leave PSUM; `"on_chip"`: part of a
       one-hot operand that the matmuls reading it compute from its indices.
+    - `kgraph.narrowed = array<i64: R...>` (`kgraph-plan-matmul-operands`):
+      the op's f32 results R, which only bf16 matmul operands read, are
+      stored rounded to bf16.
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

@@ -111,6 +111,21 @@ LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
     }
     return verifyFoldedCast(cast<CastOp>(op), foldOf(op));
   }
+  if (attr.getName() == kNarrowedAttr) {
+    auto results = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!results || !isa<EngineElementwiseOp>(op)) {
+      return op->emitOpError("has kgraph.narrowed but is not elementwise or "
+                             "does not list result numbers");
+    }
+    for (int64_t r : results.asArrayRef()) {
+      if (r < 0 || r >= op->getNumResults() ||
+          !cast<ShapedType>(op->getResult(r).getType()).getElementType().isF32()) {
+        return op->emitOpError("has kgraph.narrowed listing result ")
+               << r << ", which is not an f32 result";
+      }
+    }
+    return success();
+  }
   // Function argument and result attributes are not verified here.
   return op->emitOpError("has an unknown kgraph attribute '")
          << attr.getName().getValue() << "'";

@@ -33,6 +33,9 @@ inline constexpr llvm::StringLiteral kFusionAttr = "kgraph.fusion";
 /// Which other op's instructions compute this op (the tile phase's
 /// kgraph-plan-matmul-operands).
 inline constexpr llvm::StringLiteral kFoldAttr = "kgraph.fold";
+/// The f32 results of an elementwise op stored in bf16, by number (the
+/// same pass).
+inline constexpr llvm::StringLiteral kNarrowedAttr = "kgraph.narrowed";
 
 /// The values of kgraph.fold.
 enum class Fold {

@@ -94,8 +94,6 @@ private:
   void planBf16Copies();
   void planEpilogues();
   void planColumnSums();
-  void planNarrowedOutputs();
-  bool readOnlyNarrowed(mlir::Value value);
   void planRowSums();
   void planChains();
   void planChainEpilogues();
@@ -191,7 +189,7 @@ private:
     llvm::SmallVector<mlir::Operation *> ops;
   };
   std::deque<DeferredSlice> deferredSlices;
-  /// f32 values of elementwise ops stored in bf16 (see planNarrowedOutputs).
+  /// f32 values of elementwise ops stored in bf16 (kgraph.narrowed).
   llvm::DenseSet<mlir::Value> narrowed;
 };
 

@@ -20,7 +20,10 @@ def KGraphPlanMatmulOperands
     that only 2-D products read with its n rows along K (an embedding's
     gradient), and on its iota row if nothing else reads it: the products
     compute its tiles from the indices (C at most 2^24, exact in f32).
-    `convert-kgraph-to-ktile` emits nothing for a folded op.
+    `convert-kgraph-to-ktile` emits nothing for a folded op. An elementwise
+    op's f32 results that only such bf16 casts read, directly or through
+    views (attention's fused QKV projection), are listed in
+    `kgraph.narrowed`: the op rounds them and stores bf16, half the bytes.
   }];
 }
 

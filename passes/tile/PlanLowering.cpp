@@ -221,37 +221,6 @@ bool isRowSum(MatmulOp m) {
 
 /// Whether everything that reads `value`, through views, is a bf16 cast
 /// that the loads of the matmuls it feeds perform.
-bool FunctionLowering::readOnlyNarrowed(Value value) {
-  return !value.use_empty() &&
-         llvm::all_of(value.getUsers(), [&](Operation *user) {
-           if (auto cast = llvm::dyn_cast<CastOp>(user)) {
-             return absorbed.contains(cast) &&
-                    cast.getOutput().getType().getElementType().isBF16();
-           }
-           return isViewOp(user) && readOnlyNarrowed(user->getResult(0));
-         });
-}
-
-/// f32 values computed by elementwise ops that only bf16 matmul operands
-/// read (through slices, reshapes and transposes): attention's fused QKV
-/// projection, which the forward and the backward pass both read as bf16
-/// Q, K and V. The producer rounds its tiles to bf16 on an engine and
-/// stores those, half the bytes out and in, instead of storing f32 for
-/// every load to narrow. The matmuls see the same bits either way.
-void FunctionLowering::planNarrowedOutputs() {
-  for (Operation &op : source.getBody().front()) {
-    if (!graph_passes::isElementwise(&op) || absorbed.contains(&op)) {
-      continue;
-    }
-    for (Value result : op.getResults()) {
-      if (tensorType(result).getElementType().isF32() &&
-          readOnlyNarrowed(result)) {
-        narrowed.insert(result);
-      }
-    }
-  }
-}
-
 /// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
 /// writes a reduction over rows) with an earlier 2-D product whose
 /// stationary operand is G itself, `transpose(G) . X` (the weight

@@ -4,7 +4,8 @@
 // instructions do (kgraph.fold), so that the tile phase emits nothing for
 // them: bf16 casts of operands (the loads round), the f32 cast of a
 // product (the PSUM evacuation converts), and one-hot operands (computed
-// on chip from their indices). A folded op leaves its fusion group.
+// on chip from their indices). A folded op leaves its fusion group. Values
+// only bf16 operands read are stored in bf16 (kgraph.narrowed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -173,6 +174,44 @@ void planFoldedCasts(Block &body) {
   }
 }
 
+/// Whether only bf16 casts folded into matmul loads read `value`, directly
+/// or through views.
+bool readOnlyNarrowed(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUsers(), [&](Operation *user) {
+           if (auto cast = llvm::dyn_cast<CastOp>(user)) {
+             return foldOf(cast) != Fold::None &&
+                    cast.getOutput().getType().getElementType().isBF16();
+           }
+           return isViewOp(user) && readOnlyNarrowed(user->getResult(0));
+         });
+}
+
+/// f32 values computed by elementwise ops that only bf16 matmul operands
+/// read (through slices, reshapes and transposes): attention's fused QKV
+/// projection, which the forward and the backward pass both read as bf16
+/// Q, K and V. The producer rounds its tiles to bf16 on an engine and
+/// stores those, half the bytes out and in, instead of storing f32 for
+/// every load to narrow. The matmuls see the same bits either way.
+void planNarrowedOutputs(Block &body) {
+  for (Operation &op : body) {
+    if (!graph_passes::isElementwise(&op) || foldOf(&op) != Fold::None) {
+      continue;
+    }
+    llvm::SmallVector<int64_t, 1> results;
+    for (OpResult result : op.getResults()) {
+      if (tensorType(result).getElementType().isF32() &&
+          readOnlyNarrowed(result)) {
+        results.push_back(result.getResultNumber());
+      }
+    }
+    if (!results.empty()) {
+      op.setAttr(kNarrowedAttr,
+                 DenseI64ArrayAttr::get(op.getContext(), results));
+    }
+  }
+}
+
 struct KGraphPlanMatmulOperands
     : kiln::tile_passes::impl::KGraphPlanMatmulOperandsBase<
           KGraphPlanMatmulOperands> {
@@ -185,6 +224,7 @@ struct KGraphPlanMatmulOperands
         op.removeAttr(kFusionAttr);
       }
     }
+    planNarrowedOutputs(body);
   }
 };
 

@@ -133,7 +133,6 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
-  planNarrowedOutputs();
   planColumnSums();
   planRowSums();
   planEpilogues();
@@ -163,13 +162,19 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   return target;
 }
 
-/// Reads what kgraph-plan-matmul-operands planned (kgraph.fold): the ops
-/// other ops' instructions compute, the f32 casts of products, the one-hot
-/// operands computed on chip; and the fusion groups of the rest.
+/// Reads what kgraph-plan-matmul-operands planned: the ops other ops'
+/// instructions compute (kgraph.fold: the casts of products and their
+/// operands, the one-hot operands computed on chip), the values stored in
+/// bf16 (kgraph.narrowed); and the fusion groups of the rest.
 void FunctionLowering::readMatmulOperandPlan() {
   unsigned index = 0;
   for (Operation &op : source.getBody().front()) {
     position[&op] = index++;
+    if (auto results = op.getAttrOfType<DenseI64ArrayAttr>(kNarrowedAttr)) {
+      for (int64_t r : results.asArrayRef()) {
+        narrowed.insert(op.getResult(r));
+      }
+    }
     Fold fold = foldOf(&op);
     if (fold == Fold::None) {
       if (auto id = fusionId(&op)) {

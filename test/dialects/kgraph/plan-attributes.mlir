@@ -56,3 +56,11 @@ func.func @unknown_plan_attribute(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = kgraph.neg %a {kgraph.fussion = 0 : i64} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @narrowed_not_f32(%a: tensor<4xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{has kgraph.narrowed listing result 0, which is not an f32 result}}
+  %0 = kgraph.neg %a {kgraph.narrowed = array<i64: 0>} : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}

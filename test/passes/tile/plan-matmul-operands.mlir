@@ -79,3 +79,24 @@ func.func @one_hot_along_m(%ids: tensor<300xi64>, %t: tensor<1000x72xf32>) -> te
   %rows = kgraph.matmul %hot, %t : tensor<300x1000xf32>, tensor<1000x72xf32> -> tensor<300x72xf32>
   return %rows : tensor<300x72xf32>
 }
+
+// An f32 value only bf16 operands read, through views (a fused QKV
+// projection's slices), is stored in bf16 by the group that computes it;
+// one that is also returned is not.
+// CHECK-LABEL: func.func @narrowed_projection
+// CHECK: kgraph.add %arg0, %arg1 {kgraph.fusion = 0 : i64, kgraph.narrowed = array<i64: 0>}
+// CHECK: kgraph.mul %arg0, %arg1 {kgraph.fusion = 0 : i64} :
+func.func @narrowed_projection(%p: tensor<128x256xf32>, %b: tensor<128x256xf32>, %w: tensor<128x64xbf16>) -> (tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x256xf32>) {
+  %qkv = kgraph.add %p, %b {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
+  %other = kgraph.mul %p, %b {kgraph.fusion = 0 : i64} : tensor<128x256xf32>, tensor<128x256xf32>
+  %q = kgraph.slice %qkv {start = array<i64: 0, 0>, limit = array<i64: 128, 128>, stride = array<i64: 1, 1>} : tensor<128x256xf32> -> tensor<128x128xf32>
+  %qt = kgraph.transpose %q, [1, 0] : tensor<128x128xf32> -> tensor<128x128xf32>
+  %qb = kgraph.cast %qt : tensor<128x128xf32> -> tensor<128x128xbf16>
+  %y = kgraph.matmul %qb, %w : tensor<128x128xbf16>, tensor<128x64xbf16> -> tensor<128x64xbf16>
+  %yf = kgraph.cast %y : tensor<128x64xbf16> -> tensor<128x64xf32>
+  %ob = kgraph.cast %other : tensor<128x256xf32> -> tensor<128x256xbf16>
+  %ws = kgraph.concat %w, %w {dim = 0} : (tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<256x64xbf16>
+  %z = kgraph.matmul %ob, %ws : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
+  %zf = kgraph.cast %z : tensor<128x64xbf16> -> tensor<128x64xf32>
+  return %yf, %zf, %other : tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x256xf32>
+}
