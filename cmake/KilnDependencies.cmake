@@ -18,6 +18,11 @@ kiln_require(LLVM_FOUND "LLVM 22 (LLVMConfig.cmake)" "llvm-22-dev")
 
 find_program(KILN_MLIR_TBLGEN mlir-tblgen HINTS "${KILN_LLVM_ROOT}/bin" NO_DEFAULT_PATH)
 kiln_require(KILN_MLIR_TBLGEN "mlir-tblgen" "libmlir-22-dev")
+# kiln-isa-tblgen, the instruction set's TableGen backend, links LLVM's
+# static TableGen library (Debian ships no other).
+find_library(KILN_LLVM_TABLEGEN_LIBRARY libLLVMTableGen.a
+  HINTS "${KILN_LLVM_ROOT}/lib" NO_DEFAULT_PATH)
+kiln_require(KILN_LLVM_TABLEGEN_LIBRARY "LLVM's TableGen library (libLLVMTableGen.a)" "llvm-22-dev")
 find_program(KILN_LIT lit HINTS "${KILN_LLVM_ROOT}/bin" "${KILN_LLVM_ROOT}/build/utils/lit" NO_DEFAULT_PATH)
 find_program(KILN_FILECHECK FileCheck HINTS "${KILN_LLVM_ROOT}/bin" NO_DEFAULT_PATH)
 kiln_require(KILN_FILECHECK "FileCheck" "llvm-22-tools")

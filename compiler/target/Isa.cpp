@@ -14,56 +14,13 @@ namespace {
 
 constexpr uint8_t bit(Engine e) { return 1u << static_cast<int>(e); }
 
-using L = llvm::StringLiteral;
-// One row per opcode, in Opcode order: a table reads best as rows.
-// clang-format off
+// One row per instruction of InstructionSet.td, in Opcode order
+// (kiln-isa-tblgen --gen-schema-table); the rows spell engines with `bit`.
 const OpcodeSchema kSchemas[kOpcodes] = {
-    {Opcode::Matmul, L("matmul"), bit(Engine::Tensor), {L("dst"), L("stationary"), L("moving")}, 3,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("accumulate")},
-    {Opcode::Transpose, L("transpose"), bit(Engine::Tensor), {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Activation, L("activation"), bit(Engine::Scalar), {L("dst"), L("src"), L("reduce_dst")}, 2,
-     L("func"), L(""), FieldKind::Act, FieldKind::None, L("scale"), L("bias"), L(""), L(""), L(""), L("")},
-    {Opcode::TensorTensor, L("tensor_tensor"), bit(Engine::Vector) | bit(Engine::GpSimd),
-     {L("dst"), L("lhs"), L("rhs")}, 3,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::TensorScalar, L("tensor_scalar"), bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("scalars")}, 2,
-     L("op0"), L("op1"), FieldKind::Alu, FieldKind::Alu, L("scalar0"), L("scalar1"), L("scalar_operands"), L(""), L(""), L("")},
-    {Opcode::TensorReduce, L("tensor_reduce"), bit(Engine::Vector), {L("dst"), L("src"), L("")}, 2,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::TensorCopy, L("tensor_copy"), bit(Engine::Vector) | bit(Engine::Scalar) | bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Iota, L("iota"), bit(Engine::GpSimd) | bit(Engine::Vector), {L("dst"), L(""), L("")}, 1,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("base"), L("partition_step"),
-     L("free_step"), L("")},
-    {Opcode::Memset, L("memset"), bit(Engine::GpSimd) | bit(Engine::Vector), {L("dst"), L(""), L("")}, 1,
-     L(""), L(""), FieldKind::None, FieldKind::None, L("value"), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::AffineSelect, L("affine_select"), bit(Engine::GpSimd) | bit(Engine::Vector),
-     {L("dst"), L("src"), L("")}, 2,
-     L("compare"), L(""), FieldKind::Alu, FieldKind::None, L("fill"), L(""), L("base"),
-     L("partition_step"), L("free_step"), L("")},
-    {Opcode::PartitionReduce, L("partition_reduce"), bit(Engine::GpSimd), {L("dst"), L("src"), L("")}, 2,
-     L("op"), L(""), FieldKind::Alu, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::PartitionBroadcast, L("partition_broadcast"), bit(Engine::GpSimd),
-     {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::DmaCopy, L("dma_copy"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Collective, L("collective"), bit(Engine::Dma), {L("dst"), L("src"), L("")}, 2,
-     L("kind"), L(""), FieldKind::Collective, FieldKind::None, L(""), L(""), L(""), L(""), L(""), L("")},
-    {Opcode::Random, L("random"), bit(Engine::GpSimd), {L("dst"), L("seed"), L("")}, 2,
-     L(""), L(""), FieldKind::None, FieldKind::None, L("group_step"), L(""), L("counter"),
-     L("partition_step"), L("free_step"), L("")},
-    {Opcode::DmaGather, L("dma_gather"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
-     L(""), L("")},
-    {Opcode::DmaScatter, L("dma_scatter"), bit(Engine::Dma), {L("dst"), L("src"), L("indices")}, 3,
-     L(""), L(""), FieldKind::None, FieldKind::None, L(""), L(""), L("index_stride"), L("index_bound"),
-     L(""), L("")},
+#include "compiler/target/IsaSchemas.inc"
 };
-// clang-format on
+
+using L = llvm::StringLiteral;
 
 const L kEngineNames[] = {L("tensor"), L("vector"), L("scalar"), L("gpsimd"),
                           L("dma")};

@@ -27,27 +27,10 @@ inline constexpr int kEngineKinds = 5;
 enum class Memory : uint8_t { Hbm, Sbuf, Psum };
 enum class DType : uint8_t { F32, BF16, F16, I32 };
 
-enum class Opcode : uint8_t {
-  Matmul,
-  Transpose,
-  Activation,
-  TensorTensor,
-  TensorScalar,
-  TensorReduce,
-  TensorCopy,
-  Iota,
-  Memset,
-  AffineSelect,
-  PartitionReduce,
-  PartitionBroadcast,
-  DmaCopy,
-  Collective,
-  // Appended so that older encodings keep their meaning.
-  Random,
-  DmaGather,
-  DmaScatter,
-};
-inline constexpr int kOpcodes = 17;
+// enum class Opcode and kOpcodes, one enumerator per instruction of
+// compiler/target/InstructionSet.td in its order (kiln-isa-tblgen
+// --gen-opcode-enum).
+#include "compiler/target/IsaOpcodes.inc"
 
 /// The HBM operand whose rows an indirect transfer picks by index: a
 /// dma_gather's source (1), a dma_scatter's destination (0); -1 otherwise.
@@ -165,8 +148,9 @@ struct Instruction {
   bool operator==(const Instruction &other) const;
 };
 
-/// How one opcode uses the Instruction fields; the single source for the
-/// dialect's attribute names, the encoding and the disassembly.
+/// How one opcode uses the Instruction fields: the dialects' attribute
+/// names, the encoding and the disassembly, generated from
+/// compiler/target/InstructionSet.td.
 enum class FieldKind : uint8_t { None, Alu, Act, Collective };
 struct OpcodeSchema {
   Opcode opcode;

@@ -14,6 +14,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "compiler/target/InstructionSet.td"
 
 def Kisa_Dialect : Dialect {
   let name = "kisa";
@@ -48,6 +49,24 @@ def Kisa_AccessPatternAttr : AttrDef<Kisa_Dialect, "AccessPattern"> {
                         ArrayRefParameter<"int64_t">:$sizes);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+}
+
+// The attribute that an instruction's argument is, in kisa and ktile alike.
+class Kisa_ArgumentAttr<IsaArgument arg> {
+  Attr Required = !cond(!eq(arg.Kind, IsaAccessPatternKind) : Kisa_AccessPatternAttr,
+                        !eq(arg.Kind, IsaF64Kind) : F64Attr,
+                        !eq(arg.Kind, IsaI64Kind) : I64Attr,
+                        !eq(arg.Kind, IsaBoolKind) : BoolAttr,
+                        // ALU ops, activation functions and collectives by name.
+                        !eq(arg.Kind.SlotGroup, "op") : StrAttr);
+  Attr Constraint = !if(arg.Optional, OptionalAttr<Required>, Required);
+}
+
+// An instruction's arguments (compiler/target/InstructionSet.td) as the
+// `ins` of its op, in the order the instruction lists them.
+class Kisa_InstructionArguments<IsaInstruction inst> {
+  dag Arguments = !foldl((ins), inst.Arguments, args, arg,
+      !con(args, !dag(ins, [Kisa_ArgumentAttr<arg>.Constraint], [arg.Name])));
 }
 
 #endif // KILN_KISA_BASE_TD
