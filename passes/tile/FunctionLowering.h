@@ -98,7 +98,24 @@ private:
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();
+  bool joinChainToEpilogue(
+      size_t chain, bool alone,
+      const llvm::DenseMap<int64_t, kgraph::MatmulOp> &productOf);
+  bool chainEpilogueFits(const PlannedRowChain &plan,
+                         const llvm::SetVector<mlir::Operation *> &between,
+                         const llvm::SmallPtrSetImpl<mlir::Operation *> &all,
+                         kgraph::MatmulOp product,
+                         llvm::SetVector<mlir::Operation *> &views);
   void planEpilogueSums();
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> epilogueOps();
+  mlir::Value summedValue(kgraph::MatmulOp sum,
+                          llvm::SmallVectorImpl<mlir::Operation *> &via);
+  bool isUnpairedRowSum(mlir::Operation *op);
+  bool onlySummed(mlir::Value v,
+                  const llvm::SmallPtrSetImpl<mlir::Operation *> &inside);
+  bool joinEpilogueBySums(
+      mlir::Operation *def, mlir::Value v, llvm::ArrayRef<int64_t> rhsShape,
+      llvm::DenseMap<mlir::Operation *, mlir::Operation *> &epilogueOfOp);
   mlir::Value sumResult(mlir::Operation *sum);
   void bindEpilogueSums(const Epilogue &e);
   bool

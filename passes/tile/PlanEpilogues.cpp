@@ -249,61 +249,9 @@ bool FunctionLowering::readsEndBefore(
 /// goes to HBM only for other readers; in BERT's backward a layer norm's
 /// dY and dY * x_hat no longer go at all, nor are read back twice.
 void FunctionLowering::planEpilogueSums() {
-  // Each 2-D product's epilogue ops, in program order of the products.
-  llvm::SmallVector<MatmulOp> products;
-  llvm::DenseMap<Operation *, Operation *> epilogueOfOp;
+  llvm::DenseMap<Operation *, Operation *> epilogueOfOp = epilogueOps();
   for (Operation &op : source.getBody().front()) {
-    auto m = llvm::dyn_cast<MatmulOp>(&op);
-    if (!m || tensorType(m.getOutput()).getRank() != 2 ||
-        !(epilogueOf.count(m) || chainEpilogueOf.count(m))) {
-      continue;
-    }
-    products.push_back(m);
-    if (auto id = epilogueOf.find(m); id != epilogueOf.end()) {
-      for (Operation *member : groups[id->second]) {
-        epilogueOfOp[member] = m;
-      }
-    }
-    if (auto k = chainEpilogueOf.find(m); k != chainEpilogueOf.end()) {
-      for (Operation *member : chains[k->second].ops) {
-        epilogueOfOp[member] = m;
-      }
-    }
-  }
-  // The value a row sum reads, through single-use reshapes and absorbed
-  // casts (`via`).
-  auto summedValue = [&](MatmulOp sum,
-                         llvm::SmallVectorImpl<Operation *> &via) {
-    Value v = sum.getRhs();
-    while (Operation *def = v.getDefiningOp()) {
-      if (!(llvm::isa<ReshapeOp>(def) || absorbed.contains(def)) ||
-          !def->hasOneUse()) {
-        break;
-      }
-      via.push_back(def);
-      v = def->getOperand(0);
-    }
-    return v;
-  };
-  auto isSum = [&](Operation *op) {
-    auto m = llvm::dyn_cast<MatmulOp>(op);
-    return m && isRowSum(m) && !summedBySibling.contains(m);
-  };
-  // Whether every reader of `v` outside `inside` is a row sum (through
-  // single-use reshapes and absorbed casts).
-  std::function<bool(Value, const llvm::SmallPtrSetImpl<Operation *> &)>
-      onlySummed =
-          [&](Value v, const llvm::SmallPtrSetImpl<Operation *> &inside) {
-            return llvm::all_of(v.getUsers(), [&](Operation *u) {
-              if (inside.contains(u) || isSum(u)) {
-                return true;
-              }
-              return (llvm::isa<ReshapeOp>(u) || absorbed.contains(u)) &&
-                     u->hasOneUse() && onlySummed(u->getResult(0), inside);
-            });
-          };
-  for (Operation &op : source.getBody().front()) {
-    if (!isSum(&op)) {
+    if (!isUnpairedRowSum(&op)) {
       continue;
     }
     auto sum = llvm::cast<MatmulOp>(&op);
@@ -316,96 +264,9 @@ void FunctionLowering::planEpilogueSums() {
     }
     auto at = epilogueOfOp.find(def);
     if (at == epilogueOfOp.end()) {
-      // A group that may join: of V's shape, in no epilogue or chain, its
-      // values read outside only by row sums, the rest of what it reads an
-      // epilogue's values (directly or through reshapes) or there by the
-      // product.
-      auto id = fusionId(def);
-      if (!id || epilogueAt.count(*id)) {
+      if (!joinEpilogueBySums(def, v, rhsShape, epilogueOfOp)) {
         continue;
       }
-      auto &members = groups[*id];
-      llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(),
-                                                 members.end());
-      auto shape = tensorType(v).getShape();
-      bool fits = llvm::all_of(members, [&](Operation *m) {
-        return !chainOf.count(m) && !absorbed.contains(m) &&
-               m->getNumResults() == 1 &&
-               tensorType(m->getResult(0)).getShape() == shape &&
-               onlySummed(m->getResult(0), inGroup);
-      });
-      // The product whose epilogue computes what the group reads last;
-      // the reshapes between its values and the group join too.
-      auto baseOf = [](Value operand) {
-        Operation *d = operand.getDefiningOp();
-        while (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(d)) {
-          d = reshape.getInput().getDefiningOp();
-        }
-        return d;
-      };
-      std::optional<MatmulOp> product;
-      for (Operation *m : members) {
-        for (Value operand : m->getOperands()) {
-          Operation *base = baseOf(operand);
-          if (base && epilogueOfOp.count(base)) {
-            auto p = llvm::cast<MatmulOp>(epilogueOfOp[base]);
-            if (!product || position[p] > position[*product]) {
-              product = p;
-            }
-          }
-        }
-      }
-      if (!fits || !product) {
-        continue;
-      }
-      llvm::SmallVector<Operation *> reshapes;
-      for (Operation *m : members) {
-        for (Value operand : m->getOperands()) {
-          Operation *base = baseOf(operand);
-          if (!base || epilogueOfOp.lookup(base) != *product) {
-            continue;
-          }
-          for (Operation *d = operand.getDefiningOp(); d != base;
-               d = d->getOperand(0).getDefiningOp()) {
-            reshapes.push_back(d);
-          }
-        }
-      }
-      auto outShape = tensorType(product->getOutput()).getShape();
-      if (rhsShape.back() != outShape[1] ||
-          tensorType(v).getNumElements() != outShape[0] * outShape[1]) {
-        continue;
-      }
-      unsigned start = position[*product];
-      llvm::SetVector<Operation *> views(earlyViews[*product].begin(),
-                                         earlyViews[*product].end());
-      llvm::SmallPtrSet<Operation *, 16> joins(inGroup.begin(), inGroup.end());
-      joins.insert(reshapes.begin(), reshapes.end());
-      fits = llvm::all_of(members, [&](Operation *m) {
-        return llvm::all_of(m->getOperands(), [&](Value operand) {
-          Operation *d = operand.getDefiningOp();
-          return !d || joins.contains(d) ||
-                 epilogueOfOp.lookup(d) == *product ||
-                 availableBy(d, start, views);
-        });
-      });
-      if (!fits) {
-        continue;
-      }
-      auto &joined = joinedEpilogue[*product];
-      for (Operation *m : llvm::concat<Operation *const>(reshapes, members)) {
-        if (!llvm::is_contained(joined, m)) {
-          joined.push_back(m);
-          epilogueOfOp[m] = *product;
-          doneByEpilogues.insert(m);
-        }
-      }
-      llvm::SmallVector<Operation *> early(views.begin(), views.end());
-      llvm::sort(early, [&](Operation *a, Operation *b) {
-        return position[a] < position[b];
-      });
-      earlyViews[*product] = std::move(early);
-      rowSumsOf.erase(members.back());
       at = epilogueOfOp.find(def);
     }
     // The product's columns are V's last dimension, its rows the rest; the
@@ -426,6 +287,175 @@ void FunctionLowering::planEpilogueSums() {
   }
 }
 
+/// Each op a 2-D product's epilogue computes (its group's, its chain's),
+/// with the product.
+llvm::DenseMap<Operation *, Operation *> FunctionLowering::epilogueOps() {
+  llvm::DenseMap<Operation *, Operation *> epilogueOfOp;
+  for (Operation &op : source.getBody().front()) {
+    auto m = llvm::dyn_cast<MatmulOp>(&op);
+    if (!m || tensorType(m.getOutput()).getRank() != 2) {
+      continue;
+    }
+    if (auto id = epilogueOf.find(m); id != epilogueOf.end()) {
+      for (Operation *member : groups[id->second]) {
+        epilogueOfOp[member] = m;
+      }
+    }
+    if (auto k = chainEpilogueOf.find(m); k != chainEpilogueOf.end()) {
+      for (Operation *member : chains[k->second].ops) {
+        epilogueOfOp[member] = m;
+      }
+    }
+  }
+  return epilogueOfOp;
+}
+
+/// The value a row sum reads, through single-use reshapes and absorbed
+/// casts (`via`).
+Value FunctionLowering::summedValue(MatmulOp sum,
+                                    llvm::SmallVectorImpl<Operation *> &via) {
+  Value v = sum.getRhs();
+  while (Operation *def = v.getDefiningOp()) {
+    if (!(llvm::isa<ReshapeOp>(def) || absorbed.contains(def)) ||
+        !def->hasOneUse()) {
+      break;
+    }
+    via.push_back(def);
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// A row sum no weight gradient computes beside its product.
+bool FunctionLowering::isUnpairedRowSum(Operation *op) {
+  auto m = llvm::dyn_cast<MatmulOp>(op);
+  return m && isRowSum(m) && !summedBySibling.contains(m);
+}
+
+/// Whether every reader of `v` outside `inside` is a row sum (through
+/// single-use reshapes and absorbed casts).
+bool FunctionLowering::onlySummed(
+    Value v, const llvm::SmallPtrSetImpl<Operation *> &inside) {
+  return llvm::all_of(v.getUsers(), [&](Operation *u) {
+    if (inside.contains(u) || isUnpairedRowSum(u)) {
+      return true;
+    }
+    return (llvm::isa<ReshapeOp>(u) || absorbed.contains(u)) &&
+           u->hasOneUse() && onlySummed(u->getResult(0), inside);
+  });
+}
+
+/// The op `operand` is a reshape (or several) of, or its own definer.
+static Operation *throughReshapes(Value operand) {
+  Operation *d = operand.getDefiningOp();
+  while (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(d)) {
+    d = reshape.getInput().getDefiningOp();
+  }
+  return d;
+}
+
+/// The latest product whose epilogue computes something `members` read.
+static MatmulOp
+lastFeedingProduct(llvm::ArrayRef<Operation *> members,
+                   const llvm::DenseMap<Operation *, Operation *> &epilogueOfOp,
+                   llvm::DenseMap<Operation *, unsigned> &position) {
+  MatmulOp product;
+  for (Operation *m : members) {
+    for (Value operand : m->getOperands()) {
+      Operation *base = throughReshapes(operand);
+      if (base && epilogueOfOp.count(base)) {
+        auto p = llvm::cast<MatmulOp>(epilogueOfOp.lookup(base));
+        if (!product || position[p] > position[product]) {
+          product = p;
+        }
+      }
+    }
+  }
+  return product;
+}
+
+/// The reshapes between `product`'s epilogue values and `members`.
+static llvm::SmallVector<Operation *>
+reshapesFrom(MatmulOp product, llvm::ArrayRef<Operation *> members,
+             const llvm::DenseMap<Operation *, Operation *> &epilogueOfOp) {
+  llvm::SmallVector<Operation *> reshapes;
+  for (Operation *m : members) {
+    for (Value operand : m->getOperands()) {
+      Operation *base = throughReshapes(operand);
+      if (!base || epilogueOfOp.lookup(base) != product) {
+        continue;
+      }
+      for (Operation *d = operand.getDefiningOp(); d != base;
+           d = d->getOperand(0).getDefiningOp()) {
+        reshapes.push_back(d);
+      }
+    }
+  }
+  return reshapes;
+}
+
+/// Joins the group of `def` (computing V, which a row sum reads) to the
+/// epilogue of the product whose values it reads last, when it may: of V's
+/// shape, in no epilogue or chain, its values read outside only by row
+/// sums, the rest of what it reads an epilogue's values (directly or
+/// through reshapes) or there by the product. Returns whether it joined.
+bool FunctionLowering::joinEpilogueBySums(
+    Operation *def, Value v, llvm::ArrayRef<int64_t> rhsShape,
+    llvm::DenseMap<Operation *, Operation *> &epilogueOfOp) {
+  auto id = fusionId(def);
+  if (!id || epilogueAt.count(*id)) {
+    return false;
+  }
+  auto &members = groups[*id];
+  llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+  auto shape = tensorType(v).getShape();
+  bool fits = llvm::all_of(members, [&](Operation *m) {
+    return !chainOf.count(m) && !absorbed.contains(m) &&
+           m->getNumResults() == 1 &&
+           tensorType(m->getResult(0)).getShape() == shape &&
+           onlySummed(m->getResult(0), inGroup);
+  });
+  MatmulOp product = lastFeedingProduct(members, epilogueOfOp, position);
+  if (!fits || !product) {
+    return false;
+  }
+  llvm::SmallVector<Operation *> reshapes =
+      reshapesFrom(product, members, epilogueOfOp);
+  auto outShape = tensorType(product.getOutput()).getShape();
+  if (rhsShape.back() != outShape[1] ||
+      tensorType(v).getNumElements() != outShape[0] * outShape[1]) {
+    return false;
+  }
+  unsigned start = position[product];
+  llvm::SetVector<Operation *> views(earlyViews[product].begin(),
+                                     earlyViews[product].end());
+  llvm::SmallPtrSet<Operation *, 16> joins(inGroup.begin(), inGroup.end());
+  joins.insert(reshapes.begin(), reshapes.end());
+  fits = llvm::all_of(members, [&](Operation *m) {
+    return llvm::all_of(m->getOperands(), [&](Value operand) {
+      Operation *d = operand.getDefiningOp();
+      return !d || joins.contains(d) || epilogueOfOp.lookup(d) == product ||
+             availableBy(d, start, views);
+    });
+  });
+  if (!fits) {
+    return false;
+  }
+  auto &joined = joinedEpilogue[product];
+  for (Operation *m : llvm::concat<Operation *const>(reshapes, members)) {
+    if (!llvm::is_contained(joined, m)) {
+      joined.push_back(m);
+      epilogueOfOp[m] = product;
+      doneByEpilogues.insert(m);
+    }
+  }
+  llvm::SmallVector<Operation *> early(views.begin(), views.end());
+  sortByPosition(early);
+  earlyViews[product] = std::move(early);
+  rowSumsOf.erase(members.back());
+  return true;
+}
+
 /// The row chains that run on the whole rows of a 2-D product whose
 /// epilogue group computes what they read: a layer norm after a linear
 /// layer's bias, dropout and residual add. The epilogue then takes the
@@ -439,146 +469,8 @@ void FunctionLowering::planEpilogueChains() {
   for (auto &[matmul, id] : epilogueOf) {
     productOf[id] = llvm::cast<MatmulOp>(matmul);
   }
-  // Joins chain k to the epilogue whose group computes what it reads; a
-  // chain of one group (`alone`) only through a row reduction.
-  auto join = [&](size_t k, bool alone) -> bool {
-    const PlannedRowChain &plan = chains[k];
-    auto rank = static_cast<int64_t>(plan.shape.size());
-    if (chainEpilogueAt.count(k) || rank < 2 || plan.from != rank - 1) {
-      return false;
-    }
-    int64_t n = plan.shape.back();
-    llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(),
-                                               plan.ops.end());
-    std::optional<int64_t> group;
-    bool oneGroup = true;
-    llvm::SetVector<Operation *> between;
-    // Whether `def` is the epilogue group's or an op between it and the
-    // chain (which joins `between`).
-    std::function<bool(Operation *)> absorb = [&](Operation *def) -> bool {
-      if (inChain.contains(def) || between.contains(def)) {
-        return true;
-      }
-      if (auto id = fusionId(def); id && epilogueAt.count(*id)) {
-        oneGroup = oneGroup && (!group || *group == *id);
-        group = id;
-        return true;
-      }
-      // An op another chain or a fusion group lowers stays there.
-      if (chainOf.count(def) || fusionId(def)) {
-        return false;
-      }
-      auto inside = [&](Value v) {
-        Operation *d = v.getDefiningOp();
-        return d && absorb(d);
-      };
-      auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
-      bool joins = false;
-      if (auto reshape = llvm::dyn_cast<ReshapeOp>(def)) {
-        joins = tensorType(reshape.getInput()).getRank() > 0 &&
-                lastDim(reshape.getInput()) == lastDim(reshape.getOutput()) &&
-                inside(reshape.getInput());
-      } else if (llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(def)) {
-        auto dims = def->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
-        auto in = tensorType(def->getOperand(0));
-        joins = dims.size() == 1 && dims[0] == in.getRank() - 1 &&
-                tensorType(def->getResult(0)).getRank() == in.getRank() &&
-                inside(def->getOperand(0));
-      } else if (graph_passes::isElementwise(def) &&
-                 !llvm::isa<DropoutOp>(def) && def->getNumResults() == 1 &&
-                 tensorType(def->getResult(0)).getRank() > 0 &&
-                 lastDim(def->getResult(0)) == 1) {
-        // An op on row values: those from inside, and scalars.
-        joins = llvm::any_of(def->getOperands(),
-                             [&](Value v) {
-                               return tensorType(v).getNumElements() != 1;
-                             }) &&
-                llvm::all_of(def->getOperands(), [&](Value v) {
-                  return tensorType(v).getNumElements() == 1 || inside(v);
-                });
-      }
-      if (joins) {
-        between.insert(def);
-      }
-      return joins;
-    };
-    for (Operation *op : plan.ops) {
-      for (Value v : op->getOperands()) {
-        if (Operation *def = v.getDefiningOp()) {
-          absorb(def); // what does not join is an input, checked below
-        }
-      }
-    }
-    bool reduces = llvm::any_of(between, [](Operation *op) {
-      return llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op);
-    });
-    if (!group || !oneGroup || !productOf.count(*group) ||
-        (alone && !reduces)) {
-      return false;
-    }
-    MatmulOp product = productOf[*group];
-    auto shape = tensorType(product.getOutput()).getShape();
-    int64_t elements = 1;
-    for (int64_t d : plan.shape) {
-      elements *= d;
-    }
-    if (shape.size() != 2 || shape[1] != n || shape[0] * n != elements ||
-        n > 1024 || columnSumsOf.count(product) ||
-        chainEpilogueOf.count(product)) {
-      return false;
-    }
-    llvm::SmallPtrSet<Operation *, 32> all(plan.ops.begin(), plan.ops.end());
-    all.insert(between.begin(), between.end());
-    all.insert(groups[*group].begin(), groups[*group].end());
-    unsigned at = position[product];
-    llvm::SetVector<Operation *> views(earlyViews[product].begin(),
-                                       earlyViews[product].end());
-    auto readsExisting = [&](Operation *op) {
-      return llvm::all_of(op->getOperands(), [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return !def || def == product || all.contains(def) ||
-               availableBy(def, at, views);
-      });
-    };
-    // Values read after: the rows' (stored as the epilogue stores them) or
-    // one per row (gathered); a reshape between is read inside only.
-    auto readAfterFits = [&](Operation *op) {
-      for (Value r : op->getResults()) {
-        bool outside = llvm::any_of(
-            r.getUsers(), [&](Operation *u) { return !all.contains(u); });
-        if (!outside) {
-          continue;
-        }
-        if (llvm::isa<ReshapeOp>(op)) {
-          return false;
-        }
-        auto rShape = tensorType(r).getShape();
-        if (isRowValueShape(rShape, plan.shape) &&
-            tensorType(r).getNumElements() != shape[0]) {
-          return false;
-        }
-      }
-      return true;
-    };
-    bool fits = llvm::all_of(plan.ops, readsExisting) &&
-                llvm::all_of(between, readsExisting) &&
-                llvm::all_of(all, readAfterFits) && !returnsAliasedResult(all);
-    if (!fits) {
-      return false;
-    }
-    PlannedRowChain &joined = chains[k];
-    for (Operation *op : between) {
-      joined.ops.push_back(op);
-      chainOf[op] = k;
-    }
-    llvm::sort(joined.ops, [&](Operation *a, Operation *b) {
-      return position[a] < position[b];
-    });
-    runChainAt(k, product, views);
-    return true;
-  };
   for (size_t k = 0, planned = chains.size(); k < planned; ++k) {
-    join(k, /*alone=*/false);
+    joinChainToEpilogue(k, /*alone=*/false, productOf);
   }
   // A group alone that reads the row values of an epilogue group's values
   // (a layer norm's backward: the sums of dY·w and dY·w·xhat over each
@@ -608,7 +500,7 @@ void FunctionLowering::planEpilogueChains() {
     alone.shape.assign(shape.begin(), shape.end());
     alone.from = static_cast<int64_t>(shape.size()) - 1;
     chains.push_back(std::move(alone));
-    if (!join(chains.size() - 1, /*alone=*/true)) {
+    if (!joinChainToEpilogue(chains.size() - 1, /*alone=*/true, productOf)) {
       chains.pop_back();
       continue;
     }
@@ -616,6 +508,173 @@ void FunctionLowering::planEpilogueChains() {
       chainOf[m] = chains.size() - 1;
     }
   }
+}
+
+namespace {
+
+/// What a row chain reads of a 2-D product's epilogue: the epilogue's
+/// group, and the ops between it and the chain (a reshape that keeps the
+/// rows, a row reduction, ops on row values), which join the chain.
+struct EpilogueFeed {
+  const llvm::SmallPtrSetImpl<Operation *> &inChain;
+  const llvm::DenseMap<Operation *, size_t> &chainOf;
+  const llvm::DenseMap<int64_t, unsigned> &epilogueAt;
+  std::optional<int64_t> group;
+  bool oneGroup = true;
+  llvm::SetVector<Operation *> between;
+
+  /// Whether `def` is the epilogue group's or an op between it and the
+  /// chain (which joins `between`).
+  bool absorb(Operation *def) {
+    if (inChain.contains(def) || between.contains(def)) {
+      return true;
+    }
+    if (auto id = fusionId(def); id && epilogueAt.count(*id)) {
+      oneGroup = oneGroup && (!group || *group == *id);
+      group = id;
+      return true;
+    }
+    // An op another chain or a fusion group lowers stays there.
+    if (chainOf.count(def) || fusionId(def)) {
+      return false;
+    }
+    bool joins = joinsBetween(def);
+    if (joins) {
+      between.insert(def);
+    }
+    return joins;
+  }
+
+  bool joinsBetween(Operation *def) {
+    auto inside = [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      return d && absorb(d);
+    };
+    auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(def)) {
+      return tensorType(reshape.getInput()).getRank() > 0 &&
+             lastDim(reshape.getInput()) == lastDim(reshape.getOutput()) &&
+             inside(reshape.getInput());
+    }
+    if (llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(def)) {
+      auto dims = def->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+      auto in = tensorType(def->getOperand(0));
+      return dims.size() == 1 && dims[0] == in.getRank() - 1 &&
+             tensorType(def->getResult(0)).getRank() == in.getRank() &&
+             inside(def->getOperand(0));
+    }
+    if (graph_passes::isElementwise(def) && !llvm::isa<DropoutOp>(def) &&
+        def->getNumResults() == 1 &&
+        tensorType(def->getResult(0)).getRank() > 0 &&
+        lastDim(def->getResult(0)) == 1) {
+      // An op on row values: those from inside, and scalars.
+      return llvm::any_of(def->getOperands(),
+                          [&](Value v) {
+                            return tensorType(v).getNumElements() != 1;
+                          }) &&
+             llvm::all_of(def->getOperands(), [&](Value v) {
+               return tensorType(v).getNumElements() == 1 || inside(v);
+             });
+    }
+    return false;
+  }
+};
+
+} // namespace
+
+/// Joins chain k to the epilogue whose group computes what it reads; a
+/// chain of one group (`alone`) only through a row reduction.
+bool FunctionLowering::joinChainToEpilogue(
+    size_t k, bool alone, const llvm::DenseMap<int64_t, MatmulOp> &productOf) {
+  const PlannedRowChain &plan = chains[k];
+  auto rank = static_cast<int64_t>(plan.shape.size());
+  if (chainEpilogueAt.count(k) || rank < 2 || plan.from != rank - 1) {
+    return false;
+  }
+  int64_t n = plan.shape.back();
+  llvm::SmallPtrSet<Operation *, 32> inChain(plan.ops.begin(), plan.ops.end());
+  EpilogueFeed feed{inChain, chainOf, epilogueAt};
+  for (Operation *op : plan.ops) {
+    for (Value v : op->getOperands()) {
+      if (Operation *def = v.getDefiningOp()) {
+        feed.absorb(def); // what does not join is an input, checked below
+      }
+    }
+  }
+  bool reduces = llvm::any_of(feed.between, [](Operation *op) {
+    return llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(op);
+  });
+  if (!feed.group || !feed.oneGroup || !productOf.count(*feed.group) ||
+      (alone && !reduces)) {
+    return false;
+  }
+  MatmulOp product = productOf.lookup(*feed.group);
+  auto shape = tensorType(product.getOutput()).getShape();
+  int64_t elements = 1;
+  for (int64_t d : plan.shape) {
+    elements *= d;
+  }
+  if (shape.size() != 2 || shape[1] != n || shape[0] * n != elements ||
+      n > 1024 || columnSumsOf.count(product) ||
+      chainEpilogueOf.count(product)) {
+    return false;
+  }
+  llvm::SmallPtrSet<Operation *, 32> all(plan.ops.begin(), plan.ops.end());
+  all.insert(feed.between.begin(), feed.between.end());
+  all.insert(groups[*feed.group].begin(), groups[*feed.group].end());
+  llvm::SetVector<Operation *> views(earlyViews[product].begin(),
+                                     earlyViews[product].end());
+  if (!chainEpilogueFits(plan, feed.between, all, product, views)) {
+    return false;
+  }
+  PlannedRowChain &joined = chains[k];
+  for (Operation *op : feed.between) {
+    joined.ops.push_back(op);
+    chainOf[op] = k;
+  }
+  sortByPosition(joined.ops);
+  runChainAt(k, product, views);
+  return true;
+}
+
+/// Whether the chain `plan`, with the ops `between` it and the epilogue
+/// group (`all` of them together), may run on `product`'s tiles: what they
+/// read exists by the product (views of it joining `views`), and values
+/// read after are the rows' (stored as the epilogue stores them) or one
+/// per row (gathered), not a reshape between.
+bool FunctionLowering::chainEpilogueFits(
+    const PlannedRowChain &plan, const llvm::SetVector<Operation *> &between,
+    const llvm::SmallPtrSetImpl<Operation *> &all, MatmulOp product,
+    llvm::SetVector<Operation *> &views) {
+  unsigned at = position[product];
+  auto rows = tensorType(product.getOutput()).getShape()[0];
+  auto readsExisting = [&](Operation *op) {
+    return llvm::all_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return !def || def == product || all.contains(def) ||
+             availableBy(def, at, views);
+    });
+  };
+  auto readAfterFits = [&](Operation *op) {
+    for (Value r : op->getResults()) {
+      bool outside = llvm::any_of(
+          r.getUsers(), [&](Operation *u) { return !all.contains(u); });
+      if (!outside) {
+        continue;
+      }
+      if (llvm::isa<ReshapeOp>(op)) {
+        return false;
+      }
+      if (isRowValueShape(tensorType(r).getShape(), plan.shape) &&
+          tensorType(r).getNumElements() != rows) {
+        return false;
+      }
+    }
+    return true;
+  };
+  return llvm::all_of(plan.ops, readsExisting) &&
+         llvm::all_of(between, readsExisting) &&
+         llvm::all_of(all, readAfterFits) && !returnsAliasedResult(all);
 }
 
 } // namespace kiln::tile_passes
