@@ -47,6 +47,11 @@ def KGraph_Dialect : Dialect {
     - `kgraph.narrowed = array<i64: R...>` (`kgraph-plan-matmul-operands`):
       the op's f32 results R, which only bf16 matmul operands read, are
       stored rounded to bf16.
+    - `kgraph.sum_beside = N : i64` and `kgraph.sum_in_loop_nest`
+      (`kgraph-plan-row-sums`) on a row sum `ones[1, K] . G`: the earlier
+      matmul labelled `kgraph.product = N` (a weight gradient
+      `transpose(G) . X`) computes it beside itself from its G tiles; or it
+      is a candidate for the loop nest of the group that computes G.
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

@@ -82,6 +82,37 @@ static LogicalResult verifyFoldedCast(CastOp cast, Fold fold) {
   return success();
 }
 
+/// kgraph.product labels a matmul; kgraph.sum_beside names the label of a
+/// product before the sum; kgraph.sum_in_loop_nest is a unit.
+static LogicalResult verifyRowSumPlan(Operation *op, NamedAttribute attr) {
+  llvm::StringRef name = attr.getName().getValue();
+  if (!isa<MatmulOp>(op)) {
+    return op->emitOpError("has ") << name << " but is not a matmul";
+  }
+  if (attr.getName() == kSumInLoopNestAttr) {
+    if (!isa<UnitAttr>(attr.getValue())) {
+      return op->emitOpError("has ") << name << " with a value";
+    }
+    return success();
+  }
+  auto label = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!label || !label.getType().isInteger(64) || label.getInt() < 0) {
+    return op->emitOpError("has ")
+           << name << " that is not a product label (a non-negative i64)";
+  }
+  if (attr.getName() == kProductAttr) {
+    return success();
+  }
+  for (Operation *before = op->getPrevNode(); before;
+       before = before->getPrevNode()) {
+    if (before->getAttr(kProductAttr) == label) {
+      return success();
+    }
+  }
+  return op->emitOpError("is a row sum beside product ")
+         << label.getInt() << ", which no earlier matmul is";
+}
+
 LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
   if (attr.getName() == kFusionAttr) {
@@ -125,6 +156,10 @@ LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
       }
     }
     return success();
+  }
+  if (attr.getName() == kProductAttr || attr.getName() == kSumBesideAttr ||
+      attr.getName() == kSumInLoopNestAttr) {
+    return verifyRowSumPlan(op, attr);
   }
   // Function argument and result attributes are not verified here.
   return op->emitOpError("has an unknown kgraph attribute '")

@@ -37,6 +37,17 @@ inline constexpr llvm::StringLiteral kFoldAttr = "kgraph.fold";
 /// same pass).
 inline constexpr llvm::StringLiteral kNarrowedAttr = "kgraph.narrowed";
 
+/// A label on a matmul that other ops' plans refer to (the tile phase's
+/// kgraph-plan-row-sums).
+inline constexpr llvm::StringLiteral kProductAttr = "kgraph.product";
+/// On a row sum `ones[1, K] . G`: the product (by label) that computes it
+/// beside itself from the G tiles it holds (the same pass).
+inline constexpr llvm::StringLiteral kSumBesideAttr = "kgraph.sum_beside";
+/// On a row sum: a candidate for the loop nest of the group computing
+/// what it sums (the same pass).
+inline constexpr llvm::StringLiteral kSumInLoopNestAttr =
+    "kgraph.sum_in_loop_nest";
+
 /// The values of kgraph.fold.
 enum class Fold {
   None,

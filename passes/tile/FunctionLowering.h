@@ -91,10 +91,9 @@ private:
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
   void readMatmulOperandPlan();
+  void readRowSumPlan();
   void planBf16Copies();
   void planEpilogues();
-  void planColumnSums();
-  void planRowSums();
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();

@@ -20,6 +20,12 @@ namespace kiln::tile_passes {
 #define GEN_PASS_REGISTRATION
 #include "passes/tile/Passes.h.inc"
 
+/// The tile phase's planning passes, in order, on each function of the
+/// module `pm` runs on: they record the plan convert-kgraph-to-ktile reads.
+void addTilePlanningPasses(mlir::OpPassManager &pm);
+/// Registers them as the pipeline `kgraph-plan-tiles` (for kiln-opt).
+void registerTilePlanningPipeline();
+
 } // namespace kiln::tile_passes
 
 #endif // KILN_PASSES_TILE_PASSES_H

@@ -27,6 +27,22 @@ def KGraphPlanMatmulOperands
   }];
 }
 
+def KGraphPlanRowSums : Pass<"kgraph-plan-row-sums", "mlir::func::FuncOp"> {
+  let summary = "Plan where each sum over rows is computed";
+  let description = [{
+    Layout assignment writes a sum over rows as `ones[1, R] . V`. Run alone,
+    it would read V back from HBM; this pass plans it where V's tiles
+    already are. A bias gradient `ones[1, K] . dY` after the weight
+    gradient `transpose(dY) . X` is computed by that product from the dY
+    tiles it holds as stationary operand: the product is labelled
+    `kgraph.product = N` and the sum gets `kgraph.sum_beside = N`. A sum
+    of a value that an elementwise group (or a lone elementwise op) of V's
+    shape computes before it gets `kgraph.sum_in_loop_nest`: the group's
+    loop nest (or a matmul's epilogue it joins) folds it tile by tile when
+    its layout allows, and it runs alone otherwise.
+  }];
+}
+
 def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
   let summary = "Tile every kgraph op into 128-partition tiles";
   let description = [{

@@ -221,69 +221,6 @@ bool isRowSum(MatmulOp m) {
 
 /// Whether everything that reads `value`, through views, is a bf16 cast
 /// that the loads of the matmuls it feeds perform.
-/// Pairs a row sum `ones[1, K] . G` (a bias gradient, as layout assignment
-/// writes a reduction over rows) with an earlier 2-D product whose
-/// stationary operand is G itself, `transpose(G) . X` (the weight
-/// gradient): that product computes the sums from the G tiles it holds.
-void FunctionLowering::planColumnSums() {
-  for (Operation &op : source.getBody().front()) {
-    auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (!sum || !isRowSum(sum)) {
-      continue;
-    }
-    for (Operation *user : sum.getRhs().getUsers()) {
-      auto transpose = llvm::dyn_cast<TransposeOp>(user);
-      if (!transpose ||
-          transpose.getPermutation() != llvm::ArrayRef<int64_t>{1, 0}) {
-        continue;
-      }
-      auto product = llvm::find_if(transpose->getUsers(), [&](Operation *u) {
-        auto m = llvm::dyn_cast<MatmulOp>(u);
-        return m && isPlain2d(m) && m.getLhs() == transpose.getOutput() &&
-               position[m] < position[sum];
-      });
-      if (product != transpose->getUsers().end()) {
-        columnSumsOf[*product].push_back(sum);
-        summedBySibling.insert(sum);
-        break;
-      }
-    }
-  }
-}
-
-/// The row sums `ones[1, R] . V` left after planColumnSums whose V, seen
-/// as [R, C], is a value of a group of V's shape computed before them:
-/// candidates for the group's loop nest (which may not take them; then
-/// they run where they stand, without an epilogue).
-void FunctionLowering::planRowSums() {
-  for (Operation &op : source.getBody().front()) {
-    auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (!sum || summedBySibling.contains(sum) || !isRowSum(sum)) {
-      continue;
-    }
-    Value v = sum.getRhs();
-    if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
-      v = reshape.getInput();
-    }
-    Operation *def = v.getDefiningOp();
-    if (!def || !graph_passes::isElementwise(def)) {
-      continue;
-    }
-    // A group runs where its last op stands; a lone op is a group of one.
-    auto id = fusionId(def);
-    Operation *last = id ? groups[*id].back() : def;
-    auto shape = tensorType(v).getShape();
-    if (shape.size() < 2 ||
-        tensorType(last->getResult(0)).getShape() != shape ||
-        shape.back() != tensorType(sum.getRhs()).getShape().back() ||
-        position[last] > position[sum]) {
-      continue;
-    }
-    rowSumsOf[last].push_back({sum, v});
-    rowSumCandidates.insert(sum);
-  }
-}
-
 /// Which concat inputs their producers can write straight into the concat's
 /// buffer. Attention's backward concatenates the Q, K and V gradients, each
 /// a matmul result seen through a head-merging transpose and reshape: the

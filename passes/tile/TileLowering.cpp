@@ -108,6 +108,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   MLIRContext *context = source.getContext();
   Block &body = source.getBody().front();
   readMatmulOperandPlan();
+  readRowSumPlan();
   planBf16Copies();
 
   // The ktile function: every tensor an HBM memref.
@@ -133,8 +134,6 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
-  planColumnSums();
-  planRowSums();
   planEpilogues();
   planChains();
   planChainEpilogues();
@@ -192,6 +191,33 @@ void FunctionLowering::readMatmulOperandPlan() {
     });
     if (fold == Fold::OnChip && !result.use_empty() && readByMatmuls) {
       lowering.oneHotIndices[result] = oneHotIndicesOf(result);
+    }
+  }
+}
+
+/// Reads what kgraph-plan-row-sums planned: the row sums a weight
+/// gradient computes beside itself (kgraph.sum_beside), and those a group's
+/// loop nest may fold (kgraph.sum_in_loop_nest), keyed by the group's last
+/// op (a lone op's own).
+void FunctionLowering::readRowSumPlan() {
+  llvm::DenseMap<int64_t, Operation *> products;
+  for (Operation &op : source.getBody().front()) {
+    if (auto label = op.getAttrOfType<IntegerAttr>(kProductAttr)) {
+      products[label.getInt()] = &op;
+    }
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (auto label = op.getAttrOfType<IntegerAttr>(kSumBesideAttr)) {
+      columnSumsOf[products.lookup(label.getInt())].push_back(sum);
+      summedBySibling.insert(sum);
+    } else if (sum && op.hasAttr(kSumInLoopNestAttr)) {
+      Value v = sum.getRhs();
+      if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+        v = reshape.getInput();
+      }
+      Operation *def = v.getDefiningOp();
+      auto id = fusionId(def);
+      rowSumsOf[id ? groups[*id].back() : def].push_back({sum, v});
+      rowSumCandidates.insert(sum);
     }
   }
 }

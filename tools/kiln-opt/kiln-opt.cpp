@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   kiln::graph_passes::registerKilnGraphPasses();
   kiln::tile_passes::registerKilnTilePasses();
+  kiln::tile_passes::registerTilePlanningPipeline();
   kiln::engine_passes::registerKilnEnginePasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Kiln optimizer driver\n", registry));

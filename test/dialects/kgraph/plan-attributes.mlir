@@ -64,3 +64,19 @@ func.func @narrowed_not_f32(%a: tensor<4xbf16>) -> tensor<4xbf16> {
   %0 = kgraph.neg %a {kgraph.narrowed = array<i64: 0>} : tensor<4xbf16>
   return %0 : tensor<4xbf16>
 }
+
+// -----
+
+func.func @sum_beside_no_product(%o: tensor<1x4xf32>, %a: tensor<4x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{is a row sum beside product 3, which no earlier matmul is}}
+  %0 = kgraph.matmul %o, %a {kgraph.sum_beside = 3 : i64} : tensor<1x4xf32>, tensor<4x4xf32> -> tensor<1x4xf32>
+  return %0 : tensor<1x4xf32>
+}
+
+// -----
+
+func.func @product_label_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has kgraph.product but is not a matmul}}
+  %0 = kgraph.add %a, %a {kgraph.product = 0 : i64} : tensor<4xf32>, tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
 
 // A weight read through bf16 casts by a forward product (transposed, by
 // two products sharing the cast) and a backward one (as it is): the first

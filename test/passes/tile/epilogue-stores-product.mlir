@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
 
 // A bf16 product whose epilogue (the bias and GELU of a linear layer) is
 // its first reader, and which a later group reads too (the GELU's backward

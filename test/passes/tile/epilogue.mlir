@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
-// RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-plan-matmul-operands --convert-kgraph-to-ktile=sbuf-budget=8192 --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s --check-prefix=SPANS
+// RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-plan-tiles --convert-kgraph-to-ktile=sbuf-budget=8192 --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s --check-prefix=SPANS
 
 // A linear layer's bias and GELU run on each output tile as it leaves PSUM:
 // the product never goes to HBM. The bias is loaded once per column tile

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
 
 // Softmax's row maximum over 128 keys: a row is 512 bytes, so four rows go
 // to each partition and one DMA loads 512 rows (256 KiB). One tensor_reduce

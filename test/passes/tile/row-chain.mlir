@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
 
 // A softmax as fusion leaves it: the scaled scores, their row max, the
 // shifted exponentials (one group), their row sum, the division. Rows of

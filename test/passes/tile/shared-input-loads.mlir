@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
 
 // Two inputs of a group that are the same elements of the same buffer (here
 // two reshapes of one value; in BERT, a layer norm's backward reading its

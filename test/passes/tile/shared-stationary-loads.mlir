@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
-// RUN: kiln-opt %s --kgraph-plan-matmul-operands --convert-kgraph-to-ktile=sbuf-budget=1536 --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s --check-prefix=TIGHT
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile=sbuf-budget=1536 --ktile-fuse-tensor-scalars --ktile-reuse-dead-tiles | FileCheck %s --check-prefix=TIGHT
 
 // A weight gradient's transposed activations (M innermost in HBM) with a
 // small moving operand kept in SBUF: the blocks are two row tiles, but each

@@ -1,0 +1,21 @@
+//===- TilePlanning.cpp - the tile phase's planning passes as one ---------===//
+
+#include "passes/tile/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+void kiln::tile_passes::addTilePlanningPasses(mlir::OpPassManager &pm) {
+  mlir::OpPassManager &functions = pm.nest<mlir::func::FuncOp>();
+  functions.addPass(createKGraphPlanMatmulOperands());
+  functions.addPass(createKGraphPlanRowSums());
+}
+
+void kiln::tile_passes::registerTilePlanningPipeline() {
+  mlir::PassPipelineRegistration<>(
+      "kgraph-plan-tiles",
+      "The tile phase's planning passes, in order (what "
+      "convert-kgraph-to-ktile reads)",
+      [](mlir::OpPassManager &pm) { addTilePlanningPasses(pm); });
+}
