@@ -94,7 +94,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   }
   // The tile phase: its planning passes record the plan on the kgraph ops,
   // then the conversion follows it.
-  tile_passes::addTilePlanningPasses(pm);
+  tile_passes::addTilePlanningPasses(pm, options.target);
   tile_passes::ConvertKGraphToKTileOptions tiling;
   tiling.target = options.target;
   pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));

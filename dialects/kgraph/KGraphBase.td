@@ -52,6 +52,15 @@ def KGraph_Dialect : Dialect {
       matmul labelled `kgraph.product = N` (a weight gradient
       `transpose(G) . X`) computes it beside itself from its G tiles; or it
       is a candidate for the loop nest of the group that computes G.
+    - The epilogue plan (`kgraph-plan-epilogues`): `kgraph.row_chains` on
+      the function lists each row chain's `from` and `shape`, and
+      `kgraph.row_chain = K` marks the ops of chain K; on a matmul,
+      `kgraph.epilogue = G` or `kgraph.chain_epilogue = K` is the fusion
+      group or chain it computes on its output tiles; labels name products
+      (`kgraph.product = N`) for `kgraph.early_for = array<i64: N...>` (a
+      view lowered before those products), `kgraph.joins_epilogue = N` (an
+      op product N's epilogue computes too) and `kgraph.sum_in_epilogue =
+      N` (a row sum it folds).
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

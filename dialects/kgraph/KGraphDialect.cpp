@@ -113,6 +113,84 @@ static LogicalResult verifyRowSumPlan(Operation *op, NamedAttribute attr) {
          << label.getInt() << ", which no earlier matmul is";
 }
 
+/// Whether a matmul in `op`'s block is labelled `kgraph.product = label`.
+static bool hasProduct(Operation *op, int64_t label) {
+  for (Operation &other : *op->getBlock()) {
+    auto attr = other.getAttrOfType<IntegerAttr>(kProductAttr);
+    if (attr && attr.getInt() == label) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The row chains of the function `op` is in (kgraph.row_chains).
+static size_t rowChainsOf(Operation *op) {
+  Operation *function = op->getParentOp();
+  auto table =
+      function ? function->getAttrOfType<ArrayAttr>(kRowChainsAttr) : nullptr;
+  return table ? table.size() : 0;
+}
+
+static LogicalResult verifyRowChainTable(Operation *op, Attribute value) {
+  auto table = dyn_cast<ArrayAttr>(value);
+  bool wellFormed = table && llvm::all_of(table, [](Attribute chain) {
+    auto entry = dyn_cast<DictionaryAttr>(chain);
+    return entry && entry.getAs<IntegerAttr>("from") &&
+           entry.getAs<DenseI64ArrayAttr>("shape");
+  });
+  if (!wellFormed) {
+    return op->emitOpError("has kgraph.row_chains that is not a list of "
+                           "{from = i64, shape = array<i64: ...>}");
+  }
+  return success();
+}
+
+/// The epilogue plan's attributes: a chain number within the function's
+/// table, a fusion group number on a matmul, product labels that exist.
+static LogicalResult verifyEpiloguePlan(Operation *op, NamedAttribute attr) {
+  llvm::StringRef name = attr.getName().getValue();
+  if (name == kRowChainsAttr) {
+    return verifyRowChainTable(op, attr.getValue());
+  }
+  if (name == kEarlyForAttr) {
+    auto labels = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!labels) {
+      return op->emitOpError("has kgraph.early_for that is not a list of "
+                             "product labels");
+    }
+    for (int64_t label : labels.asArrayRef()) {
+      if (!hasProduct(op, label)) {
+        return op->emitOpError("is lowered early for product ")
+               << label << ", which no matmul is";
+      }
+    }
+    return success();
+  }
+  auto number = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!number || !number.getType().isInteger(64) || number.getInt() < 0) {
+    return op->emitOpError("has ") << name << " that is not a non-negative i64";
+  }
+  int64_t n = number.getInt();
+  if (name == kRowChainAttr || name == kChainEpilogueAttr) {
+    if (static_cast<size_t>(n) >= rowChainsOf(op)) {
+      return op->emitOpError("names row chain ")
+             << n << ", which the function's kgraph.row_chains lacks";
+    }
+  }
+  if ((name == kEpilogueAttr || name == kChainEpilogueAttr ||
+       name == kSumInEpilogueAttr) &&
+      !isa<MatmulOp>(op)) {
+    return op->emitOpError("has ") << name << " but is not a matmul";
+  }
+  if ((name == kJoinsEpilogueAttr || name == kSumInEpilogueAttr) &&
+      !hasProduct(op, n)) {
+    return op->emitOpError("joins the epilogue of product ")
+           << n << ", which no matmul is";
+  }
+  return success();
+}
+
 LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
   if (attr.getName() == kFusionAttr) {
@@ -160,6 +238,12 @@ LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == kProductAttr || attr.getName() == kSumBesideAttr ||
       attr.getName() == kSumInLoopNestAttr) {
     return verifyRowSumPlan(op, attr);
+  }
+  if (llvm::is_contained({kRowChainsAttr, kRowChainAttr, kEpilogueAttr,
+                          kChainEpilogueAttr, kEarlyForAttr,
+                          kJoinsEpilogueAttr, kSumInEpilogueAttr},
+                         attr.getName().getValue())) {
+    return verifyEpiloguePlan(op, attr);
   }
   // Function argument and result attributes are not verified here.
   return op->emitOpError("has an unknown kgraph attribute '")

@@ -48,6 +48,23 @@ inline constexpr llvm::StringLiteral kSumBesideAttr = "kgraph.sum_beside";
 inline constexpr llvm::StringLiteral kSumInLoopNestAttr =
     "kgraph.sum_in_loop_nest";
 
+/// The epilogue plan (the tile phase's kgraph-plan-epilogues): on the
+/// function, each row chain's `from` and `shape`; on an op, the chain it is
+/// in; on a matmul, the fusion group or chain it computes on its output
+/// tiles; on a view, the products (by label) it is lowered early for; on an
+/// op, the product whose epilogue it joins; on a row sum, the product whose
+/// epilogue folds it.
+inline constexpr llvm::StringLiteral kRowChainsAttr = "kgraph.row_chains";
+inline constexpr llvm::StringLiteral kRowChainAttr = "kgraph.row_chain";
+inline constexpr llvm::StringLiteral kEpilogueAttr = "kgraph.epilogue";
+inline constexpr llvm::StringLiteral kChainEpilogueAttr =
+    "kgraph.chain_epilogue";
+inline constexpr llvm::StringLiteral kEarlyForAttr = "kgraph.early_for";
+inline constexpr llvm::StringLiteral kJoinsEpilogueAttr =
+    "kgraph.joins_epilogue";
+inline constexpr llvm::StringLiteral kSumInEpilogueAttr =
+    "kgraph.sum_in_epilogue";
+
 /// The values of kgraph.fold.
 enum class Fold {
   None,

@@ -55,6 +55,9 @@ public:
         tb(builder, source.getLoc(), t), lowering(tb, sbufBudget) {}
 
   mlir::FailureOr<mlir::func::FuncOp> run();
+  /// kgraph-plan-epilogues: plans what matmuls compute on their output
+  /// tiles and the row chains, and records it on the ops (EpiloguePlan.cpp).
+  void recordEpiloguePlan();
 
 private:
   mlir::LogicalResult lowerOp(mlir::Operation *op);
@@ -92,6 +95,11 @@ private:
                        llvm::ArrayRef<LoopReduction> reductions);
   void readMatmulOperandPlan();
   void readRowSumPlan();
+  void writeEpiloguePlan();
+  void readEpiloguePlan();
+  void readEpilogueReferences(
+      mlir::Operation *op,
+      const llvm::DenseMap<int64_t, mlir::Operation *> &products);
   void planBf16Copies();
   void planEpilogues();
   void planChains();

@@ -22,7 +22,7 @@ namespace kiln::tile_passes {
 
 /// The tile phase's planning passes, in order, on each function of the
 /// module `pm` runs on: they record the plan convert-kgraph-to-ktile reads.
-void addTilePlanningPasses(mlir::OpPassManager &pm);
+void addTilePlanningPasses(mlir::OpPassManager &pm, llvm::StringRef target);
 /// Registers them as the pipeline `kgraph-plan-tiles` (for kiln-opt).
 void registerTilePlanningPipeline();
 

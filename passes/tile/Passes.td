@@ -43,6 +43,32 @@ def KGraphPlanRowSums : Pass<"kgraph-plan-row-sums", "mlir::func::FuncOp"> {
   }];
 }
 
+def KGraphPlanEpilogues
+    : Pass<"kgraph-plan-epilogues", "mlir::func::FuncOp"> {
+  let summary = "Plan what matmuls compute on their output tiles, and row chains";
+  let description = [{
+    Groups of one shape joined by reductions over their trailing
+    dimensions and the ops on those reductions (a softmax, a layer norm)
+    become row chains, one loop nest over whole rows (`kgraph.row_chain = K`,
+    each chain's `from` and `shape` in the function's `kgraph.row_chains`).
+    A matmul computes on its output tiles, as they leave PSUM, the fusion
+    group that alone reads a 2-D product (`kgraph.epilogue = G`: a bias and
+    activation, AdamW on a weight gradient), or a chain over the last
+    dimension of a batched product of one-tile elements or of a 2-D
+    product's epilogue values (`kgraph.chain_epilogue = K`: attention's
+    softmax, a layer norm after a linear layer), with the row sums of its
+    values (`kgraph.sum_in_epilogue = N` on the sum, N the product's
+    `kgraph.product` label) and the groups only those sums read
+    (`kgraph.joins_epilogue = N`). Views an epilogue reads that stand after
+    the product are lowered before it (`kgraph.early_for = [N...]`).
+    docs/compiler.md ("Tile phase") gives the conditions of each.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"trn1\"",
+           "The target (its PSUM bank bounds an epilogue's row sums)">,
+  ];
+}
+
 def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
   let summary = "Tile every kgraph op into 128-partition tiles";
   let description = [{

@@ -134,11 +134,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
     lowering.bind(arg, TensorOperand{std::nullopt,
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
-  planEpilogues();
-  planChains();
-  planChainEpilogues();
-  planEpilogueChains();
-  planEpilogueSums();
+  readEpiloguePlan();
   planInPlace();
   planConcats();
 

@@ -6,10 +6,14 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
-void kiln::tile_passes::addTilePlanningPasses(mlir::OpPassManager &pm) {
+void kiln::tile_passes::addTilePlanningPasses(mlir::OpPassManager &pm,
+                                              llvm::StringRef target) {
   mlir::OpPassManager &functions = pm.nest<mlir::func::FuncOp>();
   functions.addPass(createKGraphPlanMatmulOperands());
   functions.addPass(createKGraphPlanRowSums());
+  KGraphPlanEpiloguesOptions epilogues;
+  epilogues.target = target.str();
+  functions.addPass(createKGraphPlanEpilogues(epilogues));
 }
 
 void kiln::tile_passes::registerTilePlanningPipeline() {
@@ -17,5 +21,5 @@ void kiln::tile_passes::registerTilePlanningPipeline() {
       "kgraph-plan-tiles",
       "The tile phase's planning passes, in order (what "
       "convert-kgraph-to-ktile reads)",
-      [](mlir::OpPassManager &pm) { addTilePlanningPasses(pm); });
+      [](mlir::OpPassManager &pm) { addTilePlanningPasses(pm, "trn1"); });
 }

@@ -80,3 +80,34 @@ func.func @product_label_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = kgraph.add %a, %a {kgraph.product = 0 : i64} : tensor<4xf32>, tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @row_chain_not_in_table(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{names row chain 0, which the function's kgraph.row_chains lacks}}
+  %0 = kgraph.neg %a {kgraph.row_chain = 0 : i64} : tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{has kgraph.row_chains that is not a list of {from = i64, shape = array<i64: ...>}}}
+func.func @row_chain_table_malformed(%a: tensor<4x4xf32>) -> tensor<4x4xf32> attributes {kgraph.row_chains = [{from = 1 : i64}]} {
+  return %a : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @early_for_no_product(%a: tensor<4x4xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{is lowered early for product 2, which no matmul is}}
+  %0 = kgraph.reshape %a {kgraph.early_for = array<i64: 2>} : tensor<4x4xf32> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
+func.func @epilogue_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has kgraph.epilogue but is not a matmul}}
+  %0 = kgraph.add %a, %a {kgraph.epilogue = 0 : i64} : tensor<4xf32>, tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
