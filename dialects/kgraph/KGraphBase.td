@@ -61,6 +61,10 @@ def KGraph_Dialect : Dialect {
       view lowered before those products), `kgraph.joins_epilogue = N` (an
       op product N's epilogue computes too) and `kgraph.sum_in_epilogue =
       N` (a row sum it folds).
+    - The buffer plan (`kgraph-plan-buffers`): `kgraph.in_place =
+      array<i64: A...>` computes result r into argument A[r]'s buffer (-1:
+      its own); `kgraph.into_slices = array<i64: I...>` on a concat
+      computes inputs I into their part of its buffer.
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

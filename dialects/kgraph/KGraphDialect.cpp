@@ -191,6 +191,39 @@ static LogicalResult verifyEpiloguePlan(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// kgraph.in_place lists an argument of the function (or -1) per result,
+/// of the result's type; kgraph.into_slices lists inputs of a concat.
+static LogicalResult verifyBufferPlan(Operation *op, NamedAttribute attr) {
+  auto list = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (attr.getName() == kIntoSlicesAttr) {
+    auto concat = dyn_cast<ConcatOp>(op);
+    if (!concat || !list ||
+        llvm::any_of(list.asArrayRef(), [&](int64_t i) {
+          return i < 0 || i >= int64_t(concat.getInputs().size());
+        })) {
+      return op->emitOpError("has kgraph.into_slices that is not a list of "
+                             "the concat's inputs");
+    }
+    return success();
+  }
+  Block *block = op->getBlock();
+  if (!list || list.size() != int64_t(op->getNumResults())) {
+    return op->emitOpError("has kgraph.in_place that does not list an "
+                           "argument (or -1) per result");
+  }
+  for (auto [result, arg] : llvm::zip(op->getResults(), list.asArrayRef())) {
+    if (arg < 0) {
+      continue;
+    }
+    if (!block || arg >= int64_t(block->getNumArguments()) ||
+        block->getArgument(arg).getType() != result.getType()) {
+      return op->emitOpError("is planned in place in argument ")
+             << arg << ", which is not an argument of its result's type";
+    }
+  }
+  return success();
+}
+
 LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
   if (attr.getName() == kFusionAttr) {
@@ -244,6 +277,9 @@ LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
                           kJoinsEpilogueAttr, kSumInEpilogueAttr},
                          attr.getName().getValue())) {
     return verifyEpiloguePlan(op, attr);
+  }
+  if (attr.getName() == kInPlaceAttr || attr.getName() == kIntoSlicesAttr) {
+    return verifyBufferPlan(op, attr);
   }
   // Function argument and result attributes are not verified here.
   return op->emitOpError("has an unknown kgraph attribute '")

@@ -65,6 +65,12 @@ inline constexpr llvm::StringLiteral kJoinsEpilogueAttr =
 inline constexpr llvm::StringLiteral kSumInEpilogueAttr =
     "kgraph.sum_in_epilogue";
 
+/// The buffer plan (the tile phase's kgraph-plan-buffers): the argument
+/// each result is computed into (-1: none); the inputs of a concat computed
+/// into their part of its buffer.
+inline constexpr llvm::StringLiteral kInPlaceAttr = "kgraph.in_place";
+inline constexpr llvm::StringLiteral kIntoSlicesAttr = "kgraph.into_slices";
+
 /// The values of kgraph.fold.
 enum class Fold {
   None,

@@ -58,6 +58,9 @@ public:
   /// kgraph-plan-epilogues: plans what matmuls compute on their output
   /// tiles and the row chains, and records it on the ops (EpiloguePlan.cpp).
   void recordEpiloguePlan();
+  /// kgraph-plan-buffers: plans the results computed into arguments' and
+  /// concats' buffers, and records it on the ops (BufferPlan.cpp).
+  void recordBufferPlan();
 
 private:
   mlir::LogicalResult lowerOp(mlir::Operation *op);
@@ -96,6 +99,9 @@ private:
   void readMatmulOperandPlan();
   void readRowSumPlan();
   void writeEpiloguePlan();
+  void readBufferPlan();
+  std::optional<std::pair<mlir::Value, HbmView>>
+  concatSlice(kgraph::ConcatOp concat, unsigned index, const HbmView &whole);
   void readEpiloguePlan();
   void readEpilogueReferences(
       mlir::Operation *op,
@@ -166,6 +172,10 @@ private:
   /// the concat buffers not yet moved to their first writer.
   llvm::DenseMap<mlir::Value, HbmView> destinations;
   llvm::SmallPtrSet<mlir::Operation *, 4> unplacedBuffers;
+  /// The concat inputs planConcats found computable into their part of
+  /// the concat's buffer, by concat (in program order).
+  llvm::MapVector<mlir::Operation *, llvm::SmallVector<int64_t, 2>>
+      concatsIntoSlices;
   /// Ops another op's lowering performs (casts folded into matmuls).
   llvm::SmallPtrSet<mlir::Operation *, 16> absorbed;
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> matmulResultCast;

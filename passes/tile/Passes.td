@@ -69,6 +69,23 @@ def KGraphPlanEpilogues
   ];
 }
 
+def KGraphPlanBuffers : Pass<"kgraph-plan-buffers", "mlir::func::FuncOp"> {
+  let summary = "Plan results computed into arguments' and concats' buffers";
+  let description = [{
+    An updated parameter or optimizer state (a result that aliases an
+    argument) is computed straight into the argument's buffer when its
+    producer is an elementwise group or a row scatter and every other read
+    of the argument, through views too, happens before it (with the
+    epilogue plan deciding where each op's reads happen): `kgraph.in_place
+    = array<i64: A...>`, the argument of each result (-1: none). A concat
+    input whose producer (a matmul or an elementwise group) reaches it
+    through one-use reshapes and transposes only is computed straight into
+    its part of the concat's buffer, seen through the inverse views
+    (attention's backward merges the Q, K and V gradients without a copy):
+    `kgraph.into_slices = array<i64: I...>` on the concat.
+  }];
+}
+
 def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
   let summary = "Tile every kgraph op into 128-partition tiles";
   let description = [{

@@ -235,64 +235,75 @@ void FunctionLowering::planConcats() {
         destinations.count(concat.getOutput())) {
       continue;
     }
+    // The concat's buffer as the views see it; none is made to plan.
     auto type = tensorType(concat.getOutput());
-    HbmView whole = viewOfBuffer(
-        tb.hbm(type.getShape(), deviceType(type.getElementType())), type);
-    bool used = false;
-    int64_t dim = concat.getDim(), at = 0;
-    for (Value input : concat.getInputs()) {
-      int64_t size = tensorType(input).getShape()[dim];
-      HbmView want = concatPart(whole, dim, at, size);
-      at += size;
-      Value v = input;
-      while (v.hasOneUse() && !inPlace.count(v)) {
-        Operation *def = v.getDefiningOp();
-        if (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(def)) {
-          auto split = want.reshaped(tensorType(reshape.getInput()).getShape());
-          if (!split) {
-            break;
-          }
-          want = *split;
-          v = reshape.getInput();
-          continue;
-        }
-        if (auto transpose = llvm::dyn_cast_if_present<TransposeOp>(def)) {
-          llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
-          llvm::SmallVector<int64_t> inverse(perm.size());
-          for (auto [i, p] : llvm::enumerate(perm)) {
-            inverse[p] = static_cast<int64_t>(i);
-          }
-          want = want.transposed(inverse);
-          v = transpose.getInput();
-          continue;
-        }
-        // Matmuls (into their folded result cast's value, when they have
-        // one) and elementwise groups ask freshBuffer for their results.
-        auto *producer = def && def->getNumOperands() > 0
-                             ? def->getOperand(0).getDefiningOp()
-                             : nullptr;
-        bool resultCast = llvm::isa_and_present<MatmulOp>(producer) &&
-                          matmulResultCast.lookup(producer) == def;
-        bool writesFresh =
-            def &&
-            (llvm::isa<MatmulOp>(def) || resultCast ||
-             (graph_passes::isElementwise(def) && !absorbed.contains(def)));
-        if (writesFresh &&
-            deviceType(tensorType(v).getElementType()) == want.dtype) {
-          destinations[v] = want;
-          used = true;
-        }
-        break;
+    HbmView whole;
+    whole.dtype = deviceType(type.getElementType());
+    whole.shape.assign(type.getShape().begin(), type.getShape().end());
+    whole.strides = rowMajorStrides(whole.shape);
+    llvm::SmallVector<int64_t> inputs;
+    for (unsigned i = 0; i < concat.getInputs().size(); ++i) {
+      if (concatSlice(concat, i, whole)) {
+        inputs.push_back(i);
       }
     }
-    Operation *alloc = whole.buffer.getDefiningOp();
-    if (used) {
-      destinations[concat.getOutput()] = whole;
-      unplacedBuffers.insert(alloc);
-    } else {
-      alloc->erase();
+    if (!inputs.empty()) {
+      concatsIntoSlices[concat] = std::move(inputs);
     }
   }
+}
+
+/// Where input `index` of `concat` can be computed straight into its part
+/// of `whole`, the concat's buffer: the value its producer writes (reached
+/// through one-use reshapes and transposes) and the part as that value
+/// sees it; none when the producer cannot.
+std::optional<std::pair<Value, HbmView>>
+FunctionLowering::concatSlice(ConcatOp concat, unsigned index,
+                              const HbmView &whole) {
+  int64_t dim = concat.getDim(), at = 0;
+  for (unsigned i = 0; i < index; ++i) {
+    at += tensorType(concat.getInputs()[i]).getShape()[dim];
+  }
+  Value v = concat.getInputs()[index];
+  HbmView want = concatPart(whole, dim, at, tensorType(v).getShape()[dim]);
+  while (v.hasOneUse() && !inPlace.count(v)) {
+    Operation *def = v.getDefiningOp();
+    if (auto reshape = llvm::dyn_cast_if_present<ReshapeOp>(def)) {
+      auto split = want.reshaped(tensorType(reshape.getInput()).getShape());
+      if (!split) {
+        return std::nullopt;
+      }
+      want = *split;
+      v = reshape.getInput();
+      continue;
+    }
+    if (auto transpose = llvm::dyn_cast_if_present<TransposeOp>(def)) {
+      llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
+      llvm::SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, p] : llvm::enumerate(perm)) {
+        inverse[p] = static_cast<int64_t>(i);
+      }
+      want = want.transposed(inverse);
+      v = transpose.getInput();
+      continue;
+    }
+    // Matmuls (into their folded result cast's value, when they have
+    // one) and elementwise groups ask freshBuffer for their results.
+    auto *producer = def && def->getNumOperands() > 0
+                         ? def->getOperand(0).getDefiningOp()
+                         : nullptr;
+    bool resultCast = llvm::isa_and_present<MatmulOp>(producer) &&
+                      matmulResultCast.lookup(producer) == def;
+    bool writesFresh =
+        def && (llvm::isa<MatmulOp>(def) || resultCast ||
+                (graph_passes::isElementwise(def) && !absorbed.contains(def)));
+    if (writesFresh &&
+        deviceType(tensorType(v).getElementType()) == want.dtype) {
+      return std::make_pair(v, want);
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 /// Lays out a batched value [..., G, M, N] (a batched product's, or its

@@ -135,8 +135,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
                                      viewOfBuffer(newArg, tensorType(arg))});
   }
   readEpiloguePlan();
-  planInPlace();
-  planConcats();
+  readBufferPlan();
 
   for (Operation &op : body) {
     emitDueSlices(position[&op]);

@@ -14,6 +14,7 @@ void kiln::tile_passes::addTilePlanningPasses(mlir::OpPassManager &pm,
   KGraphPlanEpiloguesOptions epilogues;
   epilogues.target = target.str();
   functions.addPass(createKGraphPlanEpilogues(epilogues));
+  functions.addPass(createKGraphPlanBuffers());
 }
 
 void kiln::tile_passes::registerTilePlanningPipeline() {

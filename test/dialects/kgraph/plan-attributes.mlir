@@ -111,3 +111,19 @@ func.func @epilogue_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = kgraph.add %a, %a {kgraph.epilogue = 0 : i64} : tensor<4xf32>, tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @in_place_wrong_type(%a: tensor<4xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{is planned in place in argument 1, which is not an argument of its result's type}}
+  %0 = kgraph.neg %a {kgraph.in_place = array<i64: 1>} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @into_slices_out_of_range(%a: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{has kgraph.into_slices that is not a list of the concat's inputs}}
+  %0 = kgraph.concat %a, %a {dim = 0, kgraph.into_slices = array<i64: 2>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

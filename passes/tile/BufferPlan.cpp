@@ -1,0 +1,95 @@
+//===- BufferPlan.cpp - kgraph-plan-buffers, and reading its plan ---------===//
+//
+// The pass decides, with the planning of PlanLowering.cpp, which results
+// are computed straight into an argument's buffer (an updated parameter
+// over the parameter, a table's row scatter over the table) and which
+// concat inputs straight into their part of the concat's buffer, and
+// records it on the kgraph ops; convert-kgraph-to-ktile reads it back:
+//   kgraph.in_place = [A...]: result r is computed into argument A[r]'s
+//     buffer (-1: not);
+//   kgraph.into_slices = [I...] on a concat: inputs I are computed into
+//     their part of its buffer, through the views between.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/Passes.h"
+
+namespace kiln::tile_passes {
+#define GEN_PASS_DEF_KGRAPHPLANBUFFERS
+#include "passes/tile/Passes.h.inc"
+} // namespace kiln::tile_passes
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kgraph;
+using namespace kiln::tile_passes;
+
+void FunctionLowering::recordBufferPlan() {
+  readMatmulOperandPlan();
+  readRowSumPlan();
+  readEpiloguePlan();
+  planInPlace();
+  planConcats();
+  Builder builder(source.getContext());
+  for (Operation &op : source.getBody().front()) {
+    llvm::SmallVector<int64_t, 1> args;
+    for (Value result : op.getResults()) {
+      auto it = inPlace.find(result);
+      args.push_back(it == inPlace.end() ? -1 : int64_t(it->second));
+    }
+    if (llvm::any_of(args, [](int64_t a) { return a >= 0; })) {
+      op.setAttr(kInPlaceAttr, builder.getDenseI64ArrayAttr(args));
+    }
+  }
+  for (auto &[concat, inputs] : concatsIntoSlices) {
+    concat->setAttr(kIntoSlicesAttr, builder.getDenseI64ArrayAttr(inputs));
+  }
+}
+
+/// The reading of recordBufferPlan: the results computed in place, and the
+/// concat buffers (each placed before its first writer) with the parts of
+/// them their inputs' producers write.
+void FunctionLowering::readBufferPlan() {
+  Block &body = source.getBody().front();
+  for (Operation &op : body) {
+    if (auto args = op.getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr)) {
+      for (auto [result, arg] : llvm::zip(op.getResults(), args.asArrayRef())) {
+        if (arg >= 0) {
+          inPlace[result] = static_cast<unsigned>(arg);
+        }
+      }
+    }
+  }
+  for (Operation &op : body) {
+    auto concat = llvm::dyn_cast<ConcatOp>(&op);
+    auto inputs = op.getAttrOfType<DenseI64ArrayAttr>(kIntoSlicesAttr);
+    if (!concat || !inputs) {
+      continue;
+    }
+    auto type = tensorType(concat.getOutput());
+    HbmView whole = viewOfBuffer(
+        tb.hbm(type.getShape(), deviceType(type.getElementType())), type);
+    for (int64_t i : inputs.asArrayRef()) {
+      if (auto slice = concatSlice(concat, i, whole)) {
+        destinations[slice->first] = slice->second;
+      }
+    }
+    destinations[concat.getOutput()] = whole;
+    unplacedBuffers.insert(whole.buffer.getDefiningOp());
+  }
+}
+
+namespace {
+
+struct KGraphPlanBuffers
+    : kiln::tile_passes::impl::KGraphPlanBuffersBase<KGraphPlanBuffers> {
+  void runOnOperation() override {
+    // The buffer plan reads no target figure; trn1 stands in for any.
+    FunctionLowering(getOperation(), *target::lookupTarget("trn1"),
+                     /*sbufBudget=*/0)
+        .recordBufferPlan();
+  }
+};
+
+} // namespace
