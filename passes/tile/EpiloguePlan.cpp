@@ -190,9 +190,9 @@ struct KGraphPlanEpilogues
   using Base::Base;
 
   void runOnOperation() override {
-    const target::TargetDescription *t = target::lookupTarget(target);
+    const target::TargetDescription *t =
+        lookupTargetOrError(getOperation(), target);
     if (!t) {
-      getOperation().emitError("unknown target '") << target << "'";
       return signalPassFailure();
     }
     FunctionLowering(getOperation(), *t, /*sbufBudget=*/0)

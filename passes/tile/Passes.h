@@ -6,6 +6,7 @@
 #include "dialects/kgraph/KGraphDialect.h"
 #include "dialects/kisa/KisaDialect.h"
 #include "dialects/ktile/KTileDialect.h"
+#include "compiler/target/TargetDescription.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -19,6 +20,11 @@ namespace kiln::tile_passes {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/tile/Passes.h.inc"
+
+/// The target a tile pass's `target` option names, or null after an error
+/// on `op` that says which name is unknown.
+const target::TargetDescription *lookupTargetOrError(mlir::Operation *op,
+                                                     llvm::StringRef name);
 
 /// The tile phase's planning passes, in order, on each function of the
 /// module `pm` runs on: they record the plan convert-kgraph-to-ktile reads.

@@ -61,9 +61,9 @@ struct KTilePlanMemory
   using Base::Base;
 
   void runOnOperation() override {
-    const target::TargetDescription *t = target::lookupTarget(target);
+    const target::TargetDescription *t =
+        kiln::tile_passes::lookupTargetOrError(getOperation(), target);
     if (!t) {
-      getOperation().emitError("unknown target '") << target << "'";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>()) {

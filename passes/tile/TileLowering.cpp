@@ -372,9 +372,9 @@ struct ConvertKGraphToKTile
   using Base::Base;
 
   void runOnOperation() override {
-    const target::TargetDescription *t = target::lookupTarget(target);
+    const target::TargetDescription *t =
+        lookupTargetOrError(getOperation(), target);
     if (!t) {
-      getOperation().emitError("unknown target '") << target << "'";
       return signalPassFailure();
     }
     llvm::SmallVector<func::FuncOp> functions(

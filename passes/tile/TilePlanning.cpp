@@ -1,4 +1,4 @@
-//===- TilePlanning.cpp - the tile phase's planning passes as one ---------===//
+//===- TilePlanning.cpp - the planning pipeline, and the target lookup ---===//
 
 #include "passes/tile/Passes.h"
 
@@ -23,4 +23,14 @@ void kiln::tile_passes::registerTilePlanningPipeline() {
       "The tile phase's planning passes, in order (what "
       "convert-kgraph-to-ktile reads)",
       [](mlir::OpPassManager &pm) { addTilePlanningPasses(pm, "trn1"); });
+}
+
+const kiln::target::TargetDescription *
+kiln::tile_passes::lookupTargetOrError(mlir::Operation *op,
+                                       llvm::StringRef name) {
+  const target::TargetDescription *t = target::lookupTarget(name);
+  if (!t) {
+    op->emitError("unknown target '") << name << "'";
+  }
+  return t;
 }
