@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlanner.h"
 #include "passes/tile/Passes.h"
 
 namespace kiln::tile_passes {
@@ -25,7 +26,7 @@ using namespace kiln;
 using namespace kiln::kgraph;
 using namespace kiln::tile_passes;
 
-void FunctionLowering::recordBufferPlan() {
+void TilePlanner::recordBufferPlan() {
   readMatmulOperandPlan();
   readRowSumPlan();
   readEpiloguePlan();
@@ -48,11 +49,9 @@ void FunctionLowering::recordBufferPlan() {
 }
 
 /// The reading of recordBufferPlan: the results computed in place, and the
-/// concat buffers (each placed before its first writer) with the parts of
-/// them their inputs' producers write.
-void FunctionLowering::readBufferPlan() {
-  Block &body = source.getBody().front();
-  for (Operation &op : body) {
+/// concat inputs computed into their parts of the concat's buffer.
+void TilePlan::readBufferPlan() {
+  for (Operation &op : source.getBody().front()) {
     if (auto args = op.getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr)) {
       for (auto [result, arg] : llvm::zip(op.getResults(), args.asArrayRef())) {
         if (arg >= 0) {
@@ -60,17 +59,19 @@ void FunctionLowering::readBufferPlan() {
         }
       }
     }
-  }
-  for (Operation &op : body) {
-    auto concat = llvm::dyn_cast<ConcatOp>(&op);
-    auto inputs = op.getAttrOfType<DenseI64ArrayAttr>(kIntoSlicesAttr);
-    if (!concat || !inputs) {
-      continue;
+    if (auto inputs = op.getAttrOfType<DenseI64ArrayAttr>(kIntoSlicesAttr)) {
+      llvm::append_range(concatsIntoSlices[&op], inputs.asArrayRef());
     }
+  }
+}
+
+void FunctionLowering::placeConcats() {
+  for (auto &[op, inputs] : concatsIntoSlices) {
+    auto concat = llvm::cast<ConcatOp>(op);
     auto type = tensorType(concat.getOutput());
     HbmView whole = viewOfBuffer(
         tb.hbm(type.getShape(), deviceType(type.getElementType())), type);
-    for (int64_t i : inputs.asArrayRef()) {
+    for (int64_t i : inputs) {
       if (auto slice = concatSlice(concat, i, whole)) {
         destinations[slice->first] = slice->second;
       }
@@ -86,8 +87,7 @@ struct KGraphPlanBuffers
     : kiln::tile_passes::impl::KGraphPlanBuffersBase<KGraphPlanBuffers> {
   void runOnOperation() override {
     // The buffer plan reads no target figure; trn1 stands in for any.
-    FunctionLowering(getOperation(), *target::lookupTarget("trn1"),
-                     /*sbufBudget=*/0)
+    TilePlanner(getOperation(), *target::lookupTarget("trn1"))
         .recordBufferPlan();
   }
 };

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlanner.h"
 #include "passes/tile/Passes.h"
 
 namespace kiln::tile_passes {
@@ -30,7 +30,7 @@ using namespace kiln;
 using namespace kiln::kgraph;
 using namespace kiln::tile_passes;
 
-void FunctionLowering::recordEpiloguePlan() {
+void TilePlanner::recordEpiloguePlan() {
   readMatmulOperandPlan();
   readRowSumPlan();
   planEpilogues();
@@ -63,7 +63,7 @@ labelProducts(Block &body, const llvm::DenseSet<Operation *> &referred) {
   return labels;
 }
 
-void FunctionLowering::writeEpiloguePlan() {
+void TilePlanner::writeEpiloguePlan() {
   Block &body = source.getBody().front();
   Builder builder(source.getContext());
   auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
@@ -121,7 +121,7 @@ void FunctionLowering::writeEpiloguePlan() {
 }
 
 /// The reading of writeEpiloguePlan: the maps the planners filled.
-void FunctionLowering::readEpiloguePlan() {
+void TilePlan::readEpiloguePlan() {
   Block &body = source.getBody().front();
   if (auto table = source->getAttrOfType<ArrayAttr>(kRowChainsAttr)) {
     for (auto chain : table.getAsRange<DictionaryAttr>()) {
@@ -159,7 +159,7 @@ void FunctionLowering::readEpiloguePlan() {
 }
 
 /// What `op`'s plan says of the product epilogues it takes part in.
-void FunctionLowering::readEpilogueReferences(
+void TilePlan::readEpilogueReferences(
     Operation *op, const llvm::DenseMap<int64_t, Operation *> &products) {
   if (auto labels = op->getAttrOfType<DenseI64ArrayAttr>(kEarlyForAttr)) {
     for (int64_t label : labels.asArrayRef()) {
@@ -195,8 +195,7 @@ struct KGraphPlanEpilogues
     if (!t) {
       return signalPassFailure();
     }
-    FunctionLowering(getOperation(), *t, /*sbufBudget=*/0)
-        .recordEpiloguePlan();
+    TilePlanner(getOperation(), *t).recordEpiloguePlan();
   }
 };
 

@@ -11,6 +11,8 @@
 
 #include "passes/tile/FunctionLowering.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::kgraph;
@@ -52,7 +54,7 @@ void FunctionLowering::addEpilogueSums(MatmulOp m, Epilogue &e) {
 }
 
 /// `ops` in program order.
-void FunctionLowering::sortByPosition(llvm::SmallVectorImpl<Operation *> &ops) {
+void TilePlan::sortByPosition(llvm::SmallVectorImpl<Operation *> &ops) {
   llvm::sort(ops, [&](Operation *a, Operation *b) {
     return position[a] < position[b];
   });
@@ -154,3 +156,86 @@ LogicalResult FunctionLowering::lowerGroupEpilogue(MatmulOp m, int64_t id) {
   bindEpilogueSums(e);
   return success();
 }
+
+/// Arguments (weights) that two or more 2-D matmuls load through bf16 casts
+/// of their views, transposed or not: the forward pass's product reads
+/// W^T, the backward's input gradient W. The first product stores the bf16
+/// tiles it loads into a bf16 mirror of W's buffer, and the later ones read
+/// that instead of W: half the bytes, moved out of the backward pass,
+/// whose DMA queues are the step's bottleneck, into the forward's, which
+/// have room. The bits are the same: the same cast, rounded once.
+void FunctionLowering::planBf16Copies() {
+  llvm::MapVector<Value, llvm::SmallVector<Value, 2>> castsOf;
+  for (Operation &op : source.getBody().front()) {
+    auto matmul = llvm::dyn_cast<MatmulOp>(&op);
+    if (!matmul || tensorType(matmul.getOutput()).getRank() != 2) {
+      continue;
+    }
+    llvm::SmallVector<Value, 2> roots;
+    for (Value operand : {matmul.getLhs(), matmul.getRhs()}) {
+      auto cast = operand.getDefiningOp<CastOp>();
+      if (!cast || !absorbed.contains(cast) ||
+          !tensorType(cast.getOutput()).getElementType().isBF16()) {
+        continue;
+      }
+      Value root = cast.getInput();
+      while (root.getDefiningOp<TransposeOp>() ||
+             root.getDefiningOp<ReshapeOp>()) {
+        root = root.getDefiningOp()->getOperand(0);
+      }
+      // One cast of a root per product: the copy must be stored before
+      // anything reads it.
+      if (llvm::isa<BlockArgument>(root) && !llvm::is_contained(roots, root)) {
+        roots.push_back(root);
+        castsOf[root].push_back(cast.getOutput());
+      }
+    }
+  }
+  // A cast several products read (canonicalisation merged their casts) is
+  // among the later ones too: the first product stores the copy before any
+  // other lowers.
+  for (auto &[root, casts] : castsOf) {
+    if (casts.size() > 1) {
+      auto &later = lowering.copiedBy[casts.front()];
+      later.assign(casts.begin() + 1, casts.end());
+    }
+  }
+}
+
+/// Lays out a batched value [..., G, M, N] (a batched product's, or its
+/// row chain epilogue's) as [..., M, G, N] in HBM when its rows are short
+/// runs (bf16 rows of 128 keys are 256 bytes, which move at half
+/// bandwidth) and only products read it, directly or through views: a
+/// tile of several consecutive elements along G is then one run per
+/// partition, for the store and for the products' loads alike. Attention's
+/// context [B, H, S, D] so becomes the row-major [B, S, H·D] that the
+/// output projection reads. The value's view keeps its shape; only its
+/// strides change.
+void FunctionLowering::interleaveRows(Value value, HbmView &dst) {
+  auto type = tensorType(value);
+  auto rank = type.getRank();
+  if (rank < 3 || type.getShape()[rank - 3] < 2 || inPlace.count(value) ||
+      destinations.count(value) ||
+      type.getShape()[rank - 1] * isa::dtypeBytes(dst.dtype) >= 512) {
+    return;
+  }
+  std::function<bool(Value)> readByProducts = [&](Value v) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return llvm::isa<MatmulOp>(user) ||
+             (llvm::isa<TransposeOp, ReshapeOp>(user) &&
+              readByProducts(user->getResult(0)));
+    });
+  };
+  if (!readByProducts(value)) {
+    return;
+  }
+  llvm::SmallVector<int64_t> swap(rank);
+  std::iota(swap.begin(), swap.end(), 0);
+  std::swap(swap[rank - 3], swap[rank - 2]);
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[rank - 3], shape[rank - 2]);
+  eraseIfUnused(dst);
+  isa::DType dtype = dst.dtype;
+  dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
+}
+

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlanner.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -21,7 +21,7 @@ using graph_passes::fusionId;
 namespace kiln::tile_passes {
 
 /// Row chains among the groups no matmul or row sum claimed.
-void FunctionLowering::planChains() {
+void TilePlanner::planChains() {
   RowChainHooks hooks;
   hooks.membersOf = [&](Operation *op) -> llvm::ArrayRef<Operation *> {
     if (auto id = fusionId(op)) {
@@ -53,8 +53,8 @@ void FunctionLowering::planChains() {
 /// then never go to HBM and come back: the softmax and its backward each
 /// save a store and a load of the product on every layer, and a hop on the
 /// forward pass's chain of dependent transfers.
-void FunctionLowering::planChainEpilogues() {
-  int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+void TilePlanner::planChainEpilogues() {
+  int64_t bankColumns = target.psumBankBytes / 4;
   for (auto [k, plan] : llvm::enumerate(chains)) {
     auto rank = static_cast<int64_t>(plan.shape.size());
     if (rank < 3 || plan.from != rank - 1) {
@@ -86,8 +86,8 @@ void FunctionLowering::planChainEpilogues() {
         tensorType(product.getLhs())
             .getShape()[product.getTransposeLhs() ? rank - 2 : rank - 1];
     if (depth > 128 || m > 128 || n > bankColumns || plan.shape[rank - 3] < 2 ||
-        lowering.oneHotIndices.count(product.getLhs()) ||
-        lowering.oneHotIndices.count(product.getRhs())) {
+        oneHotIndices.count(product.getLhs()) ||
+        oneHotIndices.count(product.getRhs())) {
       continue;
     }
     bool readOnlyByChain = llvm::all_of(
@@ -121,7 +121,7 @@ void FunctionLowering::planChainEpilogues() {
 /// Whether one of `ops` computes a result the function returns over an
 /// argument's buffer: an epilogue would write it before the argument's
 /// last reads.
-bool FunctionLowering::returnsAliasedResult(
+bool TilePlanner::returnsAliasedResult(
     const llvm::SmallPtrSetImpl<Operation *> &ops) {
   auto ret = llvm::cast<func::ReturnOp>(source.getBody().front().back());
   for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
@@ -136,7 +136,7 @@ bool FunctionLowering::returnsAliasedResult(
 
 /// Makes chain k the epilogue of `product`, the views its inputs need
 /// lowered before the product.
-void FunctionLowering::runChainAt(size_t k, MatmulOp product,
+void TilePlanner::runChainAt(size_t k, MatmulOp product,
                                   const llvm::SetVector<Operation *> &views) {
   chainEpilogueOf[product] = k;
   chainEpilogueAt[k] = position[product];
@@ -154,7 +154,7 @@ void FunctionLowering::runChainAt(size_t k, MatmulOp product,
 /// argument has no read of the argument left after the matmul (so it stays
 /// in place). The group never reads the product back from HBM, and the
 /// product goes there only for readers in other groups.
-void FunctionLowering::planEpilogues() {
+void TilePlanner::planEpilogues() {
   Block &body = source.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.back());
   for (Operation &op : body) {
@@ -216,7 +216,7 @@ void FunctionLowering::planEpilogues() {
 /// read outside the group happens earlier, and group members read it
 /// elementwise in its own layout. Views and absorbed casts read nothing where
 /// they stand; their consumers read the buffer, so those are what count.
-bool FunctionLowering::readsEndBefore(
+bool TilePlanner::readsEndBefore(
     Value value, unsigned at, const llvm::SmallPtrSetImpl<Operation *> &group,
     bool throughView) {
   for (OpOperand &use : value.getUses()) {
@@ -248,7 +248,7 @@ bool FunctionLowering::readsEndBefore(
 /// reads is there by the matmul (the scale gradient's dY * x_hat). V then
 /// goes to HBM only for other readers; in BERT's backward a layer norm's
 /// dY and dY * x_hat no longer go at all, nor are read back twice.
-void FunctionLowering::planEpilogueSums() {
+void TilePlanner::planEpilogueSums() {
   llvm::DenseMap<Operation *, Operation *> epilogueOfOp = epilogueOps();
   for (Operation &op : source.getBody().front()) {
     if (!isUnpairedRowSum(&op)) {
@@ -273,7 +273,7 @@ void FunctionLowering::planEpilogueSums() {
     // sums' columns (one per 128 product columns) share one PSUM bank.
     auto product = llvm::cast<MatmulOp>(at->second);
     auto outShape = tensorType(product.getOutput()).getShape();
-    int64_t bankColumns = tb.targetDescription().psumBankBytes / 4;
+    int64_t bankColumns = target.psumBankBytes / 4;
     int64_t sums = static_cast<int64_t>(epilogueSumsOf[product].size()) + 1;
     if (rhsShape.back() != outShape[1] ||
         tensorType(v).getNumElements() != outShape[0] * outShape[1] ||
@@ -289,7 +289,7 @@ void FunctionLowering::planEpilogueSums() {
 
 /// Each op a 2-D product's epilogue computes (its group's, its chain's),
 /// with the product.
-llvm::DenseMap<Operation *, Operation *> FunctionLowering::epilogueOps() {
+llvm::DenseMap<Operation *, Operation *> TilePlanner::epilogueOps() {
   llvm::DenseMap<Operation *, Operation *> epilogueOfOp;
   for (Operation &op : source.getBody().front()) {
     auto m = llvm::dyn_cast<MatmulOp>(&op);
@@ -312,7 +312,7 @@ llvm::DenseMap<Operation *, Operation *> FunctionLowering::epilogueOps() {
 
 /// The value a row sum reads, through single-use reshapes and absorbed
 /// casts (`via`).
-Value FunctionLowering::summedValue(MatmulOp sum,
+Value TilePlan::summedValue(MatmulOp sum,
                                     llvm::SmallVectorImpl<Operation *> &via) {
   Value v = sum.getRhs();
   while (Operation *def = v.getDefiningOp()) {
@@ -327,14 +327,14 @@ Value FunctionLowering::summedValue(MatmulOp sum,
 }
 
 /// A row sum no weight gradient computes beside its product.
-bool FunctionLowering::isUnpairedRowSum(Operation *op) {
+bool TilePlanner::isUnpairedRowSum(Operation *op) {
   auto m = llvm::dyn_cast<MatmulOp>(op);
   return m && isRowSum(m) && !summedBySibling.contains(m);
 }
 
 /// Whether every reader of `v` outside `inside` is a row sum (through
 /// single-use reshapes and absorbed casts).
-bool FunctionLowering::onlySummed(
+bool TilePlanner::onlySummed(
     Value v, const llvm::SmallPtrSetImpl<Operation *> &inside) {
   return llvm::all_of(v.getUsers(), [&](Operation *u) {
     if (inside.contains(u) || isUnpairedRowSum(u)) {
@@ -399,7 +399,7 @@ reshapesFrom(MatmulOp product, llvm::ArrayRef<Operation *> members,
 /// shape, in no epilogue or chain, its values read outside only by row
 /// sums, the rest of what it reads an epilogue's values (directly or
 /// through reshapes) or there by the product. Returns whether it joined.
-bool FunctionLowering::joinEpilogueBySums(
+bool TilePlanner::joinEpilogueBySums(
     Operation *def, Value v, llvm::ArrayRef<int64_t> rhsShape,
     llvm::DenseMap<Operation *, Operation *> &epilogueOfOp) {
   auto id = fusionId(def);
@@ -464,7 +464,7 @@ bool FunctionLowering::joinEpilogueBySums(
 /// on spans of whole rows, and the group's values go to HBM only if later
 /// ops read them: the residual stream is not stored and loaded back
 /// before each layer norm.
-void FunctionLowering::planEpilogueChains() {
+void TilePlanner::planEpilogueChains() {
   llvm::DenseMap<int64_t, MatmulOp> productOf;
   for (auto &[matmul, id] : epilogueOf) {
     productOf[id] = llvm::cast<MatmulOp>(matmul);
@@ -584,7 +584,7 @@ struct EpilogueFeed {
 
 /// Joins chain k to the epilogue whose group computes what it reads; a
 /// chain of one group (`alone`) only through a row reduction.
-bool FunctionLowering::joinChainToEpilogue(
+bool TilePlanner::joinChainToEpilogue(
     size_t k, bool alone, const llvm::DenseMap<int64_t, MatmulOp> &productOf) {
   const PlannedRowChain &plan = chains[k];
   auto rank = static_cast<int64_t>(plan.shape.size());
@@ -642,7 +642,7 @@ bool FunctionLowering::joinChainToEpilogue(
 /// read exists by the product (views of it joining `views`), and values
 /// read after are the rows' (stored as the epilogue stores them) or one
 /// per row (gathered), not a reshape between.
-bool FunctionLowering::chainEpilogueFits(
+bool TilePlanner::chainEpilogueFits(
     const PlannedRowChain &plan, const llvm::SetVector<Operation *> &between,
     const llvm::SmallPtrSetImpl<Operation *> &all, MatmulOp product,
     llvm::SetVector<Operation *> &views) {

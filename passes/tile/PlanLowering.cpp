@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlanner.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -21,54 +21,9 @@ using graph_passes::fusionId;
 
 namespace kiln::tile_passes {
 
-/// Arguments (weights) that two or more 2-D matmuls load through bf16 casts
-/// of their views, transposed or not: the forward pass's product reads
-/// W^T, the backward's input gradient W. The first product stores the bf16
-/// tiles it loads into a bf16 mirror of W's buffer, and the later ones read
-/// that instead of W: half the bytes, moved out of the backward pass,
-/// whose DMA queues are the step's bottleneck, into the forward's, which
-/// have room. The bits are the same: the same cast, rounded once.
-void FunctionLowering::planBf16Copies() {
-  llvm::MapVector<Value, llvm::SmallVector<Value, 2>> castsOf;
-  for (Operation &op : source.getBody().front()) {
-    auto matmul = llvm::dyn_cast<MatmulOp>(&op);
-    if (!matmul || tensorType(matmul.getOutput()).getRank() != 2) {
-      continue;
-    }
-    llvm::SmallVector<Value, 2> roots;
-    for (Value operand : {matmul.getLhs(), matmul.getRhs()}) {
-      auto cast = operand.getDefiningOp<CastOp>();
-      if (!cast || !absorbed.contains(cast) ||
-          !tensorType(cast.getOutput()).getElementType().isBF16()) {
-        continue;
-      }
-      Value root = cast.getInput();
-      while (root.getDefiningOp<TransposeOp>() ||
-             root.getDefiningOp<ReshapeOp>()) {
-        root = root.getDefiningOp()->getOperand(0);
-      }
-      // One cast of a root per product: the copy must be stored before
-      // anything reads it.
-      if (llvm::isa<BlockArgument>(root) && !llvm::is_contained(roots, root)) {
-        roots.push_back(root);
-        castsOf[root].push_back(cast.getOutput());
-      }
-    }
-  }
-  // A cast several products read (canonicalisation merged their casts) is
-  // among the later ones too: the first product stores the copy before any
-  // other lowers.
-  for (auto &[root, casts] : castsOf) {
-    if (casts.size() > 1) {
-      auto &later = lowering.copiedBy[casts.front()];
-      later.assign(casts.begin() + 1, casts.end());
-    }
-  }
-}
-
 /// Which aliasing results (updated parameters and state) their producer
 /// can write straight into the argument's buffer.
-void FunctionLowering::planInPlace() {
+void TilePlanner::planInPlace() {
   auto ret = llvm::cast<func::ReturnOp>(source.getBody().front().back());
   llvm::SmallPtrSet<Value, 8> taken;
   for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
@@ -106,7 +61,7 @@ void FunctionLowering::planInPlace() {
 /// write it there (an embedding table's update with zero gradient, which
 /// kgraph-sparse-table-updates splits from the rows the batch picks): the
 /// rows then land in place, with no copy of the table.
-void FunctionLowering::planScatterInPlace(ScatterRowsOp scatter, unsigned arg,
+void TilePlanner::planScatterInPlace(ScatterRowsOp scatter, unsigned arg,
                                           llvm::SmallPtrSetImpl<Value> &taken) {
   Value argument = source.getArgument(arg);
   Value input = scatter.getInput();
@@ -142,9 +97,9 @@ void FunctionLowering::planScatterInPlace(ScatterRowsOp scatter, unsigned arg,
 
 /// Where `op`'s reads happen: a fused op runs with its group's last member,
 /// or with the matmul whose epilogue the group is.
-unsigned FunctionLowering::loweredAt(Operation *op) {
+unsigned TilePlanner::loweredAt(Operation *op) {
   auto chain = chainOf.find(op);
-  if (chain != chainOf.end() && !declinedChains.contains(chain->second)) {
+  if (chain != chainOf.end()) {
     auto epilogue = chainEpilogueAt.find(chain->second);
     return epilogue != chainEpilogueAt.end()
                ? epilogue->second
@@ -161,7 +116,7 @@ unsigned FunctionLowering::loweredAt(Operation *op) {
 
 /// Where `op`'s lowering reads its operands: an absorbed cast's are read by
 /// the matmuls it feeds; a view early for an epilogue reads at its matmul.
-unsigned FunctionLowering::readAt(Operation *op) {
+unsigned TilePlanner::readAt(Operation *op) {
   if (absorbed.contains(op)) {
     unsigned at = std::numeric_limits<unsigned>::max();
     for (Operation *user : op->getUsers()) {
@@ -181,7 +136,7 @@ unsigned FunctionLowering::readAt(Operation *op) {
 /// Whether `def`'s result exists at position `at`: lowered before it, or a
 /// view (reshape, transpose, broadcast, slice: they compute nothing) of
 /// values that are, which then joins `views` to be lowered early.
-bool FunctionLowering::availableBy(Operation *def, unsigned at,
+bool TilePlanner::availableBy(Operation *def, unsigned at,
                                    llvm::SetVector<Operation *> &views) {
   if (absorbed.contains(def)) {
     return false;
@@ -228,11 +183,10 @@ bool isRowSum(MatmulOp m) {
 /// transpose and reshape then become views of the slice, and the concat
 /// copies nothing. A chain qualifies when each value in it has one use
 /// and the producer writes a fresh buffer of the concat's element type.
-void FunctionLowering::planConcats() {
+void TilePlanner::planConcats() {
   for (Operation &op : source.getBody().front()) {
     auto concat = llvm::dyn_cast<ConcatOp>(&op);
-    if (!concat || inPlace.count(concat.getOutput()) ||
-        destinations.count(concat.getOutput())) {
+    if (!concat || inPlace.count(concat.getOutput())) {
       continue;
     }
     // The concat's buffer as the views see it; none is made to plan.
@@ -258,7 +212,7 @@ void FunctionLowering::planConcats() {
 /// through one-use reshapes and transposes) and the part as that value
 /// sees it; none when the producer cannot.
 std::optional<std::pair<Value, HbmView>>
-FunctionLowering::concatSlice(ConcatOp concat, unsigned index,
+TilePlan::concatSlice(ConcatOp concat, unsigned index,
                               const HbmView &whole) {
   int64_t dim = concat.getDim(), at = 0;
   for (unsigned i = 0; i < index; ++i) {
@@ -304,43 +258,6 @@ FunctionLowering::concatSlice(ConcatOp concat, unsigned index,
     return std::nullopt;
   }
   return std::nullopt;
-}
-
-/// Lays out a batched value [..., G, M, N] (a batched product's, or its
-/// row chain epilogue's) as [..., M, G, N] in HBM when its rows are short
-/// runs (bf16 rows of 128 keys are 256 bytes, which move at half
-/// bandwidth) and only products read it, directly or through views: a
-/// tile of several consecutive elements along G is then one run per
-/// partition, for the store and for the products' loads alike. Attention's
-/// context [B, H, S, D] so becomes the row-major [B, S, H·D] that the
-/// output projection reads. The value's view keeps its shape; only its
-/// strides change.
-void FunctionLowering::interleaveRows(Value value, HbmView &dst) {
-  auto type = tensorType(value);
-  auto rank = type.getRank();
-  if (rank < 3 || type.getShape()[rank - 3] < 2 || inPlace.count(value) ||
-      destinations.count(value) ||
-      type.getShape()[rank - 1] * isa::dtypeBytes(dst.dtype) >= 512) {
-    return;
-  }
-  std::function<bool(Value)> readByProducts = [&](Value v) {
-    return llvm::all_of(v.getUsers(), [&](Operation *user) {
-      return llvm::isa<MatmulOp>(user) ||
-             (llvm::isa<TransposeOp, ReshapeOp>(user) &&
-              readByProducts(user->getResult(0)));
-    });
-  };
-  if (!readByProducts(value)) {
-    return;
-  }
-  llvm::SmallVector<int64_t> swap(rank);
-  std::iota(swap.begin(), swap.end(), 0);
-  std::swap(swap[rank - 3], swap[rank - 2]);
-  llvm::SmallVector<int64_t> shape(type.getShape());
-  std::swap(shape[rank - 3], shape[rank - 2]);
-  eraseIfUnused(dst);
-  isa::DType dtype = dst.dtype;
-  dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
 }
 
 } // namespace kiln::tile_passes

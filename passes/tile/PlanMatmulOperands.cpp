@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlan.h"
 #include "passes/tile/Passes.h"
 
 namespace kiln::tile_passes {
@@ -240,4 +240,38 @@ Value kiln::tile_passes::oneHotIndicesOf(Value matrix) {
   }
   auto compare = llvm::dyn_cast_or_null<CompareOp>(def);
   return compare ? oneHotParts(compare).first : Value();
+}
+
+/// Reads what kgraph-plan-matmul-operands planned: the ops other ops'
+/// instructions compute (kgraph.fold: the casts of products and their
+/// operands, the one-hot operands computed on chip), the values stored in
+/// bf16 (kgraph.narrowed); and the fusion groups of the rest.
+void TilePlan::readMatmulOperandPlan() {
+  unsigned index = 0;
+  for (Operation &op : source.getBody().front()) {
+    position[&op] = index++;
+    if (auto results = op.getAttrOfType<DenseI64ArrayAttr>(kNarrowedAttr)) {
+      for (int64_t r : results.asArrayRef()) {
+        narrowed.insert(op.getResult(r));
+      }
+    }
+    Fold fold = foldOf(&op);
+    if (fold == Fold::None) {
+      if (auto id = fusionId(&op)) {
+        groups[*id].push_back(&op);
+      }
+      continue;
+    }
+    absorbed.insert(&op);
+    Value result = op.getResult(0);
+    if (fold == Fold::IntoEvacuation) {
+      matmulResultCast[op.getOperand(0).getDefiningOp()] = &op;
+    }
+    bool readByMatmuls = llvm::all_of(result.getUsers(), [](Operation *u) {
+      return llvm::isa<MatmulOp>(u);
+    });
+    if (fold == Fold::OnChip && !result.use_empty() && readByMatmuls) {
+      oneHotIndices[result] = oneHotIndicesOf(result);
+    }
+  }
 }

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/TilePlan.h"
 #include "passes/tile/Passes.h"
 
 namespace kiln::tile_passes {
@@ -105,3 +105,30 @@ struct KGraphPlanRowSums
 };
 
 } // namespace
+
+/// Reads what kgraph-plan-row-sums planned: the row sums a weight
+/// gradient computes beside itself (kgraph.sum_beside), and those a group's
+/// loop nest may fold (kgraph.sum_in_loop_nest), keyed by the group's last
+/// op (a lone op's own).
+void TilePlan::readRowSumPlan() {
+  llvm::DenseMap<int64_t, Operation *> products;
+  for (Operation &op : source.getBody().front()) {
+    if (auto label = op.getAttrOfType<IntegerAttr>(kProductAttr)) {
+      products[label.getInt()] = &op;
+    }
+    auto sum = llvm::dyn_cast<MatmulOp>(&op);
+    if (auto label = op.getAttrOfType<IntegerAttr>(kSumBesideAttr)) {
+      columnSumsOf[products.lookup(label.getInt())].push_back(sum);
+      summedBySibling.insert(sum);
+    } else if (sum && op.hasAttr(kSumInLoopNestAttr)) {
+      Value v = sum.getRhs();
+      if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+        v = reshape.getInput();
+      }
+      Operation *def = v.getDefiningOp();
+      auto id = fusionId(def);
+      rowSumsOf[id ? groups[*id].back() : def].push_back({sum, v});
+      rowSumCandidates.insert(sum);
+    }
+  }
+}

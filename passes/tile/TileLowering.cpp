@@ -109,6 +109,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   Block &body = source.getBody().front();
   readMatmulOperandPlan();
   readRowSumPlan();
+  lowering.oneHotIndices = oneHotIndices;
   planBf16Copies();
 
   // The ktile function: every tensor an HBM memref.
@@ -136,6 +137,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   }
   readEpiloguePlan();
   readBufferPlan();
+  placeConcats();
 
   for (Operation &op : body) {
     emitDueSlices(position[&op]);
@@ -156,69 +158,8 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   return target;
 }
 
-/// Reads what kgraph-plan-matmul-operands planned: the ops other ops'
-/// instructions compute (kgraph.fold: the casts of products and their
-/// operands, the one-hot operands computed on chip), the values stored in
-/// bf16 (kgraph.narrowed); and the fusion groups of the rest.
-void FunctionLowering::readMatmulOperandPlan() {
-  unsigned index = 0;
-  for (Operation &op : source.getBody().front()) {
-    position[&op] = index++;
-    if (auto results = op.getAttrOfType<DenseI64ArrayAttr>(kNarrowedAttr)) {
-      for (int64_t r : results.asArrayRef()) {
-        narrowed.insert(op.getResult(r));
-      }
-    }
-    Fold fold = foldOf(&op);
-    if (fold == Fold::None) {
-      if (auto id = fusionId(&op)) {
-        groups[*id].push_back(&op);
-      }
-      continue;
-    }
-    absorbed.insert(&op);
-    Value result = op.getResult(0);
-    if (fold == Fold::IntoEvacuation) {
-      matmulResultCast[op.getOperand(0).getDefiningOp()] = &op;
-    }
-    bool readByMatmuls = llvm::all_of(result.getUsers(), [](Operation *u) {
-      return llvm::isa<MatmulOp>(u);
-    });
-    if (fold == Fold::OnChip && !result.use_empty() && readByMatmuls) {
-      lowering.oneHotIndices[result] = oneHotIndicesOf(result);
-    }
-  }
-}
-
-/// Reads what kgraph-plan-row-sums planned: the row sums a weight
-/// gradient computes beside itself (kgraph.sum_beside), and those a group's
-/// loop nest may fold (kgraph.sum_in_loop_nest), keyed by the group's last
-/// op (a lone op's own).
-void FunctionLowering::readRowSumPlan() {
-  llvm::DenseMap<int64_t, Operation *> products;
-  for (Operation &op : source.getBody().front()) {
-    if (auto label = op.getAttrOfType<IntegerAttr>(kProductAttr)) {
-      products[label.getInt()] = &op;
-    }
-    auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (auto label = op.getAttrOfType<IntegerAttr>(kSumBesideAttr)) {
-      columnSumsOf[products.lookup(label.getInt())].push_back(sum);
-      summedBySibling.insert(sum);
-    } else if (sum && op.hasAttr(kSumInLoopNestAttr)) {
-      Value v = sum.getRhs();
-      if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
-        v = reshape.getInput();
-      }
-      Operation *def = v.getDefiningOp();
-      auto id = fusionId(def);
-      rowSumsOf[id ? groups[*id].back() : def].push_back({sum, v});
-      rowSumCandidates.insert(sum);
-    }
-  }
-}
-
 /// A row sum's result, or the f32 cast folded into it.
-Value FunctionLowering::sumResult(Operation *sum) {
+Value TilePlan::sumResult(Operation *sum) {
   Operation *cast = matmulResultCast.lookup(sum);
   return cast ? cast->getResult(0) : sum->getResult(0);
 }
