@@ -274,14 +274,66 @@ std::string writeArtifact(const Artifact &artifact) {
 
 namespace {
 
-/// readArtifact, borrowing the constants from `mapping` when it is set.
-llvm::Expected<Artifact>
-parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
-              llvm::StringRef expectedTarget,
-              const std::shared_ptr<const llvm::MemoryBuffer> &mapping) {
-  auto fail = [&](const llvm::Twine &what) -> llvm::Error {
+/// One validating parse of an artifact's bytes (readArtifact), borrowing the
+/// constants from `mapping` when it is set. The steps run in the file's
+/// order: header, section table and sections, manifest, streams; each error
+/// names the artifact and what is wrong where.
+class Parser {
+public:
+  Parser(llvm::StringRef bytes, llvm::StringRef origin,
+         llvm::StringRef expectedTarget,
+         const std::shared_ptr<const llvm::MemoryBuffer> &mapping)
+      : bytes(bytes), origin(origin), expectedTarget(expectedTarget),
+        mapping(mapping) {}
+
+  llvm::Expected<Artifact> parse();
+
+private:
+  llvm::Error fail(const llvm::Twine &what) const {
     return llvm::createStringError("artifact '" + origin + "': " + what);
-  };
+  }
+  llvm::Error checkHeader() const;
+  llvm::Error checkSchema() const;
+  llvm::Error readTarget();
+  llvm::Error readSections();
+  llvm::Error readSection(uint32_t i, const SectionEntry &entry);
+  llvm::Error checkManifest() const;
+  llvm::Error checkBuffer(const kneff::Buffer &buffer) const;
+  llvm::Error decodeStreams();
+  llvm::Error decodeStream(const SectionEntry &entry, llvm::StringRef data,
+                           const isa::Limits &limits);
+
+  llvm::StringRef bytes, origin, expectedTarget;
+  const std::shared_ptr<const llvm::MemoryBuffer> &mapping;
+  Artifact artifact;
+  llvm::StringRef headerTarget;
+  const target::TargetDescription *targetDescription = nullptr;
+  bool haveManifest = false, haveConstants = false;
+  // The stream sections in file order, decoded once the manifest is known.
+  std::vector<std::pair<SectionEntry, llvm::StringRef>> streams;
+};
+
+llvm::Expected<Artifact> Parser::parse() {
+  if (auto e = checkHeader()) {
+    return std::move(e);
+  }
+  if (auto e = readTarget()) {
+    return std::move(e);
+  }
+  if (auto e = readSections()) {
+    return std::move(e);
+  }
+  if (auto e = checkManifest()) {
+    return std::move(e);
+  }
+  if (auto e = decodeStreams()) {
+    return std::move(e);
+  }
+  return std::move(artifact);
+}
+
+/// The header's magic, version, feature bits, sizes, checksum and schema.
+llvm::Error Parser::checkHeader() const {
   if (bytes.size() < kHeaderBytes ||
       std::memcmp(bytes.data(), kMagic, 8) != 0) {
     return fail("not a .kneff file (bad magic or shorter than its header)");
@@ -310,6 +362,12 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
   if (std::memcmp(content.data(), h + kOffContentHash, 32) != 0) {
     return fail("checksum mismatch: the file is corrupt");
   }
+  return checkSchema();
+}
+
+/// The instruction schema the header records is this Kiln's, or an older
+/// minor version's.
+llvm::Error Parser::checkSchema() const {
   // Minor versions only append opcodes and field values, so an older
   // minor's instructions mean what they meant: accept its schema too.
   static const llvm::StringLiteral kOlderSchemas[] = {
@@ -320,7 +378,8 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
       "ee2bbd48246b2c2f254c9849eef73843bd7aa82b24047c40adf29639032dc2ae",
       "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c",
       "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e"};
-  llvm::StringRef recorded(h + kOffSchemaHash, 32);
+  uint16_t minor = read16le(bytes.data() + kOffMinor);
+  llvm::StringRef recorded(bytes.data() + kOffSchemaHash, 32);
   bool knownOlder =
       minor < std::size(kOlderSchemas) &&
       llvm::toHex(recorded, /*LowerCase=*/true) == kOlderSchemas[minor];
@@ -328,18 +387,30 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
     return fail(
         "instruction schema differs from this Kiln's; recompile the graph");
   }
-  Artifact artifact;
+  return llvm::Error::success();
+}
+
+/// The header's strings: the compiler that wrote the file and the target it
+/// is for, which must be known (and the one expected, when one is).
+llvm::Error Parser::readTarget() {
+  const char *h = bytes.data();
   artifact.compilerVersion = getString(h + kOffCompilerVersion, 16).str();
   artifact.gitHash = getString(h + kOffGitHash, 16).str();
-  llvm::StringRef headerTarget = getString(h + kOffTarget, 16);
-  const target::TargetDescription *t = target::lookupTarget(headerTarget);
-  if (!t) {
+  headerTarget = getString(h + kOffTarget, 16);
+  targetDescription = target::lookupTarget(headerTarget);
+  if (!targetDescription) {
     return fail("is for unknown target '" + headerTarget + "'");
   }
   if (!expectedTarget.empty() && headerTarget != expectedTarget) {
     return fail("is compiled for " + headerTarget + ", not " + expectedTarget);
   }
+  return llvm::Error::success();
+}
 
+/// The section table and each section in it: aligned, in order, inside the
+/// file, with exactly one manifest and one constants section.
+llvm::Error Parser::readSections() {
+  const char *h = bytes.data();
   uint32_t count = read32le(h + kOffSectionCount);
   uint64_t table = read64le(h + kOffSectionTable);
   // Compared without adding to `table`: a table offset near 2^64 would
@@ -348,9 +419,7 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
       uint64_t(count) * kSectionEntryBytes > bytes.size() - table) {
     return fail("section table lies outside the file");
   }
-  bool haveManifest = false, haveConstants = false;
   uint64_t previousEnd = table + uint64_t(count) * kSectionEntryBytes;
-  std::vector<std::pair<SectionEntry, llvm::StringRef>> streams;
   for (uint32_t i = 0; i < count; ++i) {
     const char *e = bytes.data() + table + i * kSectionEntryBytes;
     SectionEntry entry{static_cast<SectionKind>(read32le(e)), read32le(e + 4),
@@ -362,90 +431,124 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
                   " is misaligned, overlaps another or lies outside the file");
     }
     previousEnd = entry.offset + entry.size;
-    llvm::StringRef data = bytes.substr(entry.offset, entry.size);
-    switch (entry.kind) {
-    case SectionKind::Manifest:
-      if (haveManifest ||
-          !artifact.manifest.ParseFromArray(data.data(), data.size())) {
-        return fail("manifest section is repeated or not a valid manifest");
-      }
-      haveManifest = true;
-      break;
-    case SectionKind::Stream:
-      if (entry.size != entry.count * kInstructionBytes) {
-        return fail("stream section " + llvm::Twine(i) + " holds " +
-                    llvm::Twine(entry.size) + " bytes, not " +
-                    llvm::Twine(entry.count) + " instructions");
-      }
-      streams.push_back({entry, data});
-      break;
-    case SectionKind::Constants:
-      if (haveConstants) {
-        return fail("constants section is repeated");
-      }
-      if (mapping) {
-        artifact.mapping = mapping;
-        artifact.mappedConstants = data;
-      } else {
-        artifact.constants = data.str();
-      }
-      haveConstants = true;
-      break;
-    case SectionKind::SourceIR:
-      artifact.sourceIR = data.str();
-      break;
-    default:
-      return fail("section " + llvm::Twine(i) + " has unknown kind " +
-                  llvm::Twine(static_cast<uint32_t>(entry.kind)));
+    if (auto e = readSection(i, entry)) {
+      return e;
     }
   }
   if (!haveManifest || !haveConstants) {
     return fail("lacks its manifest or constants section");
   }
+  return llvm::Error::success();
+}
+
+/// Section `i`, which lies inside the file: the manifest is parsed, the
+/// constants and source IR kept, and the streams set aside for
+/// decodeStreams.
+llvm::Error Parser::readSection(uint32_t i, const SectionEntry &entry) {
+  llvm::StringRef data = bytes.substr(entry.offset, entry.size);
+  switch (entry.kind) {
+  case SectionKind::Manifest:
+    if (haveManifest ||
+        !artifact.manifest.ParseFromArray(data.data(), data.size())) {
+      return fail("manifest section is repeated or not a valid manifest");
+    }
+    haveManifest = true;
+    break;
+  case SectionKind::Stream:
+    if (entry.size != entry.count * kInstructionBytes) {
+      return fail("stream section " + llvm::Twine(i) + " holds " +
+                  llvm::Twine(entry.size) + " bytes, not " +
+                  llvm::Twine(entry.count) + " instructions");
+    }
+    streams.push_back({entry, data});
+    break;
+  case SectionKind::Constants:
+    if (haveConstants) {
+      return fail("constants section is repeated");
+    }
+    if (mapping) {
+      artifact.mapping = mapping;
+      artifact.mappedConstants = data;
+    } else {
+      artifact.constants = data.str();
+    }
+    haveConstants = true;
+    break;
+  case SectionKind::SourceIR:
+    artifact.sourceIR = data.str();
+    break;
+  default:
+    return fail("section " + llvm::Twine(i) + " has unknown kind " +
+                llvm::Twine(static_cast<uint32_t>(entry.kind)));
+  }
+  return llvm::Error::success();
+}
+
+/// The manifest agrees with the header's target, fits it, and places every
+/// buffer inside the program's HBM.
+llvm::Error Parser::checkManifest() const {
   const kneff::Manifest &m = artifact.manifest;
   if (m.target() != headerTarget) {
     return fail("manifest target '" + m.target() +
                 "' differs from the header's '" + headerTarget + "'");
   }
-  isa::Limits limits{t, static_cast<int64_t>(m.hbm_bytes()),
-                     static_cast<int64_t>(m.semaphores())};
   if (m.hbm_bytes() == 0 ||
-      m.hbm_bytes() > static_cast<uint64_t>(t->hbmBytesPerChip.value) ||
-      m.semaphores() > static_cast<uint32_t>(t->semaphores.value)) {
+      m.hbm_bytes() >
+          static_cast<uint64_t>(targetDescription->hbmBytesPerChip.value) ||
+      m.semaphores() >
+          static_cast<uint32_t>(targetDescription->semaphores.value)) {
     return fail("manifest asks for " + llvm::Twine(m.hbm_bytes()) +
                 " bytes of HBM and " + llvm::Twine(m.semaphores()) +
-                " semaphores, beyond " + t->name);
+                " semaphores, beyond " + targetDescription->name);
   }
   for (const kneff::Buffer &buffer : m.buffers()) {
-    uint64_t elements = 1;
-    for (int64_t d : buffer.shape()) {
-      if (d < 1 || d > (int64_t(1) << 40)) {
-        return fail("buffer '" + buffer.name() + "' has a bad shape");
-      }
-      elements *= static_cast<uint64_t>(d);
-      if (elements > (uint64_t(1) << 40)) {
-        return fail("buffer '" + buffer.name() + "' has a bad shape");
-      }
-    }
-    if (buffer.dtype() > 3) {
-      return fail("buffer '" + buffer.name() + "' has unknown dtype " +
-                  llvm::Twine(buffer.dtype()));
-    }
-    uint64_t size =
-        elements * isa::dtypeBytes(static_cast<isa::DType>(buffer.dtype()));
-    if (buffer.offset() > m.hbm_bytes() ||
-        size > m.hbm_bytes() - buffer.offset()) {
-      return fail("buffer '" + buffer.name() +
-                  "' lies outside the program's HBM");
-    }
-    if (buffer.role() == kneff::CONSTANT &&
-        (buffer.constant_bytes() != size ||
-         buffer.constant_offset() > artifact.constantBytes().size() ||
-         size > artifact.constantBytes().size() - buffer.constant_offset())) {
-      return fail("constant buffer '" + buffer.name() +
-                  "' does not lie inside the constants section");
+    if (auto e = checkBuffer(buffer)) {
+      return e;
     }
   }
+  return llvm::Error::success();
+}
+
+/// A buffer's shape and dtype are sane, it lies inside the program's HBM,
+/// and a constant's bytes lie inside the constants section.
+llvm::Error Parser::checkBuffer(const kneff::Buffer &buffer) const {
+  uint64_t hbmBytes = artifact.manifest.hbm_bytes();
+  uint64_t elements = 1;
+  for (int64_t d : buffer.shape()) {
+    if (d < 1 || d > (int64_t(1) << 40)) {
+      return fail("buffer '" + buffer.name() + "' has a bad shape");
+    }
+    elements *= static_cast<uint64_t>(d);
+    if (elements > (uint64_t(1) << 40)) {
+      return fail("buffer '" + buffer.name() + "' has a bad shape");
+    }
+  }
+  if (buffer.dtype() > 3) {
+    return fail("buffer '" + buffer.name() + "' has unknown dtype " +
+                llvm::Twine(buffer.dtype()));
+  }
+  uint64_t size =
+      elements * isa::dtypeBytes(static_cast<isa::DType>(buffer.dtype()));
+  if (buffer.offset() > hbmBytes || size > hbmBytes - buffer.offset()) {
+    return fail("buffer '" + buffer.name() +
+                "' lies outside the program's HBM");
+  }
+  if (buffer.role() == kneff::CONSTANT &&
+      (buffer.constant_bytes() != size ||
+       buffer.constant_offset() > artifact.constantBytes().size() ||
+       size > artifact.constantBytes().size() - buffer.constant_offset())) {
+    return fail("constant buffer '" + buffer.name() +
+                "' does not lie inside the constants section");
+  }
+  return llvm::Error::success();
+}
+
+/// The streams, in strictly increasing (engine, queue) order, each decoded
+/// and every instruction validated against the manifest's limits.
+llvm::Error Parser::decodeStreams() {
+  const kneff::Manifest &m = artifact.manifest;
+  isa::Limits limits{targetDescription, static_cast<int64_t>(m.hbm_bytes()),
+                     static_cast<int64_t>(m.semaphores())};
   uint32_t previousKey = 0;
   for (auto [i, stream] : llvm::enumerate(streams)) {
     const SectionEntry &entry = stream.first;
@@ -453,39 +556,53 @@ parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
       return fail("streams are repeated or out of order");
     }
     previousKey = entry.stream;
-    Stream s;
-    s.engine = static_cast<isa::Engine>(entry.stream >> 8);
-    s.queue = static_cast<uint8_t>(entry.stream & 0xff);
-    if ((entry.stream >> 8) >= isa::kEngineKinds) {
-      return fail("stream for unknown engine " +
-                  llvm::Twine(entry.stream >> 8));
+    if (auto e = decodeStream(entry, stream.second, limits)) {
+      return e;
     }
-    std::string name = streamName(s.engine, s.queue);
-    for (uint64_t k = 0; k < entry.count; ++k) {
-      isa::Instruction inst =
-          decodeInstruction(stream.second.data() + k * kInstructionBytes);
-      if (inst.engine != s.engine || inst.queue != s.queue) {
-        return fail(name + " instruction " + llvm::Twine(k) +
-                    " belongs to another engine's stream");
-      }
-      if (inst.numOperands > isa::kMaxOperands ||
-          inst.numWaits > isa::kMaxWaits ||
-          inst.numSignals > isa::kMaxSignals) {
-        return fail(name + " instruction " + llvm::Twine(k) +
-                    " has bad counts");
-      }
-      if (std::optional<std::string> broken = isa::validate(inst, limits)) {
-        return fail(name + " instruction " + llvm::Twine(k) + " ('" +
-                    (static_cast<int>(inst.opcode) < isa::kOpcodes
-                         ? isa::schemaOf(inst.opcode).mnemonic.str()
-                         : std::string("?")) +
-                    "'): " + *broken);
-      }
-      s.instructions.push_back(inst);
-    }
-    artifact.streams.push_back(std::move(s));
   }
-  return artifact;
+  return llvm::Error::success();
+}
+
+llvm::Error Parser::decodeStream(const SectionEntry &entry,
+                                 llvm::StringRef data,
+                                 const isa::Limits &limits) {
+  Stream s;
+  s.engine = static_cast<isa::Engine>(entry.stream >> 8);
+  s.queue = static_cast<uint8_t>(entry.stream & 0xff);
+  if ((entry.stream >> 8) >= isa::kEngineKinds) {
+    return fail("stream for unknown engine " + llvm::Twine(entry.stream >> 8));
+  }
+  std::string name = streamName(s.engine, s.queue);
+  for (uint64_t k = 0; k < entry.count; ++k) {
+    isa::Instruction inst =
+        decodeInstruction(data.data() + k * kInstructionBytes);
+    if (inst.engine != s.engine || inst.queue != s.queue) {
+      return fail(name + " instruction " + llvm::Twine(k) +
+                  " belongs to another engine's stream");
+    }
+    if (inst.numOperands > isa::kMaxOperands ||
+        inst.numWaits > isa::kMaxWaits || inst.numSignals > isa::kMaxSignals) {
+      return fail(name + " instruction " + llvm::Twine(k) + " has bad counts");
+    }
+    if (std::optional<std::string> broken = isa::validate(inst, limits)) {
+      return fail(name + " instruction " + llvm::Twine(k) + " ('" +
+                  (static_cast<int>(inst.opcode) < isa::kOpcodes
+                       ? isa::schemaOf(inst.opcode).mnemonic.str()
+                       : std::string("?")) +
+                  "'): " + *broken);
+    }
+    s.instructions.push_back(inst);
+  }
+  artifact.streams.push_back(std::move(s));
+  return llvm::Error::success();
+}
+
+/// readArtifact, borrowing the constants from `mapping` when it is set.
+llvm::Expected<Artifact>
+parseArtifact(llvm::StringRef bytes, llvm::StringRef origin,
+              llvm::StringRef expectedTarget,
+              const std::shared_ptr<const llvm::MemoryBuffer> &mapping) {
+  return Parser(bytes, origin, expectedTarget, mapping).parse();
 }
 
 } // namespace

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace kiln::sim {
 
@@ -102,7 +103,102 @@ llvm::Expected<std::string> Simulator::getBuffer(llvm::StringRef name) const {
   return bytes;
 }
 
-llvm::Expected<SimResult> Simulator::run() {
+/// One run of a Simulator's program: the scheduler's state, the hazard
+/// checker's clocks and the result being built. Its steps are member
+/// functions so each reads on its own; it is a friend of Simulator to reach
+/// the memories and buffers the run works on.
+class Execution {
+public:
+  explicit Execution(Simulator &sim);
+
+  llvm::Expected<SimResult> run();
+
+private:
+  /// The next instruction of a stream whose waits are satisfied: when it can
+  /// start and the trace index of what it waited for.
+  struct Candidate {
+    size_t stream;
+    double start;
+    int64_t after;
+  };
+  /// An issued instruction's end and its index in the trace: when and by
+  /// whom its signals are given.
+  struct Issued {
+    double end;
+    int64_t event;
+  };
+
+  llvm::Error checkRunnable() const;
+  std::optional<std::pair<double, int64_t>> reachedAt(uint16_t sem,
+                                                      uint32_t value) const;
+  std::optional<Candidate> earliestReady() const;
+  bool finished() const;
+  llvm::Error deadlock() const;
+  llvm::Error step(const Candidate &candidate);
+  Issued issue(size_t s, const isa::Instruction &inst,
+               const Candidate &candidate);
+  uint32_t joinClocks(size_t s, const isa::Instruction &inst);
+  void checkHazards(size_t s, size_t index, const isa::Instruction &inst,
+                    uint32_t epoch);
+  std::string describeRace(const HazardChecker::Access &prev,
+                           const HazardChecker::Access &access) const;
+  llvm::Error apply(size_t s, size_t index, const isa::Instruction &inst);
+  void signal(size_t s, const isa::Instruction &inst, const Issued &issued);
+  void summarize();
+
+  // Accesses every running stream has seen are dropped this often.
+  static constexpr int kForgetEvery = 4096;
+  // A start later than any: what a ready stream's start is compared with
+  // before any stream is ready.
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+
+  const artifact::Artifact &artifact;
+  const target::TargetDescription &target;
+  const SimOptions &options;
+  const llvm::StringMap<bool> &bufferSet;
+  const std::vector<artifact::Stream> &streams;
+  size_t numStreams;
+  MachineState machine;
+
+  std::vector<size_t> next;
+  std::vector<double> streamTime;
+  std::vector<std::vector<uint32_t>> clocks;
+  // Per semaphore, the signaller's clock at each signal, in arrival order.
+  std::vector<std::vector<std::vector<uint32_t>>> signalClocks;
+  // Per semaphore, its signals' (time, trace index) in time order: the
+  // value-th is when it reached value. Kept sorted as signals arrive (they
+  // arrive nearly in time order) rather than selected per wait, which cost
+  // a pass over every signal so far each time a stream's next instruction
+  // was looked at.
+  std::vector<std::vector<std::pair<double, int64_t>>> signalTimes;
+  HazardChecker hazards;
+  int sinceForgetting = 0;
+  double sbufPortFree = 0, psumPortFree = 0;
+  // Each stream's last instruction and each port's last holder, by trace
+  // index: what an instruction's start waited for (TraceEvent::after).
+  std::vector<int64_t> lastEvent;
+  int64_t sbufPortHolder = -1, psumPortHolder = -1;
+  SimResult result;
+};
+
+Execution::Execution(Simulator &sim)
+    : artifact(sim.artifact), target(sim.target), options(sim.options),
+      bufferSet(sim.bufferSet), streams(sim.artifact.streams),
+      numStreams(streams.size()), machine{sim.hbm, sim.sbuf, sim.psum,
+                                          sim.rounder},
+      next(numStreams, 0), streamTime(numStreams, 0.0),
+      clocks(numStreams, std::vector<uint32_t>(numStreams, 0)),
+      signalClocks(artifact.manifest.semaphores()),
+      signalTimes(artifact.manifest.semaphores()), hazards(numStreams),
+      lastEvent(numStreams, -1) {
+  for (const artifact::Stream &s : streams) {
+    result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
+  }
+}
+
+/// The run's preconditions: a target at least the program's, a group of the
+/// size it was compiled for and every input set.
+llvm::Error Execution::checkRunnable() const {
   if (const target::TargetDescription *compiledFor =
           target::lookupTarget(artifact.manifest.target());
       !compiledFor ||
@@ -129,235 +225,271 @@ llvm::Expected<SimResult> Simulator::run() {
                                      "' was not set");
     }
   }
-  const auto &streams = artifact.streams;
-  size_t numStreams = streams.size();
-  std::vector<size_t> next(numStreams, 0);
-  std::vector<double> streamTime(numStreams, 0.0);
-  std::vector<std::vector<uint32_t>> clocks(
-      numStreams, std::vector<uint32_t>(numStreams, 0));
-  // Per semaphore, the signaller's clock at each signal, in arrival order.
-  std::vector<std::vector<std::vector<uint32_t>>> signalClocks(
-      artifact.manifest.semaphores());
-  // Per semaphore, its signals' (time, trace index) in time order: the
-  // value-th is when it reached value. Kept sorted as signals arrive (they
-  // arrive nearly in time order) rather than selected per wait, which cost
-  // a pass over every signal so far each time a stream's next instruction
-  // was looked at.
-  std::vector<std::vector<std::pair<double, int64_t>>> signalTimes(
-      artifact.manifest.semaphores());
-  HazardChecker hazards(numStreams);
-  // Accesses every running stream has seen are dropped this often.
-  constexpr int kForgetEvery = 4096;
-  int sinceForgetting = 0;
-  double sbufPortFree = 0, psumPortFree = 0;
-  MachineState machine{hbm, sbuf, psum, rounder};
+  return llvm::Error::success();
+}
 
-  SimResult result;
-  for (const artifact::Stream &s : streams) {
-    result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
+llvm::Expected<SimResult> Execution::run() {
+  if (auto e = checkRunnable()) {
+    return std::move(e);
   }
+  while (std::optional<Candidate> candidate = earliestReady()) {
+    if (auto e = step(*candidate)) {
+      return std::move(e);
+    }
+  }
+  if (!finished()) {
+    return deadlock();
+  }
+  summarize();
+  return std::move(result);
+}
 
-  // When semaphore `sem` reached `value`, if it has, and the trace index of
-  // the signal that got it there (-1: the initial value).
-  auto reachedAt = [&](uint16_t sem,
-                       uint32_t value) -> std::optional<std::pair<double, int64_t>> {
-    if (value == 0) {
-      return std::pair<double, int64_t>{0.0, -1};
-    }
-    const auto &times = signalTimes[sem];
-    if (times.size() < value) {
-      return std::nullopt;
-    }
-    return times[value - 1];
-  };
-  // Each stream's last instruction and each port's last holder, by trace
-  // index: what an instruction's start waited for (TraceEvent::after).
-  std::vector<int64_t> lastEvent(numStreams, -1);
-  int64_t sbufPortHolder = -1, psumPortHolder = -1;
-  while (true) {
-    int best = -1;
-    double bestStart = std::numeric_limits<double>::infinity();
-    int64_t bestAfter = -1; // what the best start waits for
-    bool unfinished = false;
-    for (size_t s = 0; s < numStreams; ++s) {
-      if (next[s] >= streams[s].instructions.size()) {
-        continue;
-      }
-      unfinished = true;
-      const isa::Instruction &inst = streams[s].instructions[next[s]];
-      double start = streamTime[s];
-      int64_t after = lastEvent[s];
-      bool ready = true;
-      for (int w = 0; w < inst.numWaits && ready; ++w) {
-        auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
-        ready = at.has_value();
-        if (ready && at->first > start) {
-          start = at->first;
-          after = at->second;
-        }
-      }
-      if (!ready) {
-        continue;
-      }
-      if (start < bestStart) {
-        bestStart = start;
-        bestAfter = after;
-        best = static_cast<int>(s);
-      }
-    }
-    if (best < 0) {
-      if (!unfinished) {
-        break;
-      }
-      std::string blocked;
-      for (size_t s = 0; s < numStreams; ++s) {
-        if (next[s] >= streams[s].instructions.size()) {
-          continue;
-        }
-        const isa::Instruction &inst = streams[s].instructions[next[s]];
-        blocked += "; " + result.streams[s].name + " waits at instruction " +
-                   std::to_string(next[s]) + " ('" +
-                   isa::schemaOf(inst.opcode).mnemonic.str() + "') for";
-        for (int w = 0; w < inst.numWaits; ++w) {
-          uint16_t sem = inst.waitSemaphore[w];
-          blocked += " s" + std::to_string(sem) +
-                     ">=" + std::to_string(inst.waitValue[w]) + " (is " +
-                     std::to_string(signalTimes[sem].size()) + ")";
-        }
-      }
-      return llvm::createStringError("deadlock: no engine can make progress" +
-                                     blocked);
-    }
+/// When semaphore `sem` reached `value`, if it has, and the trace index of
+/// the signal that got it there (-1: the initial value).
+std::optional<std::pair<double, int64_t>>
+Execution::reachedAt(uint16_t sem, uint32_t value) const {
+  if (value == 0) {
+    return std::pair<double, int64_t>{0.0, -1};
+  }
+  const auto &times = signalTimes[sem];
+  if (times.size() < value) {
+    return std::nullopt;
+  }
+  return times[value - 1];
+}
 
-    size_t s = static_cast<size_t>(best);
-    size_t index = next[s]++;
-    const isa::Instruction &inst = streams[s].instructions[index];
-    double start = bestStart;
-    // What the start waited for: the stream, a wait's signal or a port.
-    int64_t after = bestAfter;
-    unsigned ports = isa::sharedPorts(inst, target);
-    bool sbufPort = ports & isa::kSbufPort, psumPort = ports & isa::kPsumPort;
-    if (sbufPort && sbufPortFree > start) {
-      start = sbufPortFree;
-      after = sbufPortHolder;
+/// Among the streams whose next instruction has its waits satisfied, the one
+/// that can start earliest (the first such stream on a tie); none when every
+/// stream has finished or waits.
+std::optional<Execution::Candidate> Execution::earliestReady() const {
+  std::optional<Candidate> best;
+  for (size_t s = 0; s < numStreams; ++s) {
+    if (next[s] >= streams[s].instructions.size()) {
+      continue;
     }
-    if (psumPort && psumPortFree > start) {
-      start = psumPortFree;
-      after = psumPortHolder;
+    const isa::Instruction &inst = streams[s].instructions[next[s]];
+    double start = streamTime[s];
+    int64_t after = lastEvent[s];
+    bool ready = true;
+    for (int w = 0; w < inst.numWaits && ready; ++w) {
+      auto at = reachedAt(inst.waitSemaphore[w], inst.waitValue[w]);
+      ready = at.has_value();
+      if (ready && at->first > start) {
+        start = at->first;
+        after = at->second;
+      }
     }
-    int64_t event = static_cast<int64_t>(result.trace.size());
-    lastEvent[s] = event;
-    if (sbufPort) {
-      sbufPortHolder = event;
+    if (ready && start < (best ? best->start : kNever)) {
+      best = Candidate{s, start, after};
     }
-    if (psumPort) {
-      psumPortHolder = event;
-    }
-    double duration = isa::instructionSeconds(inst, target, options.worldSize);
-    double end = start + duration;
-    double held = isa::streamSeconds(inst, target, options.worldSize);
-    if (sbufPort) {
-      sbufPortFree = end;
-    }
-    if (psumPort) {
-      psumPortFree = end;
-    }
-    streamTime[s] = start + held;
-    result.streams[s].instructions++;
-    result.streams[s].busySeconds += held;
-    result.makespanSeconds = std::max(result.makespanSeconds, end);
-    result.trace.push_back({best, isa::schemaOf(inst.opcode).mnemonic.str(),
-                            start, duration, after});
-    if (inst.opcode == isa::Opcode::Matmul) {
-      result.matmulFlops += 2.0 * inst.operands[1].partitions *
-                            inst.operands[1].freeElements() *
-                            inst.operands[2].freeElements();
-    }
+  }
+  return best;
+}
 
-    // Happens-before: the waits' signals, then this instruction's epoch.
-    std::vector<uint32_t> &clock = clocks[s];
+bool Execution::finished() const {
+  for (size_t s = 0; s < numStreams; ++s) {
+    if (next[s] < streams[s].instructions.size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The error for a run where no stream can go on: what each blocked stream
+/// waits for and how far each of those semaphores has got.
+llvm::Error Execution::deadlock() const {
+  std::string blocked;
+  for (size_t s = 0; s < numStreams; ++s) {
+    if (next[s] >= streams[s].instructions.size()) {
+      continue;
+    }
+    const isa::Instruction &inst = streams[s].instructions[next[s]];
+    blocked += "; " + result.streams[s].name + " waits at instruction " +
+               std::to_string(next[s]) + " ('" +
+               isa::schemaOf(inst.opcode).mnemonic.str() + "') for";
     for (int w = 0; w < inst.numWaits; ++w) {
-      const auto &list = signalClocks[inst.waitSemaphore[w]];
-      for (uint32_t k = 0; k < inst.waitValue[w] && k < list.size(); ++k) {
-        for (size_t e = 0; e < numStreams; ++e) {
-          clock[e] = std::max(clock[e], list[k][e]);
-        }
-      }
-    }
-    uint32_t epoch = ++clock[s];
-
-    if (options.checkHazards) {
-      for (int i = 0; i < inst.numOperands; ++i) {
-        HazardChecker::Access access{best, epoch, index,
-                                     isa::regionOfOperand(inst, i),
-                                     isa::writesOperand(inst.opcode, i)};
-        const Region &region = access.region;
-        hazards.check(access, clock, [&](const HazardChecker::Access &prev) {
-          if (result.hazards.size() >= 32) {
-            return;
-          }
-          const isa::Instruction &other =
-              streams[prev.stream].instructions[prev.index];
-          result.hazards.push_back(llvm::formatv(
-              "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} "
-              "instruction {6} ('{7}') {8} and {9} instruction {10} ('{11}') "
-              "{12}, with no semaphore ordering them",
-              isa::memoryName(region.memory),
-              std::max(region.rowLo, prev.region.rowLo),
-              std::min(region.rowHi, prev.region.rowHi),
-              std::max(region.firstByte(), prev.region.firstByte()),
-              std::min(region.endByte(), prev.region.endByte()),
-              result.streams[prev.stream].name, prev.index,
-              isa::schemaOf(other.opcode).mnemonic,
-              prev.write ? "writes" : "reads", result.streams[s].name, index,
-              isa::schemaOf(inst.opcode).mnemonic,
-              access.write ? "writes" : "reads"));
-        });
-      }
-      for (int i = 0; i < inst.numOperands; ++i) {
-        hazards.record({best, epoch, index, isa::regionOfOperand(inst, i),
-                        isa::writesOperand(inst.opcode, i)});
-      }
-      if (++sinceForgetting == kForgetEvery) {
-        sinceForgetting = 0;
-        llvm::SmallVector<bool, 32> running(numStreams);
-        for (size_t r = 0; r < numStreams; ++r) {
-          running[r] = next[r] < streams[r].instructions.size();
-        }
-        hazards.forgetOrdered(clocks, running);
-      }
-    }
-
-    if (options.timingOnly) {
-      // Nothing computed.
-    } else if (inst.opcode == isa::Opcode::Collective) {
-      if (auto e = executeCollective(machine, inst, options.communicator)) {
-        return std::move(e);
-      }
-    } else if (isa::indexedOperand(inst.opcode) >= 0) {
-      if (auto e = executeIndexed(machine, inst)) {
-        return llvm::createStringError(
-            llvm::formatv("{0} instruction {1} ({2}): {3}",
-                          result.streams[s].name, index,
-                          isa::schemaOf(inst.opcode).mnemonic,
-                          llvm::toString(std::move(e)))
-                .str());
-      }
-    } else {
-      execute(machine, inst);
-    }
-    for (int i = 0; i < inst.numSignals; ++i) {
-      signalClocks[inst.signalSemaphore[i]].push_back(clock);
-      auto &times = signalTimes[inst.signalSemaphore[i]];
-      std::pair<double, int64_t> signal{end, event};
-      times.insert(std::upper_bound(times.begin(), times.end(), signal,
-                                    [](const auto &a, const auto &b) {
-                                      return a.first < b.first;
-                                    }),
-                   signal);
+      uint16_t sem = inst.waitSemaphore[w];
+      blocked += " s" + std::to_string(sem) +
+                 ">=" + std::to_string(inst.waitValue[w]) + " (is " +
+                 std::to_string(signalTimes[sem].size()) + ")";
     }
   }
+  return llvm::createStringError("deadlock: no engine can make progress" +
+                                 blocked);
+}
 
+/// Runs the candidate's instruction: its place on the timeline, its clock,
+/// its hazards, its effect and its signals, in that order.
+llvm::Error Execution::step(const Candidate &candidate) {
+  size_t s = candidate.stream;
+  size_t index = next[s]++;
+  const isa::Instruction &inst = streams[s].instructions[index];
+  Issued issued = issue(s, inst, candidate);
+  uint32_t epoch = joinClocks(s, inst);
+  if (options.checkHazards) {
+    checkHazards(s, index, inst, epoch);
+  }
+  if (auto e = apply(s, index, inst)) {
+    return e;
+  }
+  signal(s, inst, issued);
+  return llvm::Error::success();
+}
+
+/// Places the instruction on the timeline: it starts when its stream, its
+/// waits and the shared ports it uses allow, and the stream, the ports, the
+/// stream's statistics and the trace are updated.
+Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
+                                   const Candidate &candidate) {
+  double start = candidate.start;
+  // What the start waited for: the stream, a wait's signal or a port.
+  int64_t after = candidate.after;
+  unsigned ports = isa::sharedPorts(inst, target);
+  bool sbufPort = ports & isa::kSbufPort, psumPort = ports & isa::kPsumPort;
+  if (sbufPort && sbufPortFree > start) {
+    start = sbufPortFree;
+    after = sbufPortHolder;
+  }
+  if (psumPort && psumPortFree > start) {
+    start = psumPortFree;
+    after = psumPortHolder;
+  }
+  int64_t event = static_cast<int64_t>(result.trace.size());
+  lastEvent[s] = event;
+  double duration = isa::instructionSeconds(inst, target, options.worldSize);
+  double end = start + duration;
+  double held = isa::streamSeconds(inst, target, options.worldSize);
+  if (sbufPort) {
+    sbufPortHolder = event;
+    sbufPortFree = end;
+  }
+  if (psumPort) {
+    psumPortHolder = event;
+    psumPortFree = end;
+  }
+  streamTime[s] = start + held;
+  result.streams[s].instructions++;
+  result.streams[s].busySeconds += held;
+  result.makespanSeconds = std::max(result.makespanSeconds, end);
+  result.trace.push_back({static_cast<int>(s),
+                          isa::schemaOf(inst.opcode).mnemonic.str(), start,
+                          duration, after});
+  if (inst.opcode == isa::Opcode::Matmul) {
+    result.matmulFlops += 2.0 * inst.operands[1].partitions *
+                          inst.operands[1].freeElements() *
+                          inst.operands[2].freeElements();
+  }
+  return {end, event};
+}
+
+/// Happens-before: joins the clocks of the signals the instruction's waits
+/// consumed into its stream's clock, then counts the instruction; returns
+/// its epoch.
+uint32_t Execution::joinClocks(size_t s, const isa::Instruction &inst) {
+  std::vector<uint32_t> &clock = clocks[s];
+  for (int w = 0; w < inst.numWaits; ++w) {
+    const auto &list = signalClocks[inst.waitSemaphore[w]];
+    for (uint32_t k = 0; k < inst.waitValue[w] && k < list.size(); ++k) {
+      for (size_t e = 0; e < numStreams; ++e) {
+        clock[e] = std::max(clock[e], list[k][e]);
+      }
+    }
+  }
+  return ++clock[s];
+}
+
+/// Reports the instruction's accesses that race with earlier ones (the first
+/// 32 races of the run), records them, and now and then forgets the
+/// accesses every running stream is ordered after.
+void Execution::checkHazards(size_t s, size_t index,
+                             const isa::Instruction &inst, uint32_t epoch) {
+  int stream = static_cast<int>(s);
+  for (int i = 0; i < inst.numOperands; ++i) {
+    HazardChecker::Access access{stream, epoch, index,
+                                 isa::regionOfOperand(inst, i),
+                                 isa::writesOperand(inst.opcode, i)};
+    hazards.check(access, clocks[s], [&](const HazardChecker::Access &prev) {
+      if (result.hazards.size() < 32) {
+        result.hazards.push_back(describeRace(prev, access));
+      }
+    });
+  }
+  for (int i = 0; i < inst.numOperands; ++i) {
+    hazards.record({stream, epoch, index, isa::regionOfOperand(inst, i),
+                    isa::writesOperand(inst.opcode, i)});
+  }
+  if (++sinceForgetting == kForgetEvery) {
+    sinceForgetting = 0;
+    llvm::SmallVector<bool, 32> running(numStreams);
+    for (size_t r = 0; r < numStreams; ++r) {
+      running[r] = next[r] < streams[r].instructions.size();
+    }
+    hazards.forgetOrdered(clocks, running);
+  }
+}
+
+std::string Execution::describeRace(const HazardChecker::Access &prev,
+                                    const HazardChecker::Access &access) const {
+  const Region &region = access.region;
+  const isa::Instruction &other = streams[prev.stream].instructions[prev.index];
+  const isa::Instruction &inst =
+      streams[access.stream].instructions[access.index];
+  return llvm::formatv(
+      "race on {0} partitions [{1}, {2}) bytes [{3}, {4}): {5} "
+      "instruction {6} ('{7}') {8} and {9} instruction {10} ('{11}') "
+      "{12}, with no semaphore ordering them",
+      isa::memoryName(region.memory), std::max(region.rowLo, prev.region.rowLo),
+      std::min(region.rowHi, prev.region.rowHi),
+      std::max(region.firstByte(), prev.region.firstByte()),
+      std::min(region.endByte(), prev.region.endByte()),
+      result.streams[prev.stream].name, prev.index,
+      isa::schemaOf(other.opcode).mnemonic, prev.write ? "writes" : "reads",
+      result.streams[access.stream].name, access.index,
+      isa::schemaOf(inst.opcode).mnemonic, access.write ? "writes" : "reads");
+}
+
+/// Applies the instruction's effect on the memories, unless the run models
+/// timing only. An indexed DMA's bad index is an error naming the
+/// instruction.
+llvm::Error Execution::apply(size_t s, size_t index,
+                             const isa::Instruction &inst) {
+  if (options.timingOnly) {
+    return llvm::Error::success();
+  }
+  if (inst.opcode == isa::Opcode::Collective) {
+    return executeCollective(machine, inst, options.communicator);
+  }
+  if (isa::indexedOperand(inst.opcode) >= 0) {
+    if (auto e = executeIndexed(machine, inst)) {
+      return llvm::createStringError(
+          llvm::formatv(
+              "{0} instruction {1} ({2}): {3}", result.streams[s].name, index,
+              isa::schemaOf(inst.opcode).mnemonic, llvm::toString(std::move(e)))
+              .str());
+    }
+    return llvm::Error::success();
+  }
+  execute(machine, inst);
+  return llvm::Error::success();
+}
+
+/// The instruction's signals land at its end, carrying its stream's clock.
+void Execution::signal(size_t s, const isa::Instruction &inst,
+                       const Issued &issued) {
+  for (int i = 0; i < inst.numSignals; ++i) {
+    signalClocks[inst.signalSemaphore[i]].push_back(clocks[s]);
+    auto &times = signalTimes[inst.signalSemaphore[i]];
+    std::pair<double, int64_t> signal{issued.end, issued.event};
+    times.insert(std::upper_bound(times.begin(), times.end(), signal,
+                                  [](const auto &a, const auto &b) {
+                                    return a.first < b.first;
+                                  }),
+                 signal);
+  }
+}
+
+/// The run's FLOPs and utilisation, once every stream has finished.
+void Execution::summarize() {
   result.modelFlops = artifact.manifest.cost().model_flops() > 0
                           ? artifact.manifest.cost().model_flops()
                           : result.matmulFlops;
@@ -365,8 +497,9 @@ llvm::Expected<SimResult> Simulator::run() {
     result.mfu = result.modelFlops /
                  (result.makespanSeconds * target.corePeakFlopsBf16());
   }
-  return result;
 }
+
+llvm::Expected<SimResult> Simulator::run() { return Execution(*this).run(); }
 
 llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
   std::error_code ec;
