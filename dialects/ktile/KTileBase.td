@@ -32,8 +32,15 @@ def KTile_Dialect : Dialect {
     them. Ops are in program order; dependencies are what the buffers and
     access patterns say, so the engine phase may reorder anything that does
     not touch the same bytes.
+
+    The tile phase records on each function `ktile.target` (the target's
+    name), and the memory plan `ktile.hbm_bytes`, `ktile.argument_addresses`
+    (one HBM byte address per argument) and `ktile.spills` (SBUF buffers it
+    stored to HBM); `ktile.background` marks an SBUF `ktile.alloc` the plan
+    keeps apart from the rest. The dialect verifies each.
   }];
   let dependentDialects = ["::kiln::kisa::KisaDialect"];
+  let hasOperationAttrVerify = 1;
 }
 
 #endif // KILN_KTILE_BASE_TD

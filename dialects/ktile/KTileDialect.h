@@ -41,6 +41,16 @@ inline constexpr int64_t kScratchSlotBytes = 64;
 /// them in a region of their own while any is live.
 inline constexpr llvm::StringLiteral kBackgroundAttr = "ktile.background";
 
+/// What the tile phase records on a ktile function, verified by the
+/// dialect: the target it was tiled for; after the memory plan, the bytes
+/// of HBM the program needs, each argument's HBM address, and how many
+/// SBUF buffers were spilled to HBM.
+inline constexpr llvm::StringLiteral kTargetAttr = "ktile.target";
+inline constexpr llvm::StringLiteral kHbmBytesAttr = "ktile.hbm_bytes";
+inline constexpr llvm::StringLiteral kArgumentAddressesAttr =
+    "ktile.argument_addresses";
+inline constexpr llvm::StringLiteral kSpillsAttr = "ktile.spills";
+
 /// On-chip buffers: bytes in each partition. HBM buffers: bytes in all.
 int64_t bufferBytes(mlir::MemRefType type);
 

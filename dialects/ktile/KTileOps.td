@@ -12,14 +12,17 @@ def KTile_AllocOp : Op<KTile_Dialect, "alloc"> {
   let description = [{
     The memref's memory space picks the memory. Addresses are chosen later:
     SBUF and PSUM buffers by the liveness-driven allocator, HBM buffers by the
-    HBM memory plan. `name` labels a buffer in dumps.
+    HBM memory plan, which record it as `address` (bytes into each partition
+    on chip, into the program's HBM space for HBM). `name` labels a buffer
+    in dumps.
 
     ```mlir
     %t = ktile.alloc : memref<128x512xf32, "sbuf">
     ```
   }];
   let arguments = (ins OptionalAttr<StrAttr>:$name,
-                       OptionalAttr<ElementsAttr>:$value);
+                       OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$address);
   let results = (outs AnyMemRef:$buffer);
   let assemblyFormat = "attr-dict `:` type($buffer)";
   let hasVerifier = 1;

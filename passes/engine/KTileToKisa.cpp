@@ -34,7 +34,7 @@ FailureOr<int64_t> addressOf(Value buffer, func::FuncOp func) {
   }
   if (auto arg = llvm::dyn_cast<BlockArgument>(buffer)) {
     auto addresses =
-        func->getAttrOfType<DenseI64ArrayAttr>("ktile.argument_addresses");
+        func->getAttrOfType<DenseI64ArrayAttr>(ktile::kArgumentAddressesAttr);
     if (!addresses) {
       return failure();
     }
@@ -84,10 +84,10 @@ struct ConvertKTileToKisa
   }
 
   LogicalResult convert(func::FuncOp func) {
-    auto targetName = func->getAttrOfType<StringAttr>("ktile.target");
+    auto targetName = func->getAttrOfType<StringAttr>(ktile::kTargetAttr);
     const target::TargetDescription *t =
         target::lookupTarget(targetName ? targetName.getValue() : "trn1");
-    auto hbmBytes = func->getAttrOfType<IntegerAttr>("ktile.hbm_bytes");
+    auto hbmBytes = func->getAttrOfType<IntegerAttr>(ktile::kHbmBytesAttr);
     if (!t || !hbmBytes) {
       return func.emitOpError(
           "has no memory plan; run ktile-plan-memory first");

@@ -61,7 +61,7 @@ LogicalResult FunctionLowering::lowerConstant(ConstantOp c) {
   MemRefType type = hbmTypeOf(c.getType());
   auto alloc =
       ktile::AllocOp::create(builder, c.getLoc(), type, StringAttr(),
-                             deviceConstant(dense, type));
+                             deviceConstant(dense, type), IntegerAttr());
   bindView(c.getOutput(), viewOfBuffer(alloc, c.getType()));
   return success();
 }

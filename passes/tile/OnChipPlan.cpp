@@ -325,7 +325,7 @@ private:
     b.setInsertionPoint(consumer);
     TileBuilder reloadBuilder(b, consumer->getLoc(), t);
     auto copy = ktile::AllocOp::create(b, consumer->getLoc(), type,
-                                       StringAttr(), nullptr);
+                                       StringAttr(), nullptr, IntegerAttr());
     tile.buffer = copy.getBuffer();
     reloadBuilder.load(tile, HbmView::whole(scratch), 0, tile.cols, 1);
     position[copy] = next - 4;

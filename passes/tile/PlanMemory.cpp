@@ -108,7 +108,7 @@ struct KTilePlanMemory
     int64_t hbmEnd = 0;
     Builder b(func.getContext());
     if (*spilled > 0) {
-      func->setAttr("ktile.spills", b.getI64IntegerAttr(*spilled));
+      func->setAttr(ktile::kSpillsAttr, b.getI64IntegerAttr(*spilled));
     }
     llvm::SmallVector<int64_t> argAddresses;
     for (BlockArgument arg : body.getArguments()) {
@@ -116,7 +116,7 @@ struct KTilePlanMemory
       hbmEnd = alignUp(hbmEnd +
                        ktile::bufferBytes(llvm::cast<MemRefType>(arg.getType())));
     }
-    func->setAttr("ktile.argument_addresses",
+    func->setAttr(ktile::kArgumentAddressesAttr,
                   b.getDenseI64ArrayAttr(argAddresses));
     llvm::SmallVector<ktile::AllocOp> intermediates;
     for (auto alloc : body.getOps<ktile::AllocOp>()) {
@@ -147,7 +147,7 @@ struct KTilePlanMemory
       hbmFrees.emplace(lastUseOf(alloc.getBuffer()), address);
       alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
     }
-    func->setAttr("ktile.hbm_bytes",
+    func->setAttr(ktile::kHbmBytesAttr,
                   b.getI64IntegerAttr(std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64)));
 
     return success();

@@ -169,7 +169,8 @@ Tile TileBuilder::tile(isa::Memory memory, isa::DType dtype, int64_t rows,
   // partition starts are aligned, so a tile always begins at partition 0.
   auto type = ktile::bufferType({rows, cols}, element, memory);
   Tile t;
-  t.buffer = ktile::AllocOp::create(b, loc, type, StringAttr(), nullptr);
+  t.buffer = ktile::AllocOp::create(b, loc, type, StringAttr(), nullptr,
+                                    IntegerAttr());
   t.dtype = dtype;
   t.rows = rows;
   t.cols = cols;
@@ -186,7 +187,7 @@ Value TileBuilder::hbm(llvm::ArrayRef<int64_t> shape, isa::DType dtype,
   auto type = ktile::bufferType(dims, element, isa::Memory::Hbm);
   return ktile::AllocOp::create(
       b, loc, type, name.empty() ? StringAttr() : b.getStringAttr(name),
-      nullptr);
+      nullptr, IntegerAttr());
 }
 
 kisa::AccessPatternAttr TileBuilder::pattern(const Tile &t, int64_t segment) {

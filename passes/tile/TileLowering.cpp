@@ -126,7 +126,7 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
                                 FunctionType::get(context, inputs, results));
   target.setAllArgAttrs(source.getAllArgAttrs());
   target.setAllResultAttrs(source.getAllResultAttrs());
-  target->setAttr("ktile.target",
+  target->setAttr(ktile::kTargetAttr,
                   StringAttr::get(context, tb.targetDescription().name));
   Block *entry = target.addEntryBlock();
   builder.setInsertionPointToStart(entry);

@@ -126,3 +126,47 @@ func.func @machine_rule(%c: memref<128x512xf32, "sbuf">, %a: memref<128x128xf32,
   ktile.matmul %c, %a, %a {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, stationary = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>, moving = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 128]>} : memref<128x512xf32, "sbuf">, memref<128x128xf32, "sbuf">, memref<128x128xf32, "sbuf">
   return
 }
+
+// -----
+
+func.func @negative_address() {
+  // expected-error @+1 {{attribute 'address' failed to satisfy constraint}}
+  %t = ktile.alloc {address = -64 : i64} : memref<128x512xf32, "sbuf">
+  return
+}
+
+// -----
+
+func.func @background_in_hbm() {
+  // expected-error @+1 {{has ktile.background but is not an SBUF ktile.alloc (or gives it a value)}}
+  %t = ktile.alloc {ktile.background} : memref<128x512xf32, "hbm">
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has ktile.target that names no known target}}
+func.func @unknown_target() attributes {ktile.target = "trn9"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has ktile.argument_addresses that is not one address >= 0 per argument}}
+func.func @addresses_per_argument(%a: memref<4xf32, "hbm">, %b: memref<4xf32, "hbm">) attributes {ktile.argument_addresses = array<i64: 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has ktile.hbm_bytes that is not an integer >= 0}}
+func.func @hbm_bytes_negative() attributes {ktile.hbm_bytes = -1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has an unknown ktile attribute 'ktile.hbmbytes'}}
+func.func @misspelt() attributes {ktile.hbmbytes = 4 : i64} {
+  return
+}
