@@ -139,73 +139,94 @@ llvm::Expected<Results> dropout(DropoutOp op, Operands in) {
   return results;
 }
 
-} // namespace
+Results iota(IotaOp op) {
+  HostTensor out = emptyLike(op.getOutput());
+  Lines lines = linesAlong(out.shape, op.getDim());
+  for (int64_t o = 0; o < lines.outer; ++o) {
+    for (int64_t k = 0; k < lines.size; ++k) {
+      for (int64_t i = 0; i < lines.inner; ++i) {
+        out.data[lines.at(o, k, i)] =
+            roundTo(out.dtype, static_cast<double>(k));
+      }
+    }
+  }
+  return Results{std::move(out)};
+}
 
-KernelResult evaluateElementwise(Operation *op, Operands in) {
+// Each family below answers std::nullopt for an op outside it, so that
+// evaluateElementwise can ask them in turn.
+
+/// Ops of one operand, value by value.
+KernelResult evaluateUnary(Operation *op, Operands in) {
   using R = KernelResult;
+  const HostTensor &x = *in[0];
   return llvm::TypeSwitch<Operation *, R>(op)
-      .Case(
-          [&](NegOp) { return unary(op, *in[0], [](double v) { return -v; }); })
+      .Case([&](NegOp) { return unary(op, x, [](double v) { return -v; }); })
       .Case([&](AbsOp) {
-        return unary(op, *in[0], [](double v) { return std::fabs(v); });
+        return unary(op, x, [](double v) { return std::fabs(v); });
       })
       .Case([&](SignOp) {
-        return unary(op, *in[0], [](double v) {
+        return unary(op, x, [](double v) {
           return std::isnan(v) ? v : static_cast<double>((v > 0) - (v < 0));
         });
       })
       .Case([&](ExpOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::exp(v); });
+        return unaryF32(op, x, [](float v) { return std::exp(v); });
       })
       .Case([&](LogOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::log(v); });
+        return unaryF32(op, x, [](float v) { return std::log(v); });
       })
       .Case([&](Log1pOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::log1p(v); });
+        return unaryF32(op, x, [](float v) { return std::log1p(v); });
       })
       .Case([&](SqrtOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::sqrt(v); });
+        return unaryF32(op, x, [](float v) { return std::sqrt(v); });
       })
       .Case([&](RsqrtOp) {
-        return unaryF32(op, *in[0],
-                        [](float v) { return 1.0f / std::sqrt(v); });
+        return unaryF32(op, x, [](float v) { return 1.0f / std::sqrt(v); });
       })
       .Case([&](ReciprocalOp) {
-        return unaryF32(op, *in[0], [](float v) { return 1.0f / v; });
+        return unaryF32(op, x, [](float v) { return 1.0f / v; });
       })
       .Case([&](TanhOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::tanh(v); });
+        return unaryF32(op, x, [](float v) { return std::tanh(v); });
       })
       .Case([&](SigmoidOp) {
-        return unaryF32(op, *in[0],
+        return unaryF32(op, x,
                         [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
       })
       .Case([&](ReluOp) {
-        return unary(op, *in[0], [](double v) {
+        return unary(op, x, [](double v) {
           return std::isnan(v) ? v : std::max(v, 0.0);
         });
       })
       .Case([&](ErfOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::erf(v); });
+        return unaryF32(op, x, [](float v) { return std::erf(v); });
       })
       .Case([&](SinOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::sin(v); });
+        return unaryF32(op, x, [](float v) { return std::sin(v); });
       })
       .Case([&](CosOp) {
-        return unaryF32(op, *in[0], [](float v) { return std::cos(v); });
+        return unaryF32(op, x, [](float v) { return std::cos(v); });
       })
       .Case([&](NotOp) {
-        return unary(op, *in[0], [](double v) { return v == 0.0 ? 1.0 : 0.0; });
+        return unary(op, x, [](double v) { return v == 0.0 ? 1.0 : 0.0; });
       })
       .Case([&](GeluOp gelu) {
         bool tanhForm = gelu.getApproximate() == "tanh";
-        return unary(op, *in[0], [&](double v) {
+        return unary(op, x, [&](double v) {
           return static_cast<double>(
               static_cast<float>(geluForward(v, tanhForm)));
         });
       })
-      .Case(
-          [&](CastOp) { return unary(op, *in[0], [](double v) { return v; }); })
+      .Case([&](CastOp) { return unary(op, x, [](double v) { return v; }); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Ops of two or three operands broadcast against each other.
+KernelResult evaluateBinary(Operation *op, Operands in) {
+  using R = KernelResult;
+  return llvm::TypeSwitch<Operation *, R>(op)
       .Case([&](AddOp) {
         return binary(op, in, [](auto a, auto b) { return a + b; });
       })
@@ -255,6 +276,14 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
           return c != 0.0 ? t : f;
         });
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The gradients of activations: the incoming gradient times the derivative
+/// at the forward input or output.
+KernelResult evaluateBackward(Operation *op, Operands in) {
+  using R = KernelResult;
+  return llvm::TypeSwitch<Operation *, R>(op)
       .Case([&](GeluBackwardOp gelu) {
         bool tanhForm = gelu.getApproximate() == "tanh";
         return broadcastN(op, in, [&](double g, double x, double) {
@@ -274,27 +303,29 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
           return x > threshold ? g : 0.0;
         });
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Ops whose values come from their position or a random stream rather than
+/// from an operand's values alone.
+KernelResult evaluateGenerated(Operation *op, Operands in) {
+  using R = KernelResult;
+  return llvm::TypeSwitch<Operation *, R>(op)
       .Case([&](DropoutOp dropOp) { return R(dropout(dropOp, in)); })
-      .Case([&](IotaOp iota) {
-        HostTensor out = emptyLike(iota.getOutput());
-        Lines lines = linesAlong(out.shape, iota.getDim());
-        for (int64_t o = 0; o < lines.outer; ++o) {
-          for (int64_t k = 0; k < lines.size; ++k) {
-            for (int64_t i = 0; i < lines.inner; ++i) {
-              out.data[lines.at(o, k, i)] =
-                  roundTo(out.dtype, static_cast<double>(k));
-            }
-          }
-        }
-        return R(Results{std::move(out)});
-      })
+      .Case([&](IotaOp iotaOp) { return R(iota(iotaOp)); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Data-parallel ops. A single-process reference run is a group of one.
+KernelResult evaluateGroupOp(Operation *op, Operands in) {
+  using R = KernelResult;
+  return llvm::TypeSwitch<Operation *, R>(op)
       .Case([&](GradientOp) {
         // Averaging a gradient over a group of one is the identity.
         return R(Results{*in[0]});
       })
       .Case([&](AllReduceOp) {
-        // A single-process reference run is a data-parallel group of one:
-        // sum and mean over one worker are the identity.
+        // Sum and mean over one worker are the identity.
         return R(Results{*in[0]});
       })
       .Case([&](AllGatherOp gather) {
@@ -307,6 +338,18 @@ KernelResult evaluateElementwise(Operation *op, Operands in) {
         return R(Results{std::move(out)});
       })
       .Default([](Operation *) { return std::nullopt; });
+}
+
+} // namespace
+
+KernelResult evaluateElementwise(Operation *op, Operands in) {
+  for (auto family : {evaluateUnary, evaluateBinary, evaluateBackward,
+                      evaluateGenerated, evaluateGroupOp}) {
+    if (KernelResult result = family(op, in)) {
+      return result;
+    }
+  }
+  return std::nullopt;
 }
 
 } // namespace kiln::reference

@@ -213,129 +213,142 @@ Error checkPsumBank(const AccessPattern &dst,
   return std::nullopt;
 }
 
-Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
+/// Whether operand `i` covers the same [partitions x free] as 'dst'.
+bool sameShapeAsDst(const Instruction &inst, int i) {
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[i];
+  return src.partitions == dst.partitions &&
+         src.freeElements() == dst.freeElements();
+}
+
+Error shapeMismatch(const Instruction &inst, int i) {
   const AccessPattern &dst = inst.operands[0];
-  auto same = [&](int i) {
-    const AccessPattern &src = inst.operands[i];
-    return src.partitions == dst.partitions &&
-           src.freeElements() == dst.freeElements();
-  };
-  auto mismatch = [&](int i) -> Error {
-    return ("operand '" + schemaOf(inst.opcode).operandNames[i] + "' is [" +
-            llvm::Twine(inst.operands[i].partitions) + " x " +
-            llvm::Twine(inst.operands[i].freeElements()) + "] but 'dst' is [" +
-            llvm::Twine(dst.partitions) + " x " +
-            llvm::Twine(dst.freeElements()) + "]")
+  return ("operand '" + schemaOf(inst.opcode).operandNames[i] + "' is [" +
+          llvm::Twine(inst.operands[i].partitions) + " x " +
+          llvm::Twine(inst.operands[i].freeElements()) + "] but 'dst' is [" +
+          llvm::Twine(dst.partitions) + " x " +
+          llvm::Twine(dst.freeElements()) + "]")
+      .str();
+}
+
+/// Operands 1 .. `last` each cover the destination's shape.
+Error checkSameShapes(const Instruction &inst, int last) {
+  for (int i = 1; i <= last; ++i) {
+    if (!sameShapeAsDst(inst, i)) {
+      return shapeMismatch(inst, i);
+    }
+  }
+  return std::nullopt;
+}
+
+Error checkMatmulShapes(const Instruction &inst,
+                        const target::TargetDescription &t) {
+  const AccessPattern &dst = inst.operands[0];
+  const AccessPattern &stat = inst.operands[1], &mov = inst.operands[2];
+  int64_t k = stat.partitions, m = stat.freeElements(), n = mov.freeElements();
+  if (mov.partitions != k) {
+    return ("stationary and moving contract over their partitions: " +
+            llvm::Twine(k) + " vs " + llvm::Twine(mov.partitions))
         .str();
-  };
-  switch (inst.opcode) {
-  case Opcode::Matmul: {
-    const AccessPattern &stat = inst.operands[1], &mov = inst.operands[2];
-    int64_t k = stat.partitions, m = stat.freeElements(),
-            n = mov.freeElements();
-    if (mov.partitions != k) {
-      return ("stationary and moving contract over their partitions: " +
-              llvm::Twine(k) + " vs " + llvm::Twine(mov.partitions))
-          .str();
-    }
-    if (m > t.matmulMaxM || n > t.matmulMaxN) {
-      return ("matmul is " + llvm::Twine(m) + " x " + llvm::Twine(n) +
-              "; M must be <= " + llvm::Twine(t.matmulMaxM) +
-              " and N <= " + llvm::Twine(t.matmulMaxN))
-          .str();
-    }
-    if (dst.partitions != m || dst.freeElements() != n) {
-      return ("operand 'dst' must be [M x N] = [" + llvm::Twine(m) + " x " +
-              llvm::Twine(n) + "]")
-          .str();
-    }
-    if (dst.dtype != DType::F32) {
-      return std::string("operand 'dst': matmul accumulates in f32");
-    }
-    if (stat.dtype == DType::I32 || mov.dtype == DType::I32) {
-      return std::string("matmul inputs are floating point");
-    }
-    if ((stat.dtype == DType::F32) != (mov.dtype == DType::F32)) {
-      return std::string("matmul cannot mix f32 with other input types");
-    }
-    return checkPsumBank(dst, t);
   }
-  case Opcode::Transpose: {
-    const AccessPattern &src = inst.operands[1];
-    if (src.partitions > t.transposeMax ||
-        src.freeElements() > t.transposeMax) {
-      return std::string("transpose is at most 128 x 128");
-    }
-    if (dst.partitions != src.freeElements() ||
-        dst.freeElements() != src.partitions) {
-      return ("operand 'dst' must be [" + llvm::Twine(src.freeElements()) +
-              " x " + llvm::Twine(src.partitions) + "]")
-          .str();
-    }
-    if (dst.dtype != DType::F32) {
-      return std::string("operand 'dst': transpose results are f32");
-    }
-    return checkPsumBank(dst, t);
+  if (m > t.matmulMaxM || n > t.matmulMaxN) {
+    return ("matmul is " + llvm::Twine(m) + " x " + llvm::Twine(n) +
+            "; M must be <= " + llvm::Twine(t.matmulMaxM) +
+            " and N <= " + llvm::Twine(t.matmulMaxN))
+        .str();
   }
-  case Opcode::Activation:
-    if (!same(1)) {
-      return mismatch(1);
-    }
-    if (inst.numOperands == 3 &&
-        (inst.operands[2].partitions != dst.partitions ||
-         inst.operands[2].freeElements() != 1)) {
-      return ("operand 'reduce_dst' must be [" + llvm::Twine(dst.partitions) +
-              " x 1]")
-          .str();
-    }
-    if (hasIntegerOperand(inst)) {
-      return std::string("activation works on floating point");
-    }
-    return std::nullopt;
-  case Opcode::TensorTensor:
-    if (!same(1)) {
-      return mismatch(1);
-    }
-    return same(2) ? std::nullopt : mismatch(2);
-  case Opcode::TensorScalar: {
-    if (!same(1)) {
-      return mismatch(1);
-    }
-    // The public NKI ISA runs tensor_scalar's arithmetic on ScalarE too;
-    // integer (bit-vector) work stays on VectorE and GpSimd.
-    if (inst.engine == Engine::Scalar && hasIntegerOperand(inst)) {
-      return std::string(
-          "tensor_scalar on the scalar engine works on floating point");
-    }
-    // Per-partition scalars: bit 0 of scalar_operands takes scalar0, bit 1
-    // scalar1, from the columns of operand 'scalars', in that order.
-    int64_t which = inst.int0;
-    int64_t count = (which & 1) + ((which >> 1) & 1);
-    if (which < 0 || which > 3 || (count > 0) != (inst.numOperands == 3)) {
-      return std::string("scalar_operands must be 1, 2 or 3 exactly when "
-                         "operand 'scalars' is given");
-    }
-    if (inst.numOperands == 3) {
-      const AccessPattern &scalars = inst.operands[2];
-      if (scalars.memory != Memory::Sbuf ||
-          scalars.partitions != dst.partitions ||
-          scalars.freeElements() != count) {
-        return ("operand 'scalars' must be an SBUF [" +
-                llvm::Twine(dst.partitions) + " x " + llvm::Twine(count) +
-                "]")
-            .str();
-      }
-      if (scalars.dtype == DType::I32 || inst.operands[1].dtype == DType::I32) {
-        return std::string("per-partition scalars work on floating point");
-      }
-    }
+  if (dst.partitions != m || dst.freeElements() != n) {
+    return ("operand 'dst' must be [M x N] = [" + llvm::Twine(m) + " x " +
+            llvm::Twine(n) + "]")
+        .str();
+  }
+  if (dst.dtype != DType::F32) {
+    return std::string("operand 'dst': matmul accumulates in f32");
+  }
+  if (stat.dtype == DType::I32 || mov.dtype == DType::I32) {
+    return std::string("matmul inputs are floating point");
+  }
+  if ((stat.dtype == DType::F32) != (mov.dtype == DType::F32)) {
+    return std::string("matmul cannot mix f32 with other input types");
+  }
+  return checkPsumBank(dst, t);
+}
+
+Error checkTransposeShapes(const Instruction &inst,
+                           const target::TargetDescription &t) {
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
+  if (src.partitions > t.transposeMax || src.freeElements() > t.transposeMax) {
+    return std::string("transpose is at most 128 x 128");
+  }
+  if (dst.partitions != src.freeElements() ||
+      dst.freeElements() != src.partitions) {
+    return ("operand 'dst' must be [" + llvm::Twine(src.freeElements()) +
+            " x " + llvm::Twine(src.partitions) + "]")
+        .str();
+  }
+  if (dst.dtype != DType::F32) {
+    return std::string("operand 'dst': transpose results are f32");
+  }
+  return checkPsumBank(dst, t);
+}
+
+Error checkActivationShapes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0];
+  if (!sameShapeAsDst(inst, 1)) {
+    return shapeMismatch(inst, 1);
+  }
+  if (inst.numOperands == 3 &&
+      (inst.operands[2].partitions != dst.partitions ||
+       inst.operands[2].freeElements() != 1)) {
+    return ("operand 'reduce_dst' must be [" + llvm::Twine(dst.partitions) +
+            " x 1]")
+        .str();
+  }
+  if (hasIntegerOperand(inst)) {
+    return std::string("activation works on floating point");
+  }
+  return std::nullopt;
+}
+
+Error checkTensorScalarShapes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0];
+  if (!sameShapeAsDst(inst, 1)) {
+    return shapeMismatch(inst, 1);
+  }
+  // The public NKI ISA runs tensor_scalar's arithmetic on ScalarE too;
+  // integer (bit-vector) work stays on VectorE and GpSimd.
+  if (inst.engine == Engine::Scalar && hasIntegerOperand(inst)) {
+    return std::string(
+        "tensor_scalar on the scalar engine works on floating point");
+  }
+  // Per-partition scalars: bit 0 of scalar_operands takes scalar0, bit 1
+  // scalar1, from the columns of operand 'scalars', in that order.
+  int64_t which = inst.int0;
+  int64_t count = (which & 1) + ((which >> 1) & 1);
+  if (which < 0 || which > 3 || (count > 0) != (inst.numOperands == 3)) {
+    return std::string("scalar_operands must be 1, 2 or 3 exactly when "
+                       "operand 'scalars' is given");
+  }
+  if (inst.numOperands != 3) {
     return std::nullopt;
   }
-  case Opcode::TensorCopy:
-  case Opcode::AffineSelect:
-    return same(1) ? std::nullopt : mismatch(1);
-  case Opcode::TensorReduce: {
-    const AccessPattern &src = inst.operands[1];
+  const AccessPattern &scalars = inst.operands[2];
+  if (scalars.memory != Memory::Sbuf || scalars.partitions != dst.partitions ||
+      scalars.freeElements() != count) {
+    return ("operand 'scalars' must be an SBUF [" +
+            llvm::Twine(dst.partitions) + " x " + llvm::Twine(count) + "]")
+        .str();
+  }
+  if (scalars.dtype == DType::I32 || inst.operands[1].dtype == DType::I32) {
+    return std::string("per-partition scalars work on floating point");
+  }
+  return std::nullopt;
+}
+
+/// tensor_reduce, partition_reduce and partition_broadcast: each folds or
+/// spreads one axis of its source, so the other axis must match.
+Error checkReductionShapes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
+  if (inst.opcode == Opcode::TensorReduce) {
     int64_t inner = src.sizes[src.rank - 1];
     if (src.partitions != dst.partitions ||
         dst.freeElements() * inner != src.freeElements()) {
@@ -346,94 +359,133 @@ Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
     }
     return std::nullopt;
   }
-  case Opcode::PartitionReduce:
-    if (dst.partitions != 1 ||
-        dst.freeElements() != inst.operands[1].freeElements()) {
+  if (inst.opcode == Opcode::PartitionReduce) {
+    if (dst.partitions != 1 || dst.freeElements() != src.freeElements()) {
       return std::string(
           "partition_reduce writes one partition of the source's free size");
     }
     return std::nullopt;
+  }
+  if (src.partitions != 1 || dst.freeElements() != src.freeElements()) {
+    return std::string("partition_broadcast reads one partition of the "
+                       "destination's free size");
+  }
+  return std::nullopt;
+}
+
+/// A dma_copy, and every collective but all_gather, moves as many elements
+/// as it writes; their layouts may differ.
+Error checkCopyShapes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
+  if (dst.partitions * dst.freeElements() !=
+      src.partitions * src.freeElements()) {
+    return ("'dst' has " + llvm::Twine(dst.partitions * dst.freeElements()) +
+            " elements but 'src' has " +
+            llvm::Twine(src.partitions * src.freeElements()))
+        .str();
+  }
+  return std::nullopt;
+}
+
+Error checkCollectiveShapes(const Instruction &inst) {
+  if (static_cast<CollectiveKind>(inst.op0) != CollectiveKind::AllGather) {
+    return checkCopyShapes(inst);
+  }
+  // Every worker's source, one after another: the group's size times the
+  // source, which the artifact's world size fixes.
+  const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
+  int64_t in = src.partitions * src.freeElements();
+  int64_t out = dst.partitions * dst.freeElements();
+  if (src.dtype != dst.dtype || in == 0 || out % in != 0) {
+    return ("an all_gather's 'dst' holds a whole number of its 'src' (" +
+            llvm::Twine(in) + " elements) of the same type, not " +
+            llvm::Twine(out))
+        .str();
+  }
+  return std::nullopt;
+}
+
+Error checkRandomShapes(const Instruction &inst) {
+  const AccessPattern &dst = inst.operands[0], &seed = inst.operands[1];
+  if (seed.dtype != DType::I32 || seed.memory != Memory::Sbuf ||
+      seed.partitions != dst.partitions || seed.freeElements() != 1) {
+    return ("operand 'seed' must be an i32 SBUF tile of [" +
+            llvm::Twine(dst.partitions) + " x 1]")
+        .str();
+  }
+  if (dst.dtype == DType::I32) {
+    return std::string("operand 'dst': random numbers are floating point");
+  }
+  if (inst.int0 < 0) {
+    return std::string("'counter' must be >= 0");
+  }
+  // A counter step carried in a floating-point field: whole, and small
+  // enough that the double holds it exactly.
+  if (inst.imm0 != std::trunc(inst.imm0) || std::fabs(inst.imm0) > 0x1p53) {
+    return std::string("'group_step' must be a whole number below 2^53");
+  }
+  return std::nullopt;
+}
+
+/// dma_gather and dma_scatter: SBUF rows moved to or from the HBM rows a
+/// column of indices picks.
+Error checkIndexedShapes(const Instruction &inst) {
+  bool gather = inst.opcode == Opcode::DmaGather;
+  const AccessPattern &tile = inst.operands[gather ? 0 : 1],
+                      &rows = inst.operands[gather ? 1 : 0],
+                      &indices = inst.operands[2];
+  if (tile.memory != Memory::Sbuf || rows.memory != Memory::Hbm) {
+    return std::string(gather ? "dma_gather reads rows of HBM into SBUF"
+                              : "dma_scatter writes rows of SBUF into HBM");
+  }
+  if (!sameShapeAsDst(inst, 1)) {
+    return shapeMismatch(inst, 1);
+  }
+  if (indices.memory != Memory::Sbuf || indices.dtype != DType::I32 ||
+      indices.partitions != tile.partitions || indices.freeElements() != 1) {
+    return ("operand 'indices' must be an i32 SBUF tile of [" +
+            llvm::Twine(tile.partitions) + " x 1]")
+        .str();
+  }
+  if (inst.int0 < 0 || inst.int0 > (int64_t(1) << 32) || inst.int1 < 1 ||
+      inst.int1 > (int64_t(1) << 32)) {
+    return std::string("'index_stride' must be in [0, 2^32] and "
+                       "'index_bound' in [1, 2^32]");
+  }
+  return std::nullopt;
+}
+
+/// The operands' shapes against each other and the engine's limits. The
+/// switch names every opcode and has no default, so -Wswitch reports an
+/// instruction added to InstructionSet.td without a rule here.
+Error checkShapes(const Instruction &inst, const target::TargetDescription &t) {
+  switch (inst.opcode) {
+  case Opcode::Matmul:
+    return checkMatmulShapes(inst, t);
+  case Opcode::Transpose:
+    return checkTransposeShapes(inst, t);
+  case Opcode::Activation:
+    return checkActivationShapes(inst);
+  case Opcode::TensorTensor:
+    return checkSameShapes(inst, 2);
+  case Opcode::TensorScalar:
+    return checkTensorScalarShapes(inst);
+  case Opcode::TensorCopy:
+  case Opcode::AffineSelect:
+    return checkSameShapes(inst, 1);
+  case Opcode::TensorReduce:
+  case Opcode::PartitionReduce:
   case Opcode::PartitionBroadcast:
-    if (inst.operands[1].partitions != 1 ||
-        dst.freeElements() != inst.operands[1].freeElements()) {
-      return std::string("partition_broadcast reads one partition of the "
-                         "destination's free size");
-    }
-    return std::nullopt;
+    return checkReductionShapes(inst);
   case Opcode::Collective:
-    if (static_cast<CollectiveKind>(inst.op0) == CollectiveKind::AllGather) {
-      // Every worker's source, one after another: the group's size times
-      // the source, which the artifact's world size fixes.
-      const AccessPattern &src = inst.operands[1];
-      int64_t in = src.partitions * src.freeElements();
-      int64_t out = dst.partitions * dst.freeElements();
-      if (src.dtype != dst.dtype || in == 0 || out % in != 0) {
-        return ("an all_gather's 'dst' holds a whole number of its 'src' (" +
-                llvm::Twine(in) + " elements) of the same type, not " +
-                llvm::Twine(out))
-            .str();
-      }
-      return std::nullopt;
-    }
-    [[fallthrough]];
-  case Opcode::DmaCopy: {
-    const AccessPattern &src = inst.operands[1];
-    if (dst.partitions * dst.freeElements() !=
-        src.partitions * src.freeElements()) {
-      return ("'dst' has " + llvm::Twine(dst.partitions * dst.freeElements()) +
-              " elements but 'src' has " +
-              llvm::Twine(src.partitions * src.freeElements()))
-          .str();
-    }
-    return std::nullopt;
-  }
-  case Opcode::Random: {
-    const AccessPattern &seed = inst.operands[1];
-    if (seed.dtype != DType::I32 || seed.memory != Memory::Sbuf ||
-        seed.partitions != dst.partitions || seed.freeElements() != 1) {
-      return ("operand 'seed' must be an i32 SBUF tile of [" +
-              llvm::Twine(dst.partitions) + " x 1]")
-          .str();
-    }
-    if (dst.dtype == DType::I32) {
-      return std::string("operand 'dst': random numbers are floating point");
-    }
-    if (inst.int0 < 0) {
-      return std::string("'counter' must be >= 0");
-    }
-    // A counter step carried in a floating-point field: whole, and small
-    // enough that the double holds it exactly.
-    if (inst.imm0 != std::trunc(inst.imm0) || std::fabs(inst.imm0) > 0x1p53) {
-      return std::string("'group_step' must be a whole number below 2^53");
-    }
-    return std::nullopt;
-  }
+    return checkCollectiveShapes(inst);
+  case Opcode::DmaCopy:
+    return checkCopyShapes(inst);
+  case Opcode::Random:
+    return checkRandomShapes(inst);
   case Opcode::DmaGather:
-  case Opcode::DmaScatter: {
-    bool gather = inst.opcode == Opcode::DmaGather;
-    const AccessPattern &tile = inst.operands[gather ? 0 : 1],
-                        &rows = inst.operands[gather ? 1 : 0],
-                        &indices = inst.operands[2];
-    if (tile.memory != Memory::Sbuf || rows.memory != Memory::Hbm) {
-      return std::string(gather ? "dma_gather reads rows of HBM into SBUF"
-                                : "dma_scatter writes rows of SBUF into HBM");
-    }
-    if (!same(1)) {
-      return mismatch(1);
-    }
-    if (indices.memory != Memory::Sbuf || indices.dtype != DType::I32 ||
-        indices.partitions != tile.partitions || indices.freeElements() != 1) {
-      return ("operand 'indices' must be an i32 SBUF tile of [" +
-              llvm::Twine(tile.partitions) + " x 1]")
-          .str();
-    }
-    if (inst.int0 < 0 || inst.int0 > (int64_t(1) << 32) || inst.int1 < 1 ||
-        inst.int1 > (int64_t(1) << 32)) {
-      return std::string("'index_stride' must be in [0, 2^32] and "
-                         "'index_bound' in [1, 2^32]");
-    }
-    return std::nullopt;
-  }
+  case Opcode::DmaScatter:
+    return checkIndexedShapes(inst);
   case Opcode::Iota:
   case Opcode::Memset:
     return std::nullopt;

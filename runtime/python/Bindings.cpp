@@ -67,12 +67,8 @@ const char *outcomeName(std::optional<cache::Outcome> outcome) {
   return "unknown";
 }
 
-} // namespace
-
-PYBIND11_MODULE(_kiln, m) {
-  m.doc() = "Kiln's runtime bindings; use the kiln package, not this module";
-  py::register_exception<KilnException>(m, "KilnError", PyExc_RuntimeError);
-
+/// Functions that need no state: the cache key and the build it depends on.
+void bindKeys(py::module_ &m) {
   m.def(
       "derive_key",
       [](const py::bytes &graph, const std::vector<std::string> &flags) {
@@ -86,7 +82,23 @@ PYBIND11_MODULE(_kiln, m) {
 
   m.def("build_id", &cache::thisBuild,
         "This compiler build (\"<version> <git hash>\").");
+}
 
+/// Runs `call` with the GIL released, then raises its error, if any.
+template <typename Fn> void withoutGil(Fn call) {
+  llvm::Error error = llvm::Error::success();
+  {
+    py::gil_scoped_release release;
+    error = call();
+  }
+  if (error) {
+    raise(std::move(error));
+  }
+}
+
+/// The data-parallel group: `world` reads the launcher's environment,
+/// `connect` joins the group, and a Communicator talks to it.
+void bindGroup(py::module_ &m) {
   m.def(
       "world",
       [] {
@@ -110,20 +122,14 @@ PYBIND11_MODULE(_kiln, m) {
           [](comm::Communicator &c, const py::bytes &floats, bool mean) {
             std::string data(floats);
             if (data.size() % sizeof(float)) {
-              raise(llvm::createStringError(
-                  "all_reduce takes float32 bytes"));
+              raise(llvm::createStringError("all_reduce takes float32 bytes"));
             }
-            llvm::Error error = llvm::Error::success();
-            {
-              py::gil_scoped_release release;
-              error = c.allReduce(reinterpret_cast<float *>(data.data()),
-                                  data.size() / sizeof(float),
-                                  mean ? comm::Reduction::Mean
-                                       : comm::Reduction::Sum);
-            }
-            if (error) {
-              raise(std::move(error));
-            }
+            withoutGil([&] {
+              return c.allReduce(reinterpret_cast<float *>(data.data()),
+                                 data.size() / sizeof(float),
+                                 mean ? comm::Reduction::Mean
+                                      : comm::Reduction::Sum);
+            });
             return py::bytes(data);
           },
           py::arg("data"), py::arg("mean") = false)
@@ -131,26 +137,13 @@ PYBIND11_MODULE(_kiln, m) {
           "broadcast",
           [](comm::Communicator &c, const py::bytes &bytes, int root) {
             std::string data(bytes);
-            llvm::Error error = llvm::Error::success();
-            {
-              py::gil_scoped_release release;
-              error = c.broadcast(data.data(), data.size(), root);
-            }
-            if (error) {
-              raise(std::move(error));
-            }
+            withoutGil(
+                [&] { return c.broadcast(data.data(), data.size(), root); });
             return py::bytes(data);
           },
           py::arg("data"), py::arg("root") = 0)
       .def("barrier", [](comm::Communicator &c) {
-        llvm::Error error = llvm::Error::success();
-        {
-          py::gil_scoped_release release;
-          error = c.barrier();
-        }
-        if (error) {
-          raise(std::move(error));
-        }
+        withoutGil([&] { return c.barrier(); });
       });
 
   m.def(
@@ -162,7 +155,32 @@ PYBIND11_MODULE(_kiln, m) {
       },
       "Joins the data-parallel group the environment describes (rendezvous, "
       "then Gloo's mesh).");
+}
 
+/// What a step of a Session reports, as a dict.
+py::dict stepStatsDict(const runtime::StepStats &st) {
+  py::dict out;
+  out["modelled_seconds"] = st.modelledSeconds;
+  out["mfu"] = st.mfu;
+  out["wall_seconds"] = st.wallSeconds;
+  return out;
+}
+
+/// What a Session's cache did, as a dict.
+py::dict cacheStatsDict(const cache::Stats &st) {
+  py::dict out;
+  out["hits"] = st.hits;
+  out["misses"] = st.misses;
+  out["compiles"] = st.compiles;
+  out["failures"] = st.failures;
+  out["corrupt"] = st.corrupt;
+  out["lease_waits"] = st.leaseWaits;
+  out["compile_seconds"] = st.compileSeconds;
+  return out;
+}
+
+/// A compiled graph and its tensors: open, set inputs, run, read.
+void bindSession(py::module_ &m) {
   py::class_<runtime::Session>(m, "Session")
       .def(py::init([](const py::bytes &graph,
                        const std::vector<std::string> &flags,
@@ -188,30 +206,26 @@ PYBIND11_MODULE(_kiln, m) {
             }
           },
           py::arg("name"), py::arg("data"))
-      .def("run",
-           [](runtime::Session &s, const std::string &trace) {
-             llvm::Expected<runtime::StepStats> stats =
-                 llvm::createStringError("not run");
-             {
-               py::gil_scoped_release release;
-               stats = s.run(trace);
-             }
-             runtime::StepStats st = take(std::move(stats));
-             py::dict out;
-             out["modelled_seconds"] = st.modelledSeconds;
-             out["mfu"] = st.mfu;
-             out["wall_seconds"] = st.wallSeconds;
-             return out;
-           },
-           py::arg("trace") = "")
+      .def(
+          "run",
+          [](runtime::Session &s, const std::string &trace) {
+            llvm::Expected<runtime::StepStats> stats =
+                llvm::createStringError("not run");
+            {
+              py::gil_scoped_release release;
+              stats = s.run(trace);
+            }
+            return stepStatsDict(take(std::move(stats)));
+          },
+          py::arg("trace") = "")
       .def(
           "read",
           [](const runtime::Session &s, const std::string &name) {
             return py::bytes(take(s.read(name)));
           },
           py::arg("name"))
-      .def_property_readonly("key",
-                             [](const runtime::Session &s) { return s.key().hex; })
+      .def_property_readonly(
+          "key", [](const runtime::Session &s) { return s.key().hex; })
       .def_property_readonly(
           "outcome",
           [](const runtime::Session &s) { return outcomeName(s.outcome()); })
@@ -220,15 +234,18 @@ PYBIND11_MODULE(_kiln, m) {
                              &runtime::Session::compileSeconds)
       .def_property_readonly("steps", &runtime::Session::steps)
       .def("cache_stats", [](const runtime::Session &s) {
-        const cache::Stats &st = s.cacheStats();
-        py::dict out;
-        out["hits"] = st.hits;
-        out["misses"] = st.misses;
-        out["compiles"] = st.compiles;
-        out["failures"] = st.failures;
-        out["corrupt"] = st.corrupt;
-        out["lease_waits"] = st.leaseWaits;
-        out["compile_seconds"] = st.compileSeconds;
-        return out;
+        return cacheStatsDict(s.cacheStats());
       });
+}
+
+} // namespace
+
+// The order of the bindings matters: pybind11 writes a function's signature
+// when it is defined, naming the classes bound by then.
+PYBIND11_MODULE(_kiln, m) {
+  m.doc() = "Kiln's runtime bindings; use the kiln package, not this module";
+  py::register_exception<KilnException>(m, "KilnError", PyExc_RuntimeError);
+  bindKeys(m);
+  bindGroup(m);
+  bindSession(m);
 }

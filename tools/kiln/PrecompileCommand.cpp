@@ -11,6 +11,7 @@
 #include "cache/Cache.h"
 #include "cache/CollectedGraphs.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -113,18 +114,97 @@ int cleanUp(llvm::StringRef command, llvm::StringRef dir) {
   return Success;
 }
 
-} // namespace
-
-int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
+/// What the command line asks for.
+struct Request {
   PrecompileOptions options;
-  options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  options.live = ::isatty(2);
+  /// all, collect, compile, clean or clear-locks.
   std::string command = "all";
+  /// The training command after `--`, passed through untouched.
   std::vector<std::string> training;
+
+  bool collects() const { return command == "all" || command == "collect"; }
+};
+
+/// Sets the option `name` (spelled `arg` on the command line); `value` reads
+/// its value, inline or from the next argument. Returns the exit status of a
+/// usage error.
+std::optional<int>
+applyOption(llvm::StringRef name, llvm::StringRef arg,
+            llvm::function_ref<std::optional<std::string>()> value,
+            Request &request) {
+  PrecompileOptions &options = request.options;
+  auto number = [&](int &out, int min) -> bool {
+    auto text = value();
+    return text && !llvm::StringRef(*text).getAsInteger(10, out) && out >= min;
+  };
+  if (name == "--keep-going") {
+    options.keepGoing = true;
+  } else if (name == "--retry-failed") {
+    options.retryFailed = true;
+  } else if (name == "--no-progress") {
+    options.live = false;
+  } else if (name == "--cache" || name == "--root") {
+    auto v = value();
+    if (!v) {
+      return usageError(name + " needs a directory");
+    }
+    options.cacheRoot = *v;
+  } else if (name == "--graphs") {
+    auto v = value();
+    if (!v) {
+      return usageError("--graphs needs a directory");
+    }
+    options.graphsDir = *v;
+  } else if (name == "--command") {
+    auto v = value();
+    if (!v || !llvm::is_contained(
+                  {"all", "collect", "compile", "clean", "clear-locks"}, *v)) {
+      return usageError("--command takes all, collect, compile, clean or "
+                        "clear-locks");
+    }
+    request.command = *v;
+  } else if (name == "-j" || name == "--jobs") {
+    if (!number(options.jobs, 1)) {
+      return usageError("-j needs a positive number");
+    }
+  } else if (name == "--max-retries") {
+    if (!number(options.maxRetries, 0)) {
+      return usageError("--max-retries needs a number >= 0");
+    }
+  } else if (name == "--timeout") {
+    auto v = value();
+    if (!v || llvm::StringRef(*v).getAsDouble(options.timeoutSeconds) ||
+        !std::isfinite(options.timeoutSeconds) || options.timeoutSeconds <= 0) {
+      return usageError("--timeout needs a positive number of seconds");
+    }
+  } else if (name == "--shard") {
+    auto v = value();
+    auto [index, count] = llvm::StringRef(v.value_or("")).split('/');
+    if (!v || index.getAsInteger(10, options.shardIndex) ||
+        count.getAsInteger(10, options.shardCount) || options.shardCount < 1 ||
+        options.shardIndex < 0 || options.shardIndex >= options.shardCount) {
+      return usageError("--shard takes I/N with 0 <= I < N, e.g. 0/4");
+    }
+  } else if (name == "--report") {
+    auto v = value();
+    if (!v) {
+      return usageError("--report needs a file");
+    }
+    options.reportPath = *v;
+  } else {
+    return usageError("unknown option '" + arg + "'");
+  }
+  return std::nullopt;
+}
+
+/// Reads the command line into `request`. Returns the exit status when the
+/// command ends here: --help, or a usage error.
+std::optional<int> parseArguments(llvm::ArrayRef<std::string> argv,
+                                  Request &request) {
   for (size_t i = 0; i < argv.size(); ++i) {
     llvm::StringRef arg = argv[i];
     if (arg == "--") {
-      training.assign(argv.begin() + i + 1, argv.end());
+      request.training.assign(argv.begin() + i + 1, argv.end());
       break;
     }
     if (arg == "--help" || arg == "-h") {
@@ -133,6 +213,7 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
     }
     auto [name, inlineValue] = arg.split('=');
     bool hasInline = arg.contains('=');
+    // -j8 is -j 8, as make spells it.
     if (name.starts_with("-j") && name.size() > 2) {
       inlineValue = name.drop_front(2);
       name = "-j";
@@ -147,86 +228,31 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
       }
       return std::nullopt;
     };
-    auto number = [&](int &out, int min) -> bool {
-      auto text = value();
-      return text && !llvm::StringRef(*text).getAsInteger(10, out) && out >= min;
-    };
-    if (name == "--keep-going") {
-      options.keepGoing = true;
-    } else if (name == "--retry-failed") {
-      options.retryFailed = true;
-    } else if (name == "--no-progress") {
-      options.live = false;
-    } else if (name == "--cache" || name == "--root") {
-      auto v = value();
-      if (!v) {
-        return usageError(name + " needs a directory");
-      }
-      options.cacheRoot = *v;
-    } else if (name == "--graphs") {
-      auto v = value();
-      if (!v) {
-        return usageError("--graphs needs a directory");
-      }
-      options.graphsDir = *v;
-    } else if (name == "--command") {
-      auto v = value();
-      if (!v || !llvm::is_contained({"all", "collect", "compile", "clean",
-                                     "clear-locks"},
-                                    *v)) {
-        return usageError("--command takes all, collect, compile, clean or "
-                          "clear-locks");
-      }
-      command = *v;
-    } else if (name == "-j" || name == "--jobs") {
-      if (!number(options.jobs, 1)) {
-        return usageError("-j needs a positive number");
-      }
-    } else if (name == "--max-retries") {
-      if (!number(options.maxRetries, 0)) {
-        return usageError("--max-retries needs a number >= 0");
-      }
-    } else if (name == "--timeout") {
-      auto v = value();
-      if (!v || llvm::StringRef(*v).getAsDouble(options.timeoutSeconds) ||
-          !std::isfinite(options.timeoutSeconds) ||
-          options.timeoutSeconds <= 0) {
-        return usageError("--timeout needs a positive number of seconds");
-      }
-    } else if (name == "--shard") {
-      auto v = value();
-      auto [index, count] = llvm::StringRef(v.value_or("")).split('/');
-      if (!v || index.getAsInteger(10, options.shardIndex) ||
-          count.getAsInteger(10, options.shardCount) ||
-          options.shardCount < 1 || options.shardIndex < 0 ||
-          options.shardIndex >= options.shardCount) {
-        return usageError("--shard takes I/N with 0 <= I < N, e.g. 0/4");
-      }
-    } else if (name == "--report") {
-      auto v = value();
-      if (!v) {
-        return usageError("--report needs a file");
-      }
-      options.reportPath = *v;
-    } else {
-      return usageError("unknown option '" + arg + "'");
+    if (std::optional<int> status = applyOption(name, arg, value, request)) {
+      return status;
     }
   }
-  bool collects = command == "all" || command == "collect";
-  if (collects && training.empty()) {
+  if (request.collects() && request.training.empty()) {
     return usageError("give the training command after --");
   }
-  if (!collects && !training.empty()) {
-    return usageError("--command " + command + " takes no training command");
+  if (!request.collects() && !request.training.empty()) {
+    return usageError("--command " + request.command +
+                      " takes no training command");
   }
+  return std::nullopt;
+}
 
+/// Opens the cache and settles where the graphs go. The directory is made
+/// absolute because the training command finds it in KILN_GRAPHS_DIR from
+/// whatever directory it runs in.
+llvm::Expected<cache::Store> openCache(PrecompileOptions &options) {
   if (options.cacheRoot.empty()) {
     options.cacheRoot = cache::Cache::defaultRoot();
   }
   auto store = cache::Store::open(options.cacheRoot,
                                   cache::Store::optionsFromEnvironment());
   if (!store) {
-    return reportError(store.takeError());
+    return store.takeError();
   }
   options.cacheRoot = store->root().str();
   if (options.graphsDir.empty()) {
@@ -237,36 +263,65 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
     llvm::sys::path::remove_dots(absolute);
     options.graphsDir = absolute.str().str();
   }
+  return store;
+}
 
-  if (command == "clean") {
-    return cleanUp(command, options.graphsDir);
-  }
-  if (command == "clear-locks") {
-    return cleanUp(command,
-                   llvm::sys::path::parent_path(store->leasePath("x")));
-  }
+/// Refuses, before anything runs, a graphs directory or cache the command
+/// cannot use. Returns the exit status of the refusal.
+std::optional<int> checkPlaces(const Request &request,
+                               const cache::Store &store) {
+  const PrecompileOptions &options = request.options;
   bool graphsExist = llvm::sys::fs::exists(options.graphsDir);
   if (graphsExist && !llvm::sys::fs::is_directory(options.graphsDir)) {
     return inputError("--graphs '" + options.graphsDir +
                       "' is not a directory");
   }
-  if (command == "compile" && !graphsExist) {
+  if (request.command == "compile" && !graphsExist) {
     return inputError("no graphs were collected: '" + options.graphsDir +
                       "' does not exist (collect them first: --command "
                       "collect)");
   }
-  if (command != "collect" && store->options().readOnly) {
+  if (request.command != "collect" && store.options().readOnly) {
     return inputError("the cache '" + options.cacheRoot +
                       "' is read-only (KILN_CACHE_READONLY): there is nowhere "
                       "to put the compiled graphs");
   }
+  return std::nullopt;
+}
 
+/// Compiles the jobs, prints the summary (and --report), and says whether
+/// the whole run succeeded.
+int compileAndReport(std::vector<GraphJob> &jobs,
+                     const PrecompileOptions &options, double start,
+                     int collectStatus) {
+  llvm::errs() << "precompile: " << jobs.size() << " graphs"
+               << (options.shardCount > 1
+                       ? llvm::formatv(" in shard {0}/{1}", options.shardIndex,
+                                       options.shardCount)
+                             .str()
+                       : "")
+               << ", -j" << options.jobs << ", cache " << options.cacheRoot
+               << "\n";
+  compileGraphs(jobs, options);
+  if (llvm::Error error = reportJobs(jobs, options, now() - start)) {
+    return reportError(std::move(error));
+  }
+  bool allCached = std::all_of(jobs.begin(), jobs.end(), [](const GraphJob &j) {
+    return j.status == "hit" || j.status == "compiled";
+  });
+  return allCached && collectStatus == 0 ? Success : InternalFailure;
+}
+
+/// `--command all`, `collect` and `compile`: runs the training command when
+/// the command collects, then compiles this shard of what was collected.
+int collectAndCompile(const Request &request) {
+  const PrecompileOptions &options = request.options;
   double start = now();
   int collectStatus = 0;
-  if (collects) {
-    llvm::errs() << "precompile: collecting graphs: " << llvm::join(training, " ")
-                 << "\n";
-    auto status = collectGraphs(training, options);
+  if (request.collects()) {
+    llvm::errs() << "precompile: collecting graphs: "
+                 << llvm::join(request.training, " ") << "\n";
+    auto status = collectGraphs(request.training, options);
     if (!status) {
       return reportError(status.takeError());
     }
@@ -277,7 +332,7 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
     return reportError(jobs.takeError());
   }
   if (jobs->empty()) {
-    if (command == "compile") {
+    if (request.command == "compile") {
       return inputError("no graphs were collected in '" + options.graphsDir +
                         "' (collect them first: --command collect)");
     }
@@ -295,27 +350,39 @@ int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
                  << collectStatus << "); compiling the " << jobs->size()
                  << " graphs it recorded before it stopped\n";
   }
-  if (command == "collect") {
+  if (request.command == "collect") {
     llvm::outs() << jobs->size() << " graphs collected in " << options.graphsDir
                  << "\n";
     return collectStatus == 0 ? Success : InternalFailure;
   }
-  llvm::errs() << "precompile: " << jobs->size() << " graphs"
-               << (options.shardCount > 1
-                       ? llvm::formatv(" in shard {0}/{1}", options.shardIndex,
-                                       options.shardCount)
-                             .str()
-                       : "")
-               << ", -j" << options.jobs << ", cache " << options.cacheRoot
-               << "\n";
-  compileGraphs(*jobs, options);
-  if (llvm::Error error = reportJobs(*jobs, options, now() - start)) {
-    return reportError(std::move(error));
+  return compileAndReport(*jobs, options, start, collectStatus);
+}
+
+} // namespace
+
+int runPrecompileCommand(llvm::ArrayRef<std::string> argv) {
+  Request request;
+  request.options.jobs =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  request.options.live = ::isatty(2);
+  if (std::optional<int> status = parseArguments(argv, request)) {
+    return *status;
   }
-  bool allCached = std::all_of(jobs->begin(), jobs->end(), [](const GraphJob &j) {
-    return j.status == "hit" || j.status == "compiled";
-  });
-  return allCached && collectStatus == 0 ? Success : InternalFailure;
+  auto store = openCache(request.options);
+  if (!store) {
+    return reportError(store.takeError());
+  }
+  if (request.command == "clean") {
+    return cleanUp(request.command, request.options.graphsDir);
+  }
+  if (request.command == "clear-locks") {
+    return cleanUp(request.command,
+                   llvm::sys::path::parent_path(store->leasePath("x")));
+  }
+  if (std::optional<int> status = checkPlaces(request, *store)) {
+    return *status;
+  }
+  return collectAndCompile(request);
 }
 
 } // namespace kiln::tool
