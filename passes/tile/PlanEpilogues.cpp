@@ -1,6 +1,6 @@
 //===- PlanEpilogues.cpp - work a matmul does on its output tiles ---------===//
 //
-// The part of the tile phase's plan (see PlanLowering.cpp) that decides
+// The planning of kgraph-plan-epilogues (see EpiloguePlan.cpp), which decides
 // what each matmul computes on its output tiles as they leave PSUM: an
 // elementwise group (a bias, an activation, AdamW), a row chain on whole
 // rows (a softmax on attention's scores, a layer norm after a linear

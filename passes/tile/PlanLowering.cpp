@@ -1,13 +1,11 @@
-//===- PlanLowering.cpp - how the tile phase lowers a function -----------===//
+//===- PlanLowering.cpp - where results go, and when ops read ------------===//
 //
-// Before emitting anything, the tile phase decides for the whole function
-// which results are computed in place in an argument or in their slice of
-// a concat, which matmul operands are computed on chip (one-hot matrices)
-// or read from a bf16 copy, which values are stored narrowed or in another
-// layout, and which row sums a product or a loop nest folds as it goes;
-// what matmuls compute on their output tiles, and the row chains, are
-// planned in PlanEpilogues.cpp. FunctionLowering::lowerOp then follows the
-// plan.
+// The planning of kgraph-plan-buffers (see BufferPlan.cpp): which results
+// are computed straight into an argument's buffer and which concat inputs
+// into their part of the concat's buffer. And what the planners ask of
+// positions: where an op's lowering reads its operands once the epilogue
+// plan has moved it (a group with its last op or its matmul), and whether
+// a value exists by a given position.
 //
 //===----------------------------------------------------------------------===//
 
