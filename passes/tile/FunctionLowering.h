@@ -22,7 +22,8 @@ public:
   FunctionLowering(mlir::func::FuncOp source,
                    const target::TargetDescription &t, int64_t sbufBudget)
       : TilePlan(source), builder(source.getContext()),
-        tb(builder, source.getLoc(), t), lowering(tb, sbufBudget) {}
+        tb(builder, source.getLoc(), t),
+        lowering(tb, sbufBudget, oneHotIndices) {}
 
   mlir::FailureOr<mlir::func::FuncOp> run();
 

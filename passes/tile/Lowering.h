@@ -168,8 +168,9 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
 
 class Lowering {
 public:
-  Lowering(TileBuilder &tb, int64_t sbufBudget)
-      : tb(tb), sbufBudget(sbufBudget) {}
+  Lowering(TileBuilder &tb, int64_t sbufBudget,
+           const llvm::DenseMap<mlir::Value, mlir::Value> &oneHotIndices)
+      : tb(tb), sbufBudget(sbufBudget), oneHotIndices(oneHotIndices) {}
 
   /// The tile-level form of `value` (already lowered).
   TensorOperand &operandOf(mlir::Value value);
@@ -258,9 +259,9 @@ public:
   /// The copy each later cast reads, once the first matmul stored it.
   llvm::DenseMap<mlir::Value, mlir::Value> bf16CopyOf;
   /// One-hot matrices [n, C] that the matmuls reading them compute on chip
-  /// (see FunctionLowering::planOneHotOperands), each with the value of its
+  /// (the plan's kgraph.fold = "on_chip"), each with the value of its
   /// indices, [n, 1]: element (i, j) is 1 where indices[i] == j, else 0.
-  llvm::DenseMap<mlir::Value, mlir::Value> oneHotIndices;
+  const llvm::DenseMap<mlir::Value, mlir::Value> &oneHotIndices;
   /// HBM buffers holding an iota (element k is k): a loop nest computes
   /// the part it needs with GpSimd's iota instead of loading it.
   llvm::SmallPtrSet<mlir::Value, 4> iotaBuffers;

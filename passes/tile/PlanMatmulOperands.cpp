@@ -146,6 +146,20 @@ void planOneHotOperands(Block &body) {
   }
 }
 
+/// A bf16 cast that ends a fusion group whose f32 input nothing outside the
+/// group reads: the group stores the bf16 value (half the bytes out, and
+/// half in for every matmul that reads it) instead of the f32 one for the
+/// matmuls to narrow as they load it. Either way the bits are the same.
+bool narrowsGroupOutput(CastOp cast) {
+  std::optional<int64_t> group = fusionId(cast);
+  Operation *producer = cast.getInput().getDefiningOp();
+  if (!group || !producer || fusionId(producer) != group) {
+    return false;
+  }
+  return llvm::all_of(cast.getInput().getUsers(),
+                      [&](Operation *user) { return fusionId(user) == group; });
+}
+
 /// Casts that a matmul's loads (bf16 operands) or its PSUM evacuation (an
 /// f32 result) perform.
 void planFoldedCasts(Block &body) {

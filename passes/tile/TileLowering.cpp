@@ -88,20 +88,6 @@ bool isViewOp(Operation *op) {
   return llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(op);
 }
 
-/// A bf16 cast that ends a fusion group whose f32 input nothing outside the
-/// group reads: the group stores the bf16 value (half the bytes out, and
-/// half in for every matmul that reads it) instead of the f32 one for the
-/// matmuls to narrow as they load it. Either way the bits are the same.
-bool narrowsGroupOutput(CastOp cast) {
-  std::optional<int64_t> group = fusionId(cast);
-  Operation *producer = cast.getInput().getDefiningOp();
-  if (!group || !producer || fusionId(producer) != group) {
-    return false;
-  }
-  return llvm::all_of(cast.getInput().getUsers(),
-                      [&](Operation *user) { return fusionId(user) == group; });
-}
-
 } // namespace kiln::tile_passes
 
 FailureOr<func::FuncOp> FunctionLowering::run() {
@@ -109,7 +95,6 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
   Block &body = source.getBody().front();
   readMatmulOperandPlan();
   readRowSumPlan();
-  lowering.oneHotIndices = oneHotIndices;
   planBf16Copies();
 
   // The ktile function: every tensor an HBM memref.

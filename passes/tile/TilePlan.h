@@ -34,9 +34,6 @@ void eraseIfUnused(const HbmView &view);
 /// Whether `op` only views its operand (reshape, transpose, broadcast,
 /// slice): it computes nothing.
 bool isViewOp(mlir::Operation *op);
-/// Whether `cast` is a bf16 cast ending a fusion group whose f32 input
-/// nothing outside the group reads: the group then stores the bf16 value.
-bool narrowsGroupOutput(kgraph::CastOp cast);
 /// The indices of a one-hot operand kgraph-plan-matmul-operands folded
 /// (see PlanMatmulOperands.cpp).
 mlir::Value oneHotIndicesOf(mlir::Value matrix);
