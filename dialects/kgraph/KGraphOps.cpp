@@ -9,6 +9,7 @@
 
 #include "dialects/kgraph/KGraphDialect.h"
 #include "dialects/kgraph/KGraphShapes.h"
+#include "dialects/kgraph/VerifierSupport.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -20,16 +21,6 @@ using namespace kiln::kgraph;
 
 namespace {
 
-using OptLoc = std::optional<Location>;
-
-RankedTensorType tensorOf(Value v) {
-  return llvm::dyn_cast_if_present<RankedTensorType>(v ? v.getType() : Type());
-}
-
-LogicalResult fail(OptLoc loc, const llvm::Twine &message) {
-  return emitOptionalError(loc, message);
-}
-
 LogicalResult checkDim(OptLoc loc, int64_t dim, int64_t rank,
                        llvm::StringRef what) {
   if (dim < 0 || dim >= rank) {
@@ -37,14 +28,6 @@ LogicalResult checkDim(OptLoc loc, int64_t dim, int64_t rank,
                          " is out of range for rank " + llvm::Twine(rank));
   }
   return success();
-}
-
-std::string shapeString(llvm::ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape)) {
-    s += (i ? ", " : "") + std::to_string(d);
-  }
-  return s + "]";
 }
 
 LogicalResult inferBroadcast(OptLoc loc, llvm::ArrayRef<Value> operands,

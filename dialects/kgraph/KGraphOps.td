@@ -604,4 +604,6 @@ def KGraph_GradientOp : KGraph_Op<"gradient", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
 
+include "dialects/kgraph/KGraphWindowOps.td"
+
 #endif // KILN_KGRAPH_OPS_TD

@@ -73,4 +73,27 @@ int64_t sliceSize(int64_t start, int64_t limit, int64_t stride) {
   return (limit - start - 1) / stride + 1;
 }
 
+int64_t Window::outputSize(size_t d, int64_t in) const {
+  int64_t span = in + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1;
+  if (span < 0) {
+    return 0;
+  }
+  int64_t out = (ceilMode ? (span + stride[d] - 1) / stride[d]
+                          : span / stride[d]) +
+                1;
+  if (ceilMode && (out - 1) * stride[d] >= in + padding[d]) {
+    --out;
+  }
+  return out;
+}
+
+Shape Window::outputShape(llvm::ArrayRef<int64_t> input,
+                          int64_t channels) const {
+  Shape shape = {input[0], channels};
+  for (size_t d = 0; d < spatialRank(); ++d) {
+    shape.push_back(outputSize(d, input[2 + d]));
+  }
+  return shape;
+}
+
 } // namespace kiln::kgraph

@@ -39,6 +39,28 @@ Shape reducedShape(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> dims,
 /// Number of elements of a strided slice dimension [start, limit) by stride.
 int64_t sliceSize(int64_t start, int64_t limit, int64_t stride);
 
+/// A window sliding over the spatial dims of a channels-first tensor
+/// [N, C, S...] (convolution and pooling), one entry per spatial dim.
+/// Output position o reads, through tap r, input position
+/// o * stride - padding + r * dilation; positions outside [0, S) are
+/// padding.
+struct Window {
+  Shape kernel, stride, padding, dilation;
+  /// Round the output size up (PyTorch's pooling `ceil_mode`), never
+  /// starting a window inside the right padding.
+  bool ceilMode = false;
+
+  size_t spatialRank() const { return kernel.size(); }
+  /// Output positions along spatial dim `d` for an input of size `in`;
+  /// below 1 when not one window fits.
+  int64_t outputSize(size_t d, int64_t in) const;
+  /// [N, channels, O...] for an input [N, C, S...].
+  Shape outputShape(llvm::ArrayRef<int64_t> input, int64_t channels) const;
+  int64_t inputIndex(size_t d, int64_t o, int64_t r) const {
+    return o * stride[d] - padding[d] + r * dilation[d];
+  }
+};
+
 } // namespace kiln::kgraph
 
 #endif // KILN_DIALECTS_KGRAPH_KGRAPHSHAPES_H

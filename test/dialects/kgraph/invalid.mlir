@@ -563,3 +563,128 @@ func.func @gradient_names_its_parameter(%x: tensor<4xf32>) {
   %0 = kgraph.gradient %x : tensor<4xf32>
   return
 }
+
+// -----
+
+// Convolution: weight channels per group.
+func.func @conv_group_channels(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{conv weight [6, 4, 3, 3] must have 2 input channels per group (input [1, 4, 8, 8], groups 2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 2} : tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// Convolution: groups must divide the channels.
+func.func @conv_groups_divide(%x: tensor<1x4x8x8xf32>, %w: tensor<6x1x3x3xf32>) {
+  // expected-error @+2 {{conv groups 4 must divide the input channels (4) and the output channels (6)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 4} : tensor<1x4x8x8xf32>, tensor<6x1x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// Convolution: one stride per spatial dim.
+func.func @conv_stride_entries(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{conv stride must have 2 entries (one per spatial dim), not 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w {stride = array<i64: 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// Convolution: the window must fit the padded input.
+func.func @conv_window_too_big(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x3x3xf32>) {
+  // expected-error @+2 {{conv window [3, 3] (dilation [2, 2]) does not fit the padded input [1, 1, 4, 4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 2, 2>} : tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32> -> tensor<1x1x1x1xf32>
+  return
+}
+
+// -----
+
+// Convolution: three spatial dims are not supported.
+func.func @conv3d(%x: tensor<1x1x4x4x4xf32>, %w: tensor<1x1x1x1x1xf32>) {
+  // expected-error @+2 {{conv takes [N, C, W] or [N, C, H, W] tensors, not [1, 1, 4, 4, 4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1, 1>, padding = array<i64: 0, 0, 0>, dilation = array<i64: 1, 1, 1>} : tensor<1x1x4x4x4xf32>, tensor<1x1x1x1x1xf32> -> tensor<1x1x4x4x4xf32>
+  return
+}
+
+// -----
+
+// Convolution: the bias has one entry per output channel.
+func.func @conv_bias(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{conv bias must be [6] of the input's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.conv %x, %w, %b {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>, tensor<4xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// The input gradient's type must give back the output's shape.
+func.func @conv_input_grad_shape(%g: tensor<1x6x6x6xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{conv_input_grad grad_output [1, 6, 6, 6] must have the forward output's shape [1, 6, 7, 7] and element type}}
+  %x = kgraph.conv_input_grad %g, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<1x6x6x6xf32>, tensor<6x4x3x3xf32> -> tensor<1x4x9x9xf32>
+  return
+}
+
+// -----
+
+// The weight gradient's type fixes the kernel.
+func.func @conv_weight_grad_shape(%g: tensor<1x6x6x6xf32>, %x: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{conv_weight_grad grad_output [1, 6, 6, 6] must have the forward output's shape [1, 6, 4, 4] and element type}}
+  %w = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<1x6x6x6xf32>, tensor<1x4x8x8xf32> -> tensor<6x4x5x5xf32>
+  return
+}
+
+// -----
+
+// Batch norm: per-channel operands.
+func.func @batch_norm_channels(%x: tensor<2x3x4x4xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{batch_norm per-channel operands must be [3] of the input's element type}}
+  %y:5 = kgraph.batch_norm %x, %c, %c, %c, %c {training = true} : tensor<2x3x4x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Batch norm: training needs two values per channel, as PyTorch says.
+func.func @batch_norm_one_value(%x: tensor<1x3x1x1xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'kgraph.batch_norm' op in training needs more than one value per channel, not input [1, 3, 1, 1]}}
+  %y:5 = kgraph.batch_norm %x, %c, %c, %c, %c {training = true} : tensor<1x3x1x1xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+// Pooling: padding at most half the kernel.
+func.func @pool_padding(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{max_pool padding [2, 2] must be at most half the kernel [3, 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.max_pool %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 2, 2>, dilation = array<i64: 1, 1>} : tensor<1x1x8x8xf32> -> tensor<1x1x10x10xf32>
+  return
+}
+
+// -----
+
+// Pooling backward: the gradient has the pooled shape.
+func.func @max_pool_backward_grad(%g: tensor<1x1x3x3xf32>, %x: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{max_pool_backward grad_output [1, 1, 3, 3] must have the forward output's shape [1, 1, 4, 4] and element type}}
+  %y = kgraph.max_pool_backward %g, %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<1x1x3x3xf32>, tensor<1x1x8x8xf32>
+  return
+}
+
+// -----
+
+// Average pooling: the divisor is positive (0: the window's size).
+func.func @avg_pool_divisor(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{avg_pool divisor must be positive, or 0 for the window's size}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kgraph.avg_pool %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, divisor = -1} : tensor<1x1x8x8xf32> -> tensor<1x1x4x4xf32>
+  return
+}
