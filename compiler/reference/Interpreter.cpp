@@ -75,6 +75,9 @@ interpret(func::FuncOp function, llvm::ArrayRef<HostTensor> inputs) {
       result = evaluateMathOp(&op, operands);
     }
     if (!result) {
+      result = evaluateWindowOp(&op, operands);
+    }
+    if (!result) {
       return kernelError(&op, "the reference interpreter has no kernel for "
                               "this op");
     }

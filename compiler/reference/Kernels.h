@@ -26,6 +26,7 @@ using KernelResult = std::optional<llvm::Expected<Results>>;
 KernelResult evaluateElementwise(mlir::Operation *op, Operands in);
 KernelResult evaluateShapeOp(mlir::Operation *op, Operands in);
 KernelResult evaluateMathOp(mlir::Operation *op, Operands in);
+KernelResult evaluateWindowOp(mlir::Operation *op, Operands in);
 
 /// A zero-filled tensor of `value`'s type.
 HostTensor emptyLike(mlir::Value value);
