@@ -18,6 +18,8 @@ llvm::StringRef inputRoleName(proto::InputRole role) {
     return "hyper_parameter";
   case proto::RNG_SEED:
     return "rng_seed";
+  case proto::BUFFER:
+    return "buffer";
   default:
     return "unspecified";
   }
@@ -45,6 +47,7 @@ std::optional<proto::InputRole> parseInputRole(llvm::StringRef name) {
       .Case("batch_input", proto::BATCH_INPUT)
       .Case("hyper_parameter", proto::HYPER_PARAMETER)
       .Case("rng_seed", proto::RNG_SEED)
+      .Case("buffer", proto::BUFFER)
       .Case("unspecified", proto::INPUT_ROLE_UNSPECIFIED)
       .Default(std::nullopt);
 }

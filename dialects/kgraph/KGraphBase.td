@@ -25,7 +25,7 @@ def KGraph_Dialect : Dialect {
 
     Function arguments and results carry their role in the step as the
     attributes `kgraph.name` and `kgraph.role` (`parameter`, `optimizer_state`,
-    `batch_input`, `hyper_parameter`, `rng_seed`; `loss`, `metric`,
+    `batch_input`, `hyper_parameter`, `rng_seed`, `buffer`; `loss`, `metric`,
     `updated_parameter`, `updated_state`); an updated parameter or state names
     the argument it replaces with `kgraph.aliases`.
 

@@ -256,6 +256,10 @@ LogicalResult BatchNormOp::verify() {
                                     getWeight().getType()))) {
     return failure();
   }
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0.0 && momentum <= 1.0)) {
+    return emitOpError("momentum ") << momentum << " must be in [0, 1]";
+  }
   if (getTraining() && input.getNumElements() / input.getDimSize(1) < 2) {
     return emitOpError("in training needs more than one value per channel, "
                        "not input ") << shapeString(input.getShape());

@@ -101,7 +101,7 @@ def KGraph_BatchNormOp : KGraph_PureOp<"batch_norm", [
   let arguments = (ins KGraph_FloatTensor:$input, KGraph_FloatTensor:$weight,
                    KGraph_FloatTensor:$bias, KGraph_FloatTensor:$running_mean,
                    KGraph_FloatTensor:$running_var, BoolAttr:$training,
-                   DefaultValuedAttr<KGraph_Probability, "0.1">:$momentum,
+                   DefaultValuedAttr<F64Attr, "0.1">:$momentum,
                    DefaultValuedAttr<KGraph_PositiveF64, "1e-5">:$epsilon);
   let results = (outs KGraph_FloatTensor:$output, KGraph_FloatTensor:$mean,
                  KGraph_FloatTensor:$rstd,

@@ -854,6 +854,9 @@ def _bernoulli(cx, node):
 
 RANDOM_OPS = {"bernoulli", "native_dropout"}
 
+# Convolutional networks' converters register themselves on import.
+from . import aten_windows  # noqa: E402,F401
+
 SUPPORTED_OPS = sorted(_CONVERTERS)
 
 

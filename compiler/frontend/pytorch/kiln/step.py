@@ -65,6 +65,7 @@ class _Spec:
         self.name = name
         self.params = params      # name -> initial tensor (updated by the step)
         self.frozen = {}          # name -> tensor (read, never updated)
+        self.buffers = set()      # the state names that are module buffers
         self.state = state        # name -> initial tensor
         self.hyper = hyper        # step -> {name: float}
         self.build = build        # returns the flat step function
@@ -157,12 +158,13 @@ class CompiledStep:
         return {k: v for k, v in self.state_dict().items() if k in self._spec.params}
 
     def copy_to(self, model):
-        """Copies the trained parameters into `model` (same parameter names)."""
-        params = self.parameters()
+        """Copies the trained parameters and the buffers the step updates
+        (batch norm's running statistics) into `model` (same names)."""
+        values = self.state_dict()
         with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name in params:
-                    p.copy_(params[name])
+            for name, t in [*model.named_parameters(), *model.named_buffers()]:
+                if name in values:
+                    t.copy_(values[name])
 
     @property
     def key(self):
@@ -275,7 +277,8 @@ def build_graph(spec, batch):
     values = []
     roles = ([("p." + n, pb.PARAMETER) for n in pnames] +
              [("f." + n, pb.PARAMETER) for n in fnames] +
-             [("s." + n, pb.OPTIMIZER_STATE) for n in snames] +
+             [("s." + n, pb.BUFFER if n in spec.buffers else pb.OPTIMIZER_STATE)
+              for n in snames] +
              [("h." + n, pb.HYPER_PARAMETER) for n in hnames] +
              [(f"b.{i}", pb.BATCH_INPUT) for i in range(len(batch))])
     for (name, role), tensor in zip(roles, example):
@@ -294,13 +297,14 @@ def build_graph(spec, batch):
             writer.output("next.p." + name, updated[i], pb.UPDATED_PARAMETER, i)
     for j, name in enumerate(snames):
         value = updated[len(pnames) + j]
-        if value is not None:
+        # A buffer the step leaves alone comes back as its own input.
+        if value is not None and value is not values[len(pnames) + len(fnames) + j]:
             index = len(pnames) + len(fnames) + j
             writer.output("next.s." + name, value, pb.UPDATED_STATE, index)
     return writer.graph
 
 
-def _model_step(model, loss_fn, optimizer, state_layout):
+def _model_step(model, loss_fn, optimizer, state_layout, buffer_names):
     def build(pnames, fnames, snames, hnames, nbatch):
         def flat_step(*flat):
             it = iter(flat)
@@ -310,7 +314,12 @@ def _model_step(model, loss_fn, optimizer, state_layout):
             hyper = {n: next(it) for n in hnames}
             batch = [next(it) for _ in range(nbatch)]
             leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
-            out = functional_call(model, {**leaves, **frozen}, tuple(batch[:-1]))
+            # Buffers are state the forward may update in place (batch
+            # norm's running statistics); the step returns what they hold
+            # after it.
+            buffers = {n: state[n] for n in buffer_names}
+            out = functional_call(model, {**leaves, **frozen, **buffers},
+                                  tuple(batch[:-1]))
             loss = loss_fn(out, batch[-1])
             grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
             new_params, new_state = [], {}
@@ -325,6 +334,7 @@ def _model_step(model, loss_fn, optimizer, state_layout):
                     new_params.append(p)
                     for s, v in updated.items():
                         new_state[f"{n}.{s}"] = v
+            new_state.update(buffers)
             return (loss.detach(), *new_params, *[new_state.get(n) for n in snames])
         return flat_step
     return build
@@ -354,8 +364,9 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
     * ``compile_step(model, loss_fn, optimizer)``: one step is forward
       (``out = model(*batch[:-1])``), ``loss = loss_fn(out, batch[-1])``,
       backward, and the optimizer's update (``kiln.optim.SGD``, ``Adam``,
-      ``AdamW``). The model's parameters are the initial values; buffers and
-      parameters with ``requires_grad=False`` are inputs that never change.
+      ``AdamW``). The model's parameters are the initial values; parameters
+      with ``requires_grad=False`` are inputs that never change; buffers
+      are state the step carries over (batch norm's running statistics).
     * ``compile_step(fn, params=..., state=...)`` for any pure function
       ``fn(params, state, *batch) -> (loss, new_params, new_state)`` over
       dicts of tensors; ``params`` and ``state`` are the initial values.
@@ -380,15 +391,17 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                    if p.requires_grad}
         frozen = {n: p.detach().clone() for n, p in model.named_parameters()
                   if not p.requires_grad}
-        frozen.update({n: b.detach().clone() for n, b in model.named_buffers()})
-        init_state = {}
+        buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+        init_state = dict(buffers)
         for n, p in trained.items():
             for s, v in optimizer.init_state(p).items():
                 init_state[f"{n}.{s}"] = v
         spec = _Spec(name or type(model).__name__, trained, init_state,
                      optimizer.hyper_parameters,
-                     _model_step(model, loss_fn, optimizer, optimizer.state_names))
+                     _model_step(model, loss_fn, optimizer, optimizer.state_names,
+                                 list(buffers)))
         spec.frozen = frozen
+        spec.buffers = set(buffers)
     elif callable(model_or_fn):
         if params is None:
             raise TypeError("compile_step(fn, params=..., state=...): give the "
