@@ -24,7 +24,8 @@ PACKAGES=(
   # oneDNN's CMake package requires OpenCL's headers (its GPU runtime), a
   # Recommends that --no-install-recommends leaves out.
   ocl-icd-opencl-dev
-  python3-torch python3-numpy python3-protobuf python3-dev pybind11-dev
+  python3-torch python3-torchvision python3-numpy python3-protobuf python3-dev
+  pybind11-dev
   # Debian's torch otherwise runs on the reference BLAS: tracing and the
   # eager comparisons in the tests would be ~20x slower.
   libopenblas0-pthread

@@ -150,3 +150,24 @@ def seed_dropouts(model, seed, *sample):
 
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class SmallCNN(nn.Module):
+    """Both pooling kinds, batch norm, a grouped strided convolution and a
+    1-d one: the ops of a CNN step on a 1x16x16 input."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1))
+        self.body = nn.Sequential(
+            nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2, bias=False),
+            nn.BatchNorm2d(8), nn.ReLU(), nn.AvgPool2d(2, ceil_mode=True))
+        self.line = nn.Conv1d(8, 4, 3, padding=2, dilation=2)
+        self.head = nn.Linear(4, classes)
+
+    def forward(self, x):
+        x = self.body(self.stem(x))                 # [N, 8, 2, 2]
+        x = self.line(x.flatten(2))                 # [N, 4, 4]
+        return self.head(x.mean(-1))

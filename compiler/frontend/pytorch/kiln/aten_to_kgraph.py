@@ -71,6 +71,8 @@ class Context:
             value = self.values[arg]
             if isinstance(value, tuple):
                 raise ConversionError(f"{arg} has several results; expected one")
+            if not isinstance(value, Value):
+                raise ConversionError(f"{arg} is {value!r}: not a tensor Kiln holds")
             return value
         raise ConversionError(f"expected a tensor, got {arg!r}")
 
