@@ -380,6 +380,127 @@ Tensor GraphBuilder::logSoftmaxBackward(Tensor gradOutput, Tensor output,
                 : Tensor();
 }
 
+llvm::SmallVector<NamedAttribute>
+GraphBuilder::windowAttrs(const ConvWindow &w) {
+  return {attr("stride", builder.getDenseI64ArrayAttr(w.stride)),
+          attr("padding", builder.getDenseI64ArrayAttr(w.padding)),
+          attr("dilation", builder.getDenseI64ArrayAttr(w.dilation)),
+          attr("groups", builder.getI64IntegerAttr(w.groups))};
+}
+
+llvm::SmallVector<NamedAttribute>
+GraphBuilder::windowAttrs(const PoolWindow &w, bool maxPooling) {
+  llvm::SmallVector<NamedAttribute> attrs = {
+      attr("kernel", builder.getDenseI64ArrayAttr(w.kernel)),
+      attr("stride", builder.getDenseI64ArrayAttr(w.stride)),
+      attr("padding", builder.getDenseI64ArrayAttr(w.padding)),
+      attr("ceil_mode", builder.getBoolAttr(w.ceilMode))};
+  if (maxPooling) {
+    llvm::SmallVector<int64_t, 2> ones(w.kernel.size(), 1);
+    attrs.push_back(attr("dilation", builder.getDenseI64ArrayAttr(
+                                         w.dilation.empty() ? ones : w.dilation)));
+  } else {
+    attrs.push_back(
+        attr("count_include_pad", builder.getBoolAttr(w.countIncludePad)));
+    attrs.push_back(attr("divisor", builder.getI64IntegerAttr(w.divisor)));
+  }
+  return attrs;
+}
+
+/// The element type of `t` as a tensor type of `shape`.
+static RankedTensorType like(Tensor t, llvm::ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(
+      shape, llvm::cast<RankedTensorType>(t.getType()).getElementType());
+}
+
+Tensor GraphBuilder::conv(Tensor x, Tensor weight, Tensor bias,
+                          const ConvWindow &w) {
+  llvm::SmallVector<Tensor, 3> operands = {x, weight};
+  if (bias) {
+    operands.push_back(bias);
+  }
+  return one(make<kg::ConvOp>(operands, windowAttrs(w)));
+}
+
+Tensor GraphBuilder::convInputGrad(Tensor gradOutput, Tensor weight,
+                                   llvm::ArrayRef<int64_t> inputShape,
+                                   const ConvWindow &w) {
+  if (!gradOutput) {
+    return {};
+  }
+  return one(make<kg::ConvInputGradOp>({gradOutput, weight}, windowAttrs(w),
+                                       {like(gradOutput, inputShape)}));
+}
+
+Tensor GraphBuilder::convWeightGrad(Tensor gradOutput, Tensor x,
+                                    llvm::ArrayRef<int64_t> weightShape,
+                                    const ConvWindow &w) {
+  if (!gradOutput) {
+    return {};
+  }
+  return one(make<kg::ConvWeightGradOp>({gradOutput, x}, windowAttrs(w),
+                                        {like(gradOutput, weightShape)}));
+}
+
+GraphBuilder::BatchNorm
+GraphBuilder::batchNorm(Tensor x, Tensor weight, Tensor bias,
+                        Tensor runningMean, Tensor runningVar, bool training,
+                        double momentum, double epsilon) {
+  if (!x || !weight) {
+    return {};
+  }
+  Type channel = weight.getType();
+  Operation *op = make<kg::BatchNormOp>(
+      {x, weight, bias, runningMean, runningVar},
+      {attr("training", builder.getBoolAttr(training)),
+       attr("momentum", builder.getF64FloatAttr(momentum)),
+       attr("epsilon", builder.getF64FloatAttr(epsilon))},
+      {x.getType(), channel, channel, channel, channel});
+  return {one(op, 0), one(op, 1), one(op, 2), one(op, 3), one(op, 4)};
+}
+
+GraphBuilder::BatchNormGrads
+GraphBuilder::batchNormBackward(Tensor gradOutput, Tensor x, Tensor mean,
+                                Tensor rstd, Tensor weight, bool training) {
+  if (!x || !weight) {
+    return {};
+  }
+  Type channel = weight.getType();
+  Operation *op = make<kg::BatchNormBackwardOp>(
+      {gradOutput, x, mean, rstd, weight},
+      {attr("training", builder.getBoolAttr(training))},
+      {x.getType(), channel, channel});
+  return {one(op, 0), one(op, 1), one(op, 2)};
+}
+
+Tensor GraphBuilder::maxPool(Tensor x, const PoolWindow &w) {
+  return one(make<kg::MaxPoolOp>({x}, windowAttrs(w, /*maxPooling=*/true)));
+}
+
+Tensor GraphBuilder::maxPoolBackward(Tensor gradOutput, Tensor x,
+                                     const PoolWindow &w) {
+  if (!x) {
+    return {};
+  }
+  return one(make<kg::MaxPoolBackwardOp>(
+      {gradOutput, x}, windowAttrs(w, /*maxPooling=*/true), {x.getType()}));
+}
+
+Tensor GraphBuilder::avgPool(Tensor x, const PoolWindow &w) {
+  return one(make<kg::AvgPoolOp>({x}, windowAttrs(w, /*maxPooling=*/false)));
+}
+
+Tensor GraphBuilder::avgPoolBackward(Tensor gradOutput,
+                                     llvm::ArrayRef<int64_t> inputShape,
+                                     const PoolWindow &w) {
+  if (!gradOutput) {
+    return {};
+  }
+  return one(make<kg::AvgPoolBackwardOp>(
+      {gradOutput}, windowAttrs(w, /*maxPooling=*/false),
+      {like(gradOutput, inputShape)}));
+}
+
 GraphBuilder::LayerNorm GraphBuilder::layerNorm(Tensor x, Tensor weight,
                                                 Tensor bias,
                                                 int64_t normalizedRank,

@@ -150,6 +150,44 @@ public:
   };
   Dropout dropout(Tensor x, Tensor seed, double p, int64_t stream = 0);
   Tensor allReduce(Tensor x, llvm::StringRef reduction = "sum");
+
+  /// Convolution and pooling windows on [N, C, W] or [N, C, H, W] tensors,
+  /// one entry per spatial dim (see kgraph.conv and kgraph.max_pool).
+  struct ConvWindow {
+    llvm::SmallVector<int64_t, 2> stride, padding, dilation;
+    int64_t groups = 1;
+  };
+  /// `bias` may be null.
+  Tensor conv(Tensor x, Tensor weight, Tensor bias, const ConvWindow &w);
+  Tensor convInputGrad(Tensor gradOutput, Tensor weight,
+                       llvm::ArrayRef<int64_t> inputShape,
+                       const ConvWindow &w);
+  Tensor convWeightGrad(Tensor gradOutput, Tensor x,
+                        llvm::ArrayRef<int64_t> weightShape,
+                        const ConvWindow &w);
+  struct BatchNorm {
+    Tensor output, mean, rstd, runningMean, runningVar;
+  };
+  BatchNorm batchNorm(Tensor x, Tensor weight, Tensor bias,
+                      Tensor runningMean, Tensor runningVar, bool training,
+                      double momentum = 0.1, double epsilon = 1e-5);
+  struct BatchNormGrads {
+    Tensor input, weight, bias;
+  };
+  BatchNormGrads batchNormBackward(Tensor gradOutput, Tensor x, Tensor mean,
+                                   Tensor rstd, Tensor weight, bool training);
+  struct PoolWindow {
+    llvm::SmallVector<int64_t, 2> kernel, stride, padding;
+    llvm::SmallVector<int64_t, 2> dilation = {}; // max pooling; empty: 1s
+    bool ceilMode = false;
+    bool countIncludePad = true; // average pooling
+    int64_t divisor = 0;         // average pooling; 0: the window's count
+  };
+  Tensor maxPool(Tensor x, const PoolWindow &w);
+  Tensor maxPoolBackward(Tensor gradOutput, Tensor x, const PoolWindow &w);
+  Tensor avgPool(Tensor x, const PoolWindow &w);
+  Tensor avgPoolBackward(Tensor gradOutput, llvm::ArrayRef<int64_t> inputShape,
+                         const PoolWindow &w);
   /// Marks `grad` as parameter `parameter`'s gradient, which a step compiled
   /// for several workers averages across them (kgraph.gradient).
   Tensor gradient(Tensor grad, llvm::StringRef parameter);
@@ -171,6 +209,9 @@ private:
   mlir::RankedTensorType tensorType(proto::DType dtype,
                                     llvm::ArrayRef<int64_t> shape);
   mlir::NamedAttribute attr(llvm::StringRef name, mlir::Attribute value);
+  llvm::SmallVector<mlir::NamedAttribute> windowAttrs(const ConvWindow &w);
+  llvm::SmallVector<mlir::NamedAttribute> windowAttrs(const PoolWindow &w,
+                                                      bool maxPooling);
   void recordError(const llvm::Twine &message);
 
   mlir::MLIRContext &context;

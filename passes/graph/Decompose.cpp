@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/graph/DecomposeWindows.h"
 #include "passes/graph/GraphEmitter.h"
 #include "passes/graph/Passes.h"
 
@@ -462,7 +463,9 @@ std::optional<Values> decompose(GraphEmitter &e, Operation *op) {
         }
         return R(iota(e, o));
       })
-      .Default([](Operation *) { return std::nullopt; });
+      .Default([&](Operation *other) {
+        return kiln::graph_passes::decomposeWindowOp(e, other);
+      });
 }
 
 struct KGraphDecompose

@@ -80,6 +80,35 @@ Value GraphEmitter::transpose(Value x, llvm::ArrayRef<int64_t> permutation) {
                              b.getDenseI64ArrayAttr(permutation));
 }
 
+Value GraphEmitter::slice(Value x, llvm::ArrayRef<int64_t> start,
+                          llvm::ArrayRef<int64_t> limit,
+                          llvm::ArrayRef<int64_t> stride) {
+  llvm::ArrayRef<int64_t> shape = shapeOf(x);
+  bool whole = true;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    whole &= start[d] == 0 && limit[d] == shape[d] && stride[d] == 1;
+  }
+  if (whole) {
+    return x;
+  }
+  return SliceOp::create(b, loc, x, b.getDenseI64ArrayAttr(start),
+                         b.getDenseI64ArrayAttr(limit),
+                         b.getDenseI64ArrayAttr(stride));
+}
+
+Value GraphEmitter::concat(llvm::ArrayRef<Value> values, int64_t dim) {
+  llvm::SmallVector<Value> parts;
+  for (Value v : values) {
+    if (shapeOf(v)[dim] > 0) {
+      parts.push_back(v);
+    }
+  }
+  if (parts.size() == 1) {
+    return parts.front();
+  }
+  return ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(dim));
+}
+
 Value GraphEmitter::broadcast(Value x, llvm::ArrayRef<int64_t> shape) {
   if (shapeOf(x) == shape) {
     return x;

@@ -48,6 +48,12 @@ public:
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value transpose(mlir::Value x, llvm::ArrayRef<int64_t> permutation);
   mlir::Value broadcast(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  /// x[start:limit:stride] in every dim (x itself when that is all of it).
+  mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> start,
+                    llvm::ArrayRef<int64_t> limit,
+                    llvm::ArrayRef<int64_t> stride);
+  /// The values joined along `dim`, skipping empty ones (one: itself).
+  mlir::Value concat(llvm::ArrayRef<mlir::Value> values, int64_t dim);
   mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> dims,
                         bool keepdim);
   mlir::Value reduceMax(mlir::Value x, llvm::ArrayRef<int64_t> dims,

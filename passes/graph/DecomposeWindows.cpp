@@ -1,0 +1,376 @@
+//===- DecomposeWindows.cpp - batch norm, pooling and bias to primitives -===//
+//
+// Batch norm is its definition over the [N, S...] values of each channel.
+// A pooling window is a set of taps, each a strided slice of the padded
+// input (a view the tile phase does not copy); the forward folds the taps
+// with max or add, and the backward places each tap's share of the
+// gradient back where the tap read (the slice's transpose: zeros between
+// the strided positions) and sums. Max pooling's backward gives each
+// window's gradient to its first maximum, as PyTorch does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/DecomposeWindows.h"
+
+#include "dialects/kgraph/KGraphWindow.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln::kgraph;
+
+namespace kiln::graph_passes {
+
+namespace {
+
+using Values = llvm::SmallVector<Value>;
+
+Shape channelShape(Value x) {
+  Shape shape(GraphEmitter::shapeOf(x).size(), 1);
+  shape[1] = GraphEmitter::shapeOf(x)[1];
+  return shape;
+}
+
+Shape allButChannels(Value x) {
+  Shape dims = {0};
+  for (int64_t d = 2; d < GraphEmitter::typeOf(x).getRank(); ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+/// The number of values each channel normalises over.
+double perChannelCount(Value x) {
+  auto type = GraphEmitter::typeOf(x);
+  return static_cast<double>(type.getNumElements() / type.getDimSize(1));
+}
+
+Values batchNorm(GraphEmitter &e, BatchNormOp op) {
+  Value x = op.getInput();
+  Type t = GraphEmitter::elementOf(x);
+  Shape dims = allButChannels(x), perChannel = channelShape(x);
+  int64_t channels = perChannel[1];
+  double count = perChannelCount(x);
+  auto spread = [&](Value v) { return e.reshape(v, perChannel); };
+  auto flat = [&](Value v) { return e.reshape(v, {channels}); };
+  Value mean, var;
+  if (op.getTraining()) {
+    mean = e.mul(e.reduceSum(x, dims, true), e.scalar(1.0 / count, t));
+    Value centred = e.sub(x, mean);
+    var = e.mul(e.reduceSum(e.mul(centred, centred), dims, true),
+                e.scalar(1.0 / count, t));
+  } else {
+    mean = spread(op.getRunningMean());
+    var = spread(op.getRunningVar());
+  }
+  double eps = op.getEpsilon().convertToDouble();
+  Value rstd = e.rsqrt(e.add(var, e.scalar(eps, t)));
+  Value y = e.add(e.mul(e.mul(e.sub(x, mean), rstd), spread(op.getWeight())),
+                  spread(op.getBias()));
+  Value nextMean = op.getRunningMean(), nextVar = op.getRunningVar();
+  if (op.getTraining()) {
+    double m = op.getMomentum().convertToDouble();
+    nextMean = e.add(e.mul(nextMean, e.scalar(1.0 - m, t)),
+                     e.mul(flat(mean), e.scalar(m, t)));
+    nextVar = e.add(e.mul(nextVar, e.scalar(1.0 - m, t)),
+                    e.mul(flat(var), e.scalar(m * count / (count - 1.0), t)));
+  }
+  return {y, flat(mean), flat(rstd), nextMean, nextVar};
+}
+
+Values batchNormBackward(GraphEmitter &e, BatchNormBackwardOp op) {
+  Value g = op.getGradOutput(), x = op.getInput();
+  Type t = GraphEmitter::elementOf(x);
+  Shape dims = allButChannels(x), perChannel = channelShape(x);
+  auto spread = [&](Value v) { return e.reshape(v, perChannel); };
+  Value rstd = spread(op.getRstd());
+  Value xhat = e.mul(e.sub(x, spread(op.getMean())), rstd);
+  Value sumG = e.reduceSum(g, dims, true);
+  Value sumGX = e.reduceSum(e.mul(g, xhat), dims, true);
+  Value gi = g;
+  if (op.getTraining()) {
+    gi = e.sub(g, e.mul(e.add(sumG, e.mul(xhat, sumGX)),
+                        e.scalar(1.0 / perChannelCount(x), t)));
+  }
+  Value gx = e.mul(gi, e.mul(spread(op.getWeight()), rstd));
+  return {gx, e.reshape(sumGX, {perChannel[1]}),
+          e.reshape(sumG, {perChannel[1]})};
+}
+
+/// Where a window's taps read in the padded input: padding `lo` before
+/// each spatial dim, and the padded size the last window needs.
+struct Padded {
+  Shape lo, hi, size;
+};
+
+Padded paddingOf(const Window &w, llvm::ArrayRef<int64_t> input) {
+  Padded p;
+  for (size_t d = 0; d < w.spatialRank(); ++d) {
+    int64_t in = input[2 + d], out = w.outputSize(d, in);
+    int64_t needed = (out - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
+    p.lo.push_back(w.padding[d]);
+    p.hi.push_back(std::max<int64_t>(0, needed - in - w.padding[d]));
+    p.size.push_back(in + p.lo[d] + p.hi.back());
+  }
+  return p;
+}
+
+/// `x` with `before` and `after` elements of `fill` around it along `dim`.
+Value surround(GraphEmitter &e, Value x, int64_t dim, int64_t before,
+               int64_t after, double fill) {
+  Type t = GraphEmitter::elementOf(x);
+  llvm::SmallVector<Value, 3> parts;
+  Shape shape(GraphEmitter::shapeOf(x));
+  if (before > 0) {
+    shape[dim] = before;
+    parts.push_back(e.splat(fill, shape, t));
+  }
+  parts.push_back(x);
+  if (after > 0) {
+    shape[dim] = after;
+    parts.push_back(e.splat(fill, shape, t));
+  }
+  return e.concat(parts, dim);
+}
+
+Value pad(GraphEmitter &e, Value x, const Padded &p, double fill) {
+  for (size_t d = 0; d < p.lo.size(); ++d) {
+    x = surround(e, x, 2 + d, p.lo[d], p.hi[d], fill);
+  }
+  return x;
+}
+
+/// Every tap of the window as an index per spatial dim, row-major.
+llvm::SmallVector<Shape> tapsOf(const Window &w) {
+  llvm::SmallVector<Shape> taps = {{}};
+  for (int64_t k : w.kernel) {
+    llvm::SmallVector<Shape> next;
+    for (const Shape &tap : taps) {
+      for (int64_t r = 0; r < k; ++r) {
+        next.push_back(tap);
+        next.back().push_back(r);
+      }
+    }
+    taps = std::move(next);
+  }
+  return taps;
+}
+
+/// What tap `tap` reads of the padded input `xp` for every output position.
+Value tapSlice(GraphEmitter &e, Value xp, const Window &w, const Shape &tap,
+               llvm::ArrayRef<int64_t> out) {
+  Shape shape(GraphEmitter::shapeOf(xp));
+  Shape start(shape.size(), 0), limit(shape), stride(shape.size(), 1);
+  for (size_t d = 0; d < tap.size(); ++d) {
+    start[2 + d] = tap[d] * w.dilation[d];
+    stride[2 + d] = w.stride[d];
+    limit[2 + d] = start[2 + d] + (out[2 + d] - 1) * w.stride[d] + 1;
+  }
+  return e.slice(xp, start, limit, stride);
+}
+
+/// The transpose of tapSlice: `v` (one value per output position) placed
+/// where tap `tap` read in the padded input of size `p.size`, zeros
+/// elsewhere.
+Value place(GraphEmitter &e, Value v, const Window &w, const Shape &tap,
+            const Padded &p) {
+  Type t = GraphEmitter::elementOf(v);
+  for (size_t d = 0; d < tap.size(); ++d) {
+    int64_t dim = 2 + d, s = w.stride[d];
+    Shape shape(GraphEmitter::shapeOf(v));
+    int64_t out = shape[dim];
+    if (s > 1) {
+      // Each value followed by s - 1 zeros: [.., out, 1, ..] beside
+      // [.., out, s - 1, ..], merged.
+      Shape one(shape), zeros(shape), merged(shape);
+      one.insert(one.begin() + dim + 1, 1);
+      zeros.insert(zeros.begin() + dim + 1, s - 1);
+      merged[dim] = out * s;
+      v = e.reshape(e.concat({e.reshape(v, one), e.splat(0.0, zeros, t)},
+                             dim + 1),
+                    merged);
+    }
+    int64_t offset = tap[d] * w.dilation[d];
+    int64_t length = out * s, trailing = p.size[d] - offset - length;
+    if (trailing < 0) {
+      // The zeros after the last strided value run past the end.
+      Shape start(shape.size(), 0), limit(GraphEmitter::shapeOf(v)),
+          step(shape.size(), 1);
+      limit[dim] = length + trailing;
+      v = e.slice(v, start, limit, step);
+      trailing = 0;
+    }
+    v = surround(e, v, dim, offset, trailing, 0.0);
+  }
+  return v;
+}
+
+/// The padded input's part inside the input.
+Value crop(GraphEmitter &e, Value padded, const Padded &p,
+           llvm::ArrayRef<int64_t> input) {
+  Shape start(input.size(), 0), limit(input), stride(input.size(), 1);
+  for (size_t d = 0; d < p.lo.size(); ++d) {
+    start[2 + d] = p.lo[d];
+    limit[2 + d] = p.lo[d] + input[2 + d];
+  }
+  return e.slice(padded, start, limit, stride);
+}
+
+double lowest(Type t) {
+  return APFloat::getLargest(llvm::cast<FloatType>(t).getFloatSemantics(),
+                             /*Negative=*/true)
+      .convertToDouble();
+}
+
+Value maxOf(GraphEmitter &e, Value a, Value b) {
+  return MaxOp::create(e.builder(), e.location(), a, b);
+}
+
+/// The window's maximum at every output position, from the taps' slices.
+Value foldMax(GraphEmitter &e, llvm::ArrayRef<Value> slices) {
+  Value y = slices.front();
+  for (Value s : slices.drop_front()) {
+    y = maxOf(e, y, s);
+  }
+  return y;
+}
+
+Values maxPool(GraphEmitter &e, MaxPoolOp op) {
+  Window w = windowOf(op);
+  Value x = op.getInput();
+  Padded p = paddingOf(w, GraphEmitter::shapeOf(x));
+  Value xp = pad(e, x, p, lowest(GraphEmitter::elementOf(x)));
+  Values slices;
+  for (const Shape &tap : tapsOf(w)) {
+    slices.push_back(
+        tapSlice(e, xp, w, tap, GraphEmitter::shapeOf(op.getOutput())));
+  }
+  return {foldMax(e, slices)};
+}
+
+Values maxPoolBackward(GraphEmitter &e, MaxPoolBackwardOp op) {
+  Window w = windowOf(op);
+  Value x = op.getInput(), g = op.getGradOutput();
+  Type t = GraphEmitter::elementOf(x);
+  Padded p = paddingOf(w, GraphEmitter::shapeOf(x));
+  Value xp = pad(e, x, p, lowest(t));
+  llvm::SmallVector<Shape> taps = tapsOf(w);
+  Values slices;
+  for (const Shape &tap : taps) {
+    slices.push_back(tapSlice(e, xp, w, tap, GraphEmitter::shapeOf(g)));
+  }
+  Value y = foldMax(e, slices);
+  Value taken, sum;
+  for (auto [tap, slice] : llvm::zip(taps, slices)) {
+    Value hit = e.compare("eq", slice, y);
+    Value first = hit;
+    if (taken) {
+      first = AndOp::create(e.builder(), e.location(), hit,
+                            NotOp::create(e.builder(), e.location(), taken));
+      taken = OrOp::create(e.builder(), e.location(), taken, hit);
+    } else {
+      taken = hit;
+    }
+    Value share = place(e, e.mul(g, e.cast(first, t)), w, tap, p);
+    sum = sum ? e.add(sum, share) : share;
+  }
+  return {crop(e, sum, p, GraphEmitter::shapeOf(x))};
+}
+
+/// What avg_pool divides each output position's sum by, shaped to
+/// broadcast against the output ([1, 1, O...]).
+template <typename PoolOp>
+Value divisors(GraphEmitter &e, PoolOp op, llvm::ArrayRef<int64_t> input,
+               llvm::ArrayRef<int64_t> output, Type t) {
+  Window w = windowOf(op);
+  Shape shape(output.size(), 1), spatial(input.drop_front(2));
+  llvm::SmallVector<double> values;
+  Shape at(w.spatialRank(), 0);
+  int64_t positions = 1;
+  for (size_t d = 0; d < w.spatialRank(); ++d) {
+    shape[2 + d] = output[2 + d];
+    positions *= output[2 + d];
+  }
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t rest = i;
+    for (int64_t d = w.spatialRank() - 1; d >= 0; --d) {
+      at[d] = rest % output[2 + d];
+      rest /= output[2 + d];
+    }
+    values.push_back(static_cast<double>(avgPoolDivisor(
+        w, spatial, at, op.getCountIncludePad(), op.getDivisor())));
+  }
+  if (llvm::all_equal(values)) {
+    return e.scalar(values.front(), t);
+  }
+  auto type = RankedTensorType::get(shape, t);
+  llvm::SmallVector<APFloat> elements;
+  for (double v : values) {
+    APFloat f(v);
+    bool lost;
+    f.convert(llvm::cast<FloatType>(t).getFloatSemantics(),
+              APFloat::rmNearestTiesToEven, &lost);
+    elements.push_back(f);
+  }
+  return ConstantOp::create(e.builder(), e.location(),
+                            DenseElementsAttr::get(type, elements));
+}
+
+Values avgPool(GraphEmitter &e, AvgPoolOp op) {
+  Window w = windowOf(op);
+  Value x = op.getInput();
+  llvm::ArrayRef<int64_t> out = GraphEmitter::shapeOf(op.getOutput());
+  Padded p = paddingOf(w, GraphEmitter::shapeOf(x));
+  Value xp = pad(e, x, p, 0.0);
+  Value sum;
+  for (const Shape &tap : tapsOf(w)) {
+    Value s = tapSlice(e, xp, w, tap, out);
+    sum = sum ? e.add(sum, s) : s;
+  }
+  return {e.div(sum, divisors(e, op, GraphEmitter::shapeOf(x), out,
+                              GraphEmitter::elementOf(x)))};
+}
+
+Values avgPoolBackward(GraphEmitter &e, AvgPoolBackwardOp op) {
+  Window w = windowOf(op);
+  Value g = op.getGradOutput();
+  llvm::ArrayRef<int64_t> input = GraphEmitter::shapeOf(op.getGradInput());
+  Padded p = paddingOf(w, input);
+  Value share = e.div(g, divisors(e, op, input, GraphEmitter::shapeOf(g),
+                                  GraphEmitter::elementOf(g)));
+  Value sum;
+  for (const Shape &tap : tapsOf(w)) {
+    Value placed = place(e, share, w, tap, p);
+    sum = sum ? e.add(sum, placed) : placed;
+  }
+  return {crop(e, sum, p, input)};
+}
+
+std::optional<Values> convBias(GraphEmitter &e, ConvOp op) {
+  Value bias = op.getBias();
+  if (!bias) {
+    return std::nullopt;
+  }
+  Value y = ConvOp::create(e.builder(), e.location(), op.getInput(),
+                           op.getWeight(), Value(), op.getStrideAttr(),
+                           op.getPaddingAttr(), op.getDilationAttr(),
+                           op.getGroupsAttr());
+  return Values{e.add(y, e.reshape(bias, channelShape(y)))};
+}
+
+} // namespace
+
+std::optional<Values> decomposeWindowOp(GraphEmitter &e, Operation *op) {
+  using R = std::optional<Values>;
+  return llvm::TypeSwitch<Operation *, R>(op)
+      .Case([&](ConvOp o) { return convBias(e, o); })
+      .Case([&](BatchNormOp o) { return R(batchNorm(e, o)); })
+      .Case([&](BatchNormBackwardOp o) { return R(batchNormBackward(e, o)); })
+      .Case([&](MaxPoolOp o) { return R(maxPool(e, o)); })
+      .Case([&](MaxPoolBackwardOp o) { return R(maxPoolBackward(e, o)); })
+      .Case([&](AvgPoolOp o) { return R(avgPool(e, o)); })
+      .Case([&](AvgPoolBackwardOp o) { return R(avgPoolBackward(e, o)); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+} // namespace kiln::graph_passes

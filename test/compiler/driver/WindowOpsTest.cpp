@@ -1,0 +1,119 @@
+//===- WindowOpsTest.cpp - convolutions, batch norm and pooling compiled --===//
+//
+// Each op compiled, run on the simulator with the hazard checker on, and
+// compared with the reference interpreter, over the window shapes CNNs use
+// and the edges (padding, ceil mode, dilation, groups, odd sizes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/compiler/driver/Differential.h"
+
+#include "compiler/builder/GraphBuilder.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+using Build = std::function<void(GraphBuilder &)>;
+
+void expectMatches(const Build &build, DiffOptions options = {}) {
+  mlir::MLIRContext context;
+  GraphBuilder b(context, "step");
+  build(b);
+  auto graph = b.finishGraph();
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  auto report = compileAndCompare(*graph, options);
+  ASSERT_TRUE(static_cast<bool>(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->hazards, 0u) << report->worst;
+  EXPECT_LE(report->worstExcess, 1.0) << report->worst;
+}
+
+Tensor in(GraphBuilder &b, const char *name, llvm::ArrayRef<int64_t> shape) {
+  return b.input(name, proto::F32, shape, proto::BATCH_INPUT);
+}
+
+void out(GraphBuilder &b, Tensor t, const char *name) {
+  b.output(name, t, proto::METRIC);
+}
+
+TEST(WindowOpsTest, BatchNormTrainingAndEvalWithBackward) {
+  for (bool training : {true, false}) {
+    for (llvm::SmallVector<int64_t, 4> shape :
+         {llvm::SmallVector<int64_t, 4>{4, 3, 5, 5}, {2, 130, 3, 3}, {8, 7, 13}}) {
+      SCOPED_TRACE(training ? "training" : "eval");
+      expectMatches([&](GraphBuilder &b) {
+        int64_t c = shape[1];
+        Tensor x = in(b, "x", shape), g = in(b, "g", shape);
+        Tensor w = in(b, "w", {c}), bias = in(b, "b", {c});
+        Tensor rm = in(b, "rm", {c}), rv = b.add(in(b, "rv", {c}), b.scalar(2));
+        auto bn = b.batchNorm(x, w, bias, rm, rv, training, 0.1, 1e-5);
+        out(b, bn.output, "y");
+        out(b, bn.runningMean, "rm2");
+        out(b, bn.runningVar, "rv2");
+        auto grads = b.batchNormBackward(g, x, bn.mean, bn.rstd, w, training);
+        out(b, grads.input, "gx");
+        out(b, grads.weight, "gw");
+        out(b, grads.bias, "gb");
+      });
+    }
+  }
+}
+
+struct PoolCase {
+  llvm::SmallVector<int64_t, 4> shape;
+  GraphBuilder::PoolWindow window;
+};
+
+TEST(WindowOpsTest, PoolingAndBackwardsMatchReference) {
+  std::vector<PoolCase> cases = {
+      {{2, 3, 8, 8}, {{2, 2}, {2, 2}, {0, 0}}},
+      {{2, 4, 9, 9}, {{3, 3}, {2, 2}, {1, 1}}},           // ResNet's stem
+      {{1, 2, 7, 7}, {{2, 2}, {2, 2}, {0, 0}, {}, true}}, // ceil mode
+      {{1, 2, 7, 6}, {{3, 2}, {1, 2}, {1, 0}, {2, 1}}},   // dilated rows
+      {{3, 5, 13}, {{3}, {2}, {1}}},                      // 1-d
+  };
+  for (const PoolCase &c : cases) {
+    for (bool countIncludePad : {true, false}) {
+      GraphBuilder::PoolWindow w = c.window;
+      w.countIncludePad = countIncludePad;
+      bool dilated = !w.dilation.empty() &&
+                     llvm::any_of(w.dilation, [](int64_t d) { return d > 1; });
+      expectMatches([&](GraphBuilder &b) {
+        Tensor x = in(b, "x", c.shape);
+        Tensor y = b.maxPool(x, w);
+        out(b, y, "max");
+        out(b, b.maxPoolBackward(b.mul(y, y), x, w), "max_grad");
+        if (!dilated) {
+          GraphBuilder::PoolWindow a = w;
+          a.dilation.clear();
+          Tensor avg = b.avgPool(x, a);
+          out(b, avg, "avg");
+          out(b, b.avgPoolBackward(b.mul(avg, avg), c.shape, a), "avg_grad");
+        }
+      });
+    }
+  }
+}
+
+TEST(WindowOpsTest, MaxPoolBackwardGivesTiesToTheFirstMaximum) {
+  // ReLU before max pooling makes ties common: every tie's gradient goes
+  // to its window's first maximum, as PyTorch's indices say.
+  DiffOptions options;
+  options.floats = Range{-1.0, 0.5};
+  expectMatches(
+      [&](GraphBuilder &b) {
+        Tensor x = b.relu(in(b, "x", {2, 3, 9, 9}));
+        GraphBuilder::PoolWindow w{{3, 3}, {2, 2}, {1, 1}};
+        out(b, b.maxPoolBackward(in(b, "g", {2, 3, 5, 5}), x, w), "gx");
+      },
+      options);
+}
+
+} // namespace
