@@ -4,7 +4,7 @@
 // plan the planning passes recorded (TilePlan.h): TileLowering.cpp walks
 // the function in program order and dispatches each op to its family's
 // lowering (LowerDataMovement.cpp, LowerGroups.cpp, LowerProducts.cpp,
-// LowerEmbedding.cpp). Private to the tile passes.
+// LowerEmbedding.cpp, LowerConvolution.cpp). Private to the tile passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +30,7 @@ public:
 private:
   mlir::LogicalResult lowerOp(mlir::Operation *op);
   // One family of ops each (LowerDataMovement.cpp, LowerGroups.cpp,
-  // LowerProducts.cpp, LowerEmbedding.cpp).
+  // LowerProducts.cpp, LowerEmbedding.cpp, LowerConvolution.cpp).
   mlir::LogicalResult lowerConstant(kgraph::ConstantOp c);
   mlir::LogicalResult lowerReshape(kgraph::ReshapeOp r);
   mlir::LogicalResult lowerTranspose(kgraph::TransposeOp t);
@@ -47,6 +47,7 @@ private:
   llvm::SmallVector<HbmView, 1> sumsBeside(kgraph::MatmulOp m);
   void addEpilogueSums(kgraph::MatmulOp m, Epilogue &e);
   mlir::LogicalResult lowerEmbeddingOp(kgraph::EmbeddingOp e);
+  mlir::LogicalResult lowerConvolutionOp(mlir::Operation *op);
   mlir::LogicalResult lowerScatterOp(kgraph::ScatterRowsOp scatter);
   /// Binds `value` to `view` (lowered: its data is there).
   void bindView(mlir::Value value, HbmView view);

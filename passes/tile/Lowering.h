@@ -196,6 +196,9 @@ public:
                    llvm::MutableArrayRef<LoopColumnSum> columnSums = {},
                    RowChain *chain = nullptr);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
+  /// A convolution, or its input or weight gradient, into `dst` (see
+  /// LowerConvolution.cpp).
+  mlir::LogicalResult lowerConvolution(mlir::Operation *op, const HbmView &dst);
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,
                                      const HbmView &dst);

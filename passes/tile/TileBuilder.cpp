@@ -443,4 +443,43 @@ void TileBuilder::transpose(const Tile &dst, const Tile &src) {
   emit("transpose", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}});
 }
 
+kisa::AccessPatternAttr TileBuilder::pattern(const TileWindow &window) {
+  assert(!window.free.empty() && window.free.size() <= isa::kMaxRank);
+  const Tile &t = window.tile;
+  isa::AccessPattern ap;
+  ap.memory = *ktile::memoryOf(llvm::cast<MemRefType>(t.buffer.getType()));
+  ap.dtype = t.dtype;
+  ap.partition = static_cast<uint16_t>(t.partition);
+  ap.partitions = static_cast<uint16_t>(t.rows);
+  ap.offset = t.offset + window.at * isa::dtypeBytes(t.dtype);
+  ap.rank = static_cast<uint8_t>(window.free.size());
+  for (auto [d, dim] : llvm::enumerate(window.free)) {
+    ap.strides[d] = dim.stride;
+    ap.sizes[d] = dim.size;
+  }
+  return kisa::toAttr(b.getContext(), ap);
+}
+
+void TileBuilder::matmul(const Tile &dst, const Tile &stationary,
+                         const TileWindow &moving, bool accumulate) {
+  emit("matmul",
+       {{dst.buffer, pattern(dst)},
+        {stationary.buffer, pattern(stationary)},
+        {moving.tile.buffer, pattern(moving)}},
+       {b.getNamedAttr("accumulate", b.getBoolAttr(accumulate))});
+}
+
+void TileBuilder::transpose(const Tile &dst, const TileWindow &src) {
+  emit("transpose",
+       {{dst.buffer, pattern(dst)}, {src.tile.buffer, pattern(src)}});
+}
+
+void TileBuilder::load(const TileWindow &dst, const HbmView &view,
+                       int64_t offset, int64_t rowStride,
+                       llvm::ArrayRef<FreeDim> free) {
+  emit("dma_copy",
+       {{dst.tile.buffer, pattern(dst)},
+        {view.buffer, pattern(view, offset, dst.tile.rows, rowStride, free)}});
+}
+
 } // namespace kiln::tile_passes

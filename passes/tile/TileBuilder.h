@@ -87,6 +87,15 @@ struct Tile {
   Tile withRows(int64_t first, int64_t n) const;
 };
 
+/// A tile's elements read with a free axis of several dimensions (a
+/// convolution's window over an input band): in each partition, from
+/// element `at` on, `free` (stride, size) outermost first.
+struct TileWindow {
+  Tile tile;
+  int64_t at = 0;
+  llvm::SmallVector<FreeDim, 2> free;
+};
+
 class TileBuilder {
 public:
   TileBuilder(mlir::OpBuilder &builder, mlir::Location loc,
@@ -178,6 +187,14 @@ public:
   void matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
               bool accumulate);
   void transpose(const Tile &dst, const Tile &src);
+  /// The same with a window for the moving operand, the transposed source
+  /// or the load's destination.
+  kisa::AccessPatternAttr pattern(const TileWindow &window);
+  void matmul(const Tile &dst, const Tile &stationary,
+              const TileWindow &moving, bool accumulate);
+  void transpose(const Tile &dst, const TileWindow &src);
+  void load(const TileWindow &dst, const HbmView &view, int64_t offset,
+            int64_t rowStride, llvm::ArrayRef<FreeDim> free);
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }

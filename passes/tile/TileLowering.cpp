@@ -222,6 +222,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           [&](Operation *r) { return lowerReduction(r); })
       .Case([&](MatmulOp m) { return lowerMatmulOp(m); })
       .Case([&](EmbeddingOp e) { return lowerEmbeddingOp(e); })
+      .Case<ConvOp, ConvInputGradOp, ConvWeightGradOp>(
+          [&](Operation *c) { return lowerConvolutionOp(c); })
       .Case([&](ScatterRowsOp s) { return lowerScatterOp(s); })
       .Case([&](AllReduceOp ar) {
         return lowerCollective(ar.getInput(), ar.getOutput(),

@@ -116,4 +116,66 @@ TEST(WindowOpsTest, MaxPoolBackwardGivesTiesToTheFirstMaximum) {
       options);
 }
 
+struct ConvCase {
+  llvm::SmallVector<int64_t, 4> input; // [N, C, S...]
+  int64_t outChannels, kernel, stride, padding, dilation, groups;
+};
+
+std::string describe(const ConvCase &c) {
+  std::string s = "input [";
+  for (int64_t d : c.input) {
+    s += std::to_string(d) + " ";
+  }
+  return s + "] K " + std::to_string(c.outChannels) + " kernel " +
+         std::to_string(c.kernel) + " stride " + std::to_string(c.stride) +
+         " padding " + std::to_string(c.padding) + " dilation " +
+         std::to_string(c.dilation) + " groups " + std::to_string(c.groups);
+}
+
+/// The convolution, its input gradient and its weight gradient of `c`,
+/// compiled against the reference interpreter.
+void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
+  SCOPED_TRACE(describe(c));
+  size_t spatial = c.input.size() - 2;
+  GraphBuilder::ConvWindow w{
+      llvm::SmallVector<int64_t, 2>(spatial, c.stride),
+      llvm::SmallVector<int64_t, 2>(spatial, c.padding),
+      llvm::SmallVector<int64_t, 2>(spatial, c.dilation), c.groups};
+  llvm::SmallVector<int64_t, 4> weight = {c.outChannels,
+                                          c.input[1] / c.groups};
+  llvm::SmallVector<int64_t, 4> output = {c.input[0], c.outChannels};
+  for (size_t d = 0; d < spatial; ++d) {
+    weight.push_back(c.kernel);
+    output.push_back((c.input[2 + d] + 2 * c.padding -
+                      c.dilation * (c.kernel - 1) - 1) /
+                         c.stride +
+                     1);
+  }
+  // Sums of up to C * R * S products: scale the tolerance with them.
+  options.atol = 1e-6 * static_cast<double>(weight[1] * c.kernel * c.kernel);
+  expectMatches(
+      [&](GraphBuilder &b) {
+        Tensor x = in(b, "x", c.input), k = in(b, "w", weight);
+        Tensor g = in(b, "g", output);
+        out(b, b.conv(x, k, {}, w), "y");
+        out(b, b.convInputGrad(g, k, c.input, w), "gx");
+        out(b, b.convWeightGrad(g, x, weight, w), "gw");
+      },
+      options);
+}
+
+TEST(WindowOpsTest, ConvolutionsAndGradientsMatchReference) {
+  for (const ConvCase &c : std::vector<ConvCase>{
+           {{2, 3, 8, 8}, 4, 3, 1, 1, 1, 1},
+           {{1, 4, 9, 7}, 6, 3, 2, 1, 1, 2},
+           {{2, 8, 7, 7}, 8, 5, 1, 2, 1, 8},   // depthwise
+           {{1, 3, 13, 13}, 5, 3, 2, 0, 2, 1}, // dilated
+           {{2, 6, 13}, 4, 5, 2, 3, 1, 1},     // 1-d
+           {{1, 130, 5, 5}, 129, 1, 1, 0, 1, 1},
+           {{1, 2, 33, 33}, 3, 7, 2, 3, 1, 1}, // a ResNet stem
+       }) {
+    expectConvMatches(c);
+  }
+}
+
 } // namespace

@@ -1,0 +1,512 @@
+//===- LowerConvolution.cpp - convolutions and their gradients on TensorE ===//
+//
+// A convolution runs as matmuls that accumulate over kernel taps and
+// input-channel tiles in PSUM, with channels on the partitions:
+//
+//   out[k, pixels] += weight_tap[c, k]^T . band[c, window(tap, pixels)]
+//
+// Each block of output pixels (at most 512, one PSUM bank) reads a band of
+// the input: the rows and columns its windows cover, loaded once into SBUF
+// inside a zero field so that padding reads zeros. Each tap's moving
+// operand is an access pattern over that band (rows `stride` apart,
+// columns `stride` apart, shifted by the tap), never a copy: no im2col
+// tensor exists anywhere. The weights of a tile of input and output
+// channels load once, all taps side by side.
+//
+// The input gradient is the transposed convolution: the same kernel on
+// the output gradient spread `stride` apart in its band (zeros between),
+// with the taps flipped and the weight's channel roles swapped. The weight
+// gradient contracts over pixels, which must lie on the partitions: per
+// block of 128 pixels the output gradient and each tap's input window are
+// transposed on TensorE, and their product accumulates in PSUM over the
+// whole batch.
+//
+// Groups run one after another, each with its own channel tiles, so every
+// tile starts at partition 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tile/FunctionLowering.h"
+
+#include "dialects/kgraph/KGraphWindow.h"
+
+using namespace mlir;
+using namespace kiln::kgraph;
+
+namespace kiln::tile_passes {
+
+namespace {
+
+constexpr int64_t kPartitions = 128;
+constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// Channels-first strides as [n, c, row, column] (1-d: rows of one).
+struct Strides4 {
+  int64_t n = 0, c = 0, row = 0, col = 0;
+  explicit Strides4(const HbmView &v) {
+    n = v.strides[0];
+    c = v.strides[1];
+    col = v.strides.back();
+    row = v.strides.size() == 4 ? v.strides[2] : 0;
+  }
+};
+
+/// out[n, k, oy, ox] = sum over c in k's group and taps (ry, rx) of
+/// band(n, c)[oy * stride + ry * dilation][ox * stride + rx * dilation] .
+/// weight(k, c, ry, rx), where band(n, c) holds input element (iy, ix) at
+/// (padLo + iy * spacing) in each dim and zeros elsewhere.
+struct ConvGeometry {
+  int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
+  int64_t in[2] = {1, 1}, out[2] = {1, 1};
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
+  int64_t padLo[2] = {0, 0}, spacing[2] = {1, 1};
+  int64_t taps() const { return kernel[0] * kernel[1]; }
+  int64_t inPerGroup() const { return inChannels / groups; }
+  int64_t outPerGroup() const { return outChannels / groups; }
+};
+
+/// Sizes as two spatial dims ([W] as [1, W]).
+void spatial2d(llvm::ArrayRef<int64_t> values, int64_t (&out)[2],
+               int64_t fill) {
+  out[0] = values.size() == 2 ? values[0] : fill;
+  out[1] = values.back();
+}
+
+/// The geometry of kgraph.conv (input x, output y) from its window.
+ConvGeometry forwardGeometry(const Window &w, llvm::ArrayRef<int64_t> x,
+                             llvm::ArrayRef<int64_t> y, int64_t groups) {
+  ConvGeometry g;
+  g.batch = x[0];
+  g.inChannels = x[1];
+  g.outChannels = y[1];
+  g.groups = groups;
+  spatial2d(x.drop_front(2), g.in, 1);
+  spatial2d(y.drop_front(2), g.out, 1);
+  spatial2d(w.kernel, g.kernel, 1);
+  spatial2d(w.stride, g.stride, 1);
+  spatial2d(w.dilation, g.dilation, 1);
+  spatial2d(w.padding, g.padLo, 0);
+  return g;
+}
+
+/// The input gradient as a convolution of the output gradient: stride 1
+/// over the gradient spread `stride` apart, the kernel flipped, padded so
+/// that input position i reads the output positions whose taps read it.
+ConvGeometry inputGradGeometry(const ConvGeometry &f) {
+  ConvGeometry g = f;
+  g.inChannels = f.outChannels;
+  g.outChannels = f.inChannels;
+  for (int d = 0; d < 2; ++d) {
+    g.in[d] = f.out[d];
+    g.out[d] = f.in[d];
+    g.spacing[d] = f.stride[d];
+    g.stride[d] = 1;
+    g.padLo[d] = (f.kernel[d] - 1) * f.dilation[d] - f.padLo[d];
+  }
+  return g;
+}
+
+/// Where a convolution's weights lie: element (input channel c, output
+/// channel k, tap) of group g at `base(g) + c * inStride + k * outStride`
+/// plus the tap's offset; `flipped` reads tap t as tap (taps - 1 - t).
+struct WeightLayout {
+  HbmView view;
+  int64_t inStride = 0, outStride = 0, groupStride = 0;
+  int64_t tapStride[2] = {0, 0};
+  bool flipped = false;
+};
+
+/// Channel tiles [first, first + size) of `count` channels, 128 a tile.
+struct ChannelTile {
+  int64_t first, size;
+};
+llvm::SmallVector<ChannelTile> channelTiles(int64_t count,
+                                            int64_t limit = kPartitions) {
+  llvm::SmallVector<ChannelTile> tiles;
+  for (int64_t c = 0; c < count; c += limit) {
+    tiles.push_back({c, std::min(limit, count - c)});
+  }
+  return tiles;
+}
+
+/// A block of output positions: rows [row, row + rows), columns
+/// [col, col + cols).
+struct PixelBlock {
+  int64_t row, rows, col, cols;
+  int64_t pixels() const { return rows * cols; }
+};
+
+llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
+                                          int64_t limit) {
+  int64_t cols = std::min(g.out[1], limit);
+  int64_t rows = std::min(g.out[0], std::max<int64_t>(1, limit / cols));
+  llvm::SmallVector<PixelBlock> blocks;
+  for (int64_t r = 0; r < g.out[0]; r += rows) {
+    for (int64_t c = 0; c < g.out[1]; c += cols) {
+      blocks.push_back({r, std::min(rows, g.out[0] - r), c,
+                        std::min(cols, g.out[1] - c)});
+    }
+  }
+  return blocks;
+}
+
+/// An input band in SBUF: the band rows and columns a block's windows
+/// read, from band position (row0, col0) on.
+struct Band {
+  Tile tile;
+  int64_t row0 = 0, col0 = 0, cols = 0;
+};
+
+class ConvLowering {
+public:
+  ConvLowering(TileBuilder &tb, const ConvGeometry &g, isa::DType operand,
+               int64_t sbufBudget)
+      : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget) {}
+
+  /// out = conv(input, weights), `out` [N, K, O...].
+  void apply(const HbmView &input, const WeightLayout &weights,
+             const HbmView &out);
+  /// grad_weight = the weight gradient of the forward convolution `g`
+  /// from its input and output gradient.
+  void weightGrad(const HbmView &input, const HbmView &gradOut,
+                  const HbmView &gradWeight);
+
+private:
+  Band loadBand(const HbmView &input, int64_t n, int64_t channel,
+                int64_t channels, const PixelBlock &block);
+  Tile loadWeights(const WeightLayout &w, int64_t group, const ChannelTile &in,
+                   const ChannelTile &out);
+  TileWindow window(const Band &band, int64_t tap,
+                    const PixelBlock &block) const;
+  void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
+                  int64_t n, const PixelBlock &block, const ChannelTile &ot,
+                  llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
+                  bool flipped);
+  Tile transposedGradient(const HbmView &gradOut, int64_t n, int64_t channel,
+                          const ChannelTile &ot, const PixelBlock &block);
+  void storeWeightGrad(const HbmView &gradWeight, int64_t group,
+                       const ChannelTile &ot, int64_t firstIn, int64_t tap,
+                       const Tile &acc);
+
+  TileBuilder &tb;
+  const ConvGeometry &g;
+  isa::DType operand;
+  int64_t sbufBudget;
+};
+
+Band ConvLowering::loadBand(const HbmView &input, int64_t n, int64_t channel,
+                            int64_t channels, const PixelBlock &block) {
+  Band band;
+  band.row0 = block.row * g.stride[0];
+  band.col0 = block.col * g.stride[1];
+  int64_t rows = (block.rows - 1) * g.stride[0] +
+                 (g.kernel[0] - 1) * g.dilation[0] + 1;
+  band.cols = (block.cols - 1) * g.stride[1] +
+              (g.kernel[1] - 1) * g.dilation[1] + 1;
+  band.tile = tb.tile(isa::Memory::Sbuf, operand, channels, rows * band.cols);
+  // The input elements inside the band, per dim: [first, first + count).
+  int64_t first[2], count[2], start[2] = {band.row0, band.col0},
+                                  size[2] = {rows, band.cols};
+  bool covered = true;
+  for (int d = 0; d < 2; ++d) {
+    first[d] = std::max<int64_t>(0, ceilDiv(start[d] - g.padLo[d],
+                                            g.spacing[d]));
+    int64_t last = std::min(
+        g.in[d] - 1, floorDiv(start[d] + size[d] - 1 - g.padLo[d],
+                              g.spacing[d]));
+    count[d] = std::max<int64_t>(0, last - first[d] + 1);
+    covered &= g.spacing[d] == 1 && count[d] == size[d];
+  }
+  if (!covered) {
+    tb.memset(band.tile, 0.0);
+  }
+  if (count[0] == 0 || count[1] == 0) {
+    return band;
+  }
+  Strides4 s(input);
+  TileWindow dst{band.tile,
+                 (g.padLo[0] + first[0] * g.spacing[0] - band.row0) *
+                         band.cols +
+                     g.padLo[1] + first[1] * g.spacing[1] - band.col0,
+                 {FreeDim{g.spacing[0] * band.cols, count[0]},
+                  FreeDim{g.spacing[1], count[1]}}};
+  int64_t offset = input.offset + n * s.n + channel * s.c + first[0] * s.row +
+                   first[1] * s.col;
+  tb.load(dst, input, offset, s.c,
+          {FreeDim{s.row, count[0]}, FreeDim{s.col, count[1]}});
+  return band;
+}
+
+Tile ConvLowering::loadWeights(const WeightLayout &w, int64_t group,
+                               const ChannelTile &in, const ChannelTile &out) {
+  Tile tile =
+      tb.tile(isa::Memory::Sbuf, operand, in.size, g.taps() * out.size);
+  int64_t offset = w.view.offset + group * w.groupStride +
+                   in.first * w.inStride + out.first * w.outStride;
+  // Tap-major: the columns of tap t are [t * out.size, (t + 1) * out.size).
+  tb.load(tile, w.view, offset, w.inStride,
+          {FreeDim{w.tapStride[0], g.kernel[0]},
+           FreeDim{w.tapStride[1], g.kernel[1]},
+           FreeDim{w.outStride, out.size}});
+  return tile;
+}
+
+TileWindow ConvLowering::window(const Band &band, int64_t tap,
+                                const PixelBlock &block) const {
+  int64_t ry = tap / g.kernel[1], rx = tap % g.kernel[1];
+  return TileWindow{band.tile,
+                    ry * g.dilation[0] * band.cols + rx * g.dilation[1],
+                    {FreeDim{g.stride[0] * band.cols, block.rows},
+                     FreeDim{g.stride[1], block.cols}}};
+}
+
+void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
+                              int64_t group, int64_t n,
+                              const PixelBlock &block, const ChannelTile &ot,
+                              llvm::ArrayRef<Band> bands,
+                              llvm::ArrayRef<Tile> weights, bool flipped) {
+  Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
+                     block.pixels());
+  bool first = true;
+  for (auto [band, w] : llvm::zip(bands, weights)) {
+    for (int64_t tap = 0; tap < g.taps(); ++tap) {
+      int64_t stored = flipped ? g.taps() - 1 - tap : tap;
+      tb.matmul(acc, w.columns(stored * ot.size, ot.size),
+                window(band, tap, block), /*accumulate=*/!first);
+      first = false;
+    }
+  }
+  Tile result = tb.tile(isa::Memory::Sbuf, out.dtype, ot.size, block.pixels());
+  tb.copy(result, acc);
+  Strides4 s(out);
+  int64_t offset = out.offset + n * s.n +
+                   (group * g.outPerGroup() + ot.first) * s.c +
+                   block.row * s.row + block.col * s.col;
+  tb.store(out, offset, s.c,
+           {FreeDim{s.row, block.rows}, FreeDim{s.col, block.cols}}, result);
+}
+
+void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
+                         const HbmView &out) {
+  llvm::SmallVector<ChannelTile> inTiles = channelTiles(g.inPerGroup());
+  llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
+  llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kBankColumns);
+  // All of a group's weights stay in SBUF when they fit in a quarter of
+  // the budget, so the bands load once; otherwise each output-channel
+  // tile loads its weights and reads the bands again.
+  int64_t weightBytes = static_cast<int64_t>(inTiles.size()) *
+                        g.taps() * g.outPerGroup() * isa::dtypeBytes(operand);
+  bool weightsStay = weightBytes <= sbufBudget / 4;
+  auto loadAll = [&](int64_t group, const ChannelTile &ot) {
+    llvm::SmallVector<Tile> tiles;
+    for (const ChannelTile &it : inTiles) {
+      tiles.push_back(loadWeights(weights, group, it, ot));
+    }
+    return tiles;
+  };
+  auto bandsOf = [&](int64_t group, int64_t n, const PixelBlock &block) {
+    llvm::SmallVector<Band> bands;
+    for (const ChannelTile &it : inTiles) {
+      bands.push_back(loadBand(input, n, group * g.inPerGroup() + it.first,
+                               it.size, block));
+    }
+    return bands;
+  };
+  for (int64_t group = 0; group < g.groups; ++group) {
+    if (weightsStay) {
+      std::vector<llvm::SmallVector<Tile>> all;
+      for (const ChannelTile &ot : outTiles) {
+        all.push_back(loadAll(group, ot));
+      }
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (const PixelBlock &block : blocks) {
+          llvm::SmallVector<Band> bands = bandsOf(group, n, block);
+          for (auto [ot, w] : llvm::zip(outTiles, all)) {
+            applyBlock(input, out, group, n, block, ot, bands, w,
+                       weights.flipped);
+          }
+        }
+      }
+      continue;
+    }
+    for (const ChannelTile &ot : outTiles) {
+      llvm::SmallVector<Tile> w = loadAll(group, ot);
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (const PixelBlock &block : blocks) {
+          applyBlock(input, out, group, n, block, ot,
+                     bandsOf(group, n, block), w, weights.flipped);
+        }
+      }
+    }
+  }
+}
+
+/// [pixels, channels]: the output gradient's block, transposed so that its
+/// pixels lie on the partitions.
+Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t n,
+                                      int64_t channel, const ChannelTile &ot,
+                                      const PixelBlock &block) {
+  Strides4 s(gradOut);
+  Tile rows = tb.tile(isa::Memory::Sbuf, operand, ot.size, block.pixels());
+  tb.load(rows, gradOut,
+          gradOut.offset + n * s.n + channel * s.c + block.row * s.row +
+              block.col * s.col,
+          s.c, {FreeDim{s.row, block.rows}, FreeDim{s.col, block.cols}});
+  Tile flipped =
+      tb.tile(isa::Memory::Psum, isa::DType::F32, block.pixels(), ot.size);
+  tb.transpose(flipped, rows);
+  Tile result = tb.tile(isa::Memory::Sbuf, operand, block.pixels(), ot.size);
+  tb.copy(result, flipped);
+  return result;
+}
+
+void ConvLowering::storeWeightGrad(const HbmView &gradWeight, int64_t group,
+                                   const ChannelTile &ot, int64_t firstIn,
+                                   int64_t tap, const Tile &acc) {
+  Tile result = tb.tile(isa::Memory::Sbuf, gradWeight.dtype, acc.rows,
+                        acc.cols);
+  tb.copy(result, acc);
+  const llvm::SmallVector<int64_t, 4> &st = gradWeight.strides;
+  int64_t rowStride = st.size() == 4 ? st[2] : 0;
+  int64_t offset = gradWeight.offset +
+                   (group * g.outPerGroup() + ot.first) * st[0] +
+                   firstIn * st[1] + (tap / g.kernel[1]) * rowStride +
+                   (tap % g.kernel[1]) * st.back();
+  tb.store(gradWeight, offset, st[0], {FreeDim{st[1], acc.cols}}, result);
+}
+
+void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
+                              const HbmView &gradWeight) {
+  llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
+  // The moving operand holds up to four input-channel tiles side by side.
+  llvm::SmallVector<ChannelTile> chunks =
+      channelTiles(g.inPerGroup(), kBankColumns);
+  llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kPartitions);
+  // Four taps accumulate at a time: four PSUM banks, the rest for the
+  // transposes.
+  constexpr int64_t kTapsAtOnce = 4;
+  for (int64_t group = 0; group < g.groups; ++group) {
+    for (const ChannelTile &ot : outTiles) {
+      for (const ChannelTile &chunk : chunks) {
+        llvm::SmallVector<ChannelTile> inTiles = channelTiles(chunk.size);
+        for (int64_t tap0 = 0; tap0 < g.taps(); tap0 += kTapsAtOnce) {
+          int64_t taps = std::min(kTapsAtOnce, g.taps() - tap0);
+          llvm::SmallVector<Tile> acc;
+          for (int64_t t = 0; t < taps; ++t) {
+            acc.push_back(tb.tile(isa::Memory::Psum, isa::DType::F32,
+                                  ot.size, chunk.size));
+          }
+          bool first = true;
+          for (int64_t n = 0; n < g.batch; ++n) {
+            for (const PixelBlock &block : blocks) {
+              Tile dy = transposedGradient(
+                  gradOut, n, group * g.outPerGroup() + ot.first, ot, block);
+              llvm::SmallVector<Band> bands;
+              for (const ChannelTile &it : inTiles) {
+                bands.push_back(loadBand(
+                    input, n, group * g.inPerGroup() + chunk.first + it.first,
+                    it.size, block));
+              }
+              for (int64_t t = 0; t < taps; ++t) {
+                Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
+                                 chunk.size);
+                for (auto [it, band] : llvm::zip(inTiles, bands)) {
+                  Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                                         block.pixels(), it.size);
+                  tb.transpose(flipped, window(band, tap0 + t, block));
+                  tb.copy(x.columns(it.first, it.size), flipped);
+                }
+                tb.matmul(acc[t], dy, x, /*accumulate=*/!first);
+              }
+              first = false;
+            }
+          }
+          for (int64_t t = 0; t < taps; ++t) {
+            storeWeightGrad(gradWeight, group, ot, chunk.first, tap0 + t,
+                            acc[t]);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// The matmul operand type of a convolution: bf16 when either side is,
+/// else f32 (TensorE does not mix f32 with other types).
+isa::DType operandType(const HbmView &a, const HbmView &b) {
+  return a.dtype == isa::DType::F32 && b.dtype == isa::DType::F32
+             ? isa::DType::F32
+             : isa::DType::BF16;
+}
+
+/// A [K, C/groups, R...] weight's layout for the forward convolution or,
+/// `inputGrad`, the transposed one.
+WeightLayout weightLayout(const HbmView &w, const ConvGeometry &forward,
+                          bool inputGrad) {
+  WeightLayout l;
+  l.view = w;
+  int64_t outStride = w.strides[0], inStride = w.strides[1];
+  l.groupStride = forward.outPerGroup() * outStride;
+  l.inStride = inputGrad ? outStride : inStride;
+  l.outStride = inputGrad ? inStride : outStride;
+  l.tapStride[0] = w.strides.size() == 4 ? w.strides[2] : 0;
+  l.tapStride[1] = w.strides.back();
+  l.flipped = inputGrad;
+  return l;
+}
+
+} // namespace
+
+LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
+  auto view = [&](Value v) {
+    return materialize(operandOf(v),
+                       llvm::cast<RankedTensorType>(v.getType()).getShape());
+  };
+  auto shape = [](Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).getShape();
+  };
+  if (auto conv = llvm::dyn_cast<ConvOp>(op)) {
+    HbmView x = view(conv.getInput()), w = view(conv.getWeight());
+    ConvGeometry g = forwardGeometry(windowOf(conv), shape(conv.getInput()),
+                                     shape(conv.getOutput()), conv.getGroups());
+    ConvLowering(tb, g, operandType(x, w), sbufBudget)
+        .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst);
+    return success();
+  }
+  if (auto grad = llvm::dyn_cast<ConvInputGradOp>(op)) {
+    HbmView dy = view(grad.getGradOutput()), w = view(grad.getWeight());
+    ConvGeometry f =
+        forwardGeometry(windowOf(grad), shape(grad.getGradInput()),
+                        shape(grad.getGradOutput()), grad.getGroups());
+    ConvGeometry g = inputGradGeometry(f);
+    ConvLowering(tb, g, operandType(dy, w), sbufBudget)
+        .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst);
+    return success();
+  }
+  auto grad = llvm::cast<ConvWeightGradOp>(op);
+  HbmView dy = view(grad.getGradOutput()), x = view(grad.getInput());
+  ConvGeometry g = forwardGeometry(windowOf(grad), shape(grad.getInput()),
+                                   shape(grad.getGradOutput()),
+                                   grad.getGroups());
+  ConvLowering(tb, g, operandType(dy, x), sbufBudget).weightGrad(x, dy, dst);
+  return success();
+}
+
+} // namespace kiln::tile_passes
+
+using namespace kiln::tile_passes;
+
+LogicalResult FunctionLowering::lowerConvolutionOp(Operation *op) {
+  Value result = op->getResult(0);
+  HbmView dst = freshBuffer(result);
+  if (failed(lowering.lowerConvolution(op, dst))) {
+    return failure();
+  }
+  bindView(result, dst);
+  return success();
+}
