@@ -115,8 +115,19 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   return llvm::Error::success();
 }
 
-/// 2 x multiply-adds of the graph's matmuls and linear layers, as the front
-/// end wrote them (see emit::kModelFlopsAttr).
+/// Multiply-adds per element of a convolution's output (or output
+/// gradient): one per input channel of its group and kernel tap, the
+/// forward, input gradient and weight gradient alike.
+double convolutionMacsPerOutput(RankedTensorType weight) {
+  double macs = 1;
+  for (int64_t d : weight.getShape().drop_front()) {
+    macs *= static_cast<double>(d);
+  }
+  return macs;
+}
+
+/// 2 x multiply-adds of the graph's matmuls, linear layers and
+/// convolutions, as the front end wrote them (see emit::kModelFlopsAttr).
 double modelFlops(ModuleOp module) {
   double flops = 0;
   auto elements = [](Value v) {
@@ -132,6 +143,15 @@ double modelFlops(ModuleOp module) {
       auto input = llvm::cast<RankedTensorType>(linear.getInput().getType());
       flops += 2 * elements(linear.getOutput()) *
                static_cast<double>(input.getShape().back());
+    } else if (auto conv = llvm::dyn_cast<kgraph::ConvOp>(op)) {
+      flops += 2 * elements(conv.getOutput()) *
+               convolutionMacsPerOutput(conv.getWeight().getType());
+    } else if (auto grad = llvm::dyn_cast<kgraph::ConvInputGradOp>(op)) {
+      flops += 2 * elements(grad.getGradOutput()) *
+               convolutionMacsPerOutput(grad.getWeight().getType());
+    } else if (auto grad = llvm::dyn_cast<kgraph::ConvWeightGradOp>(op)) {
+      flops += 2 * elements(grad.getGradOutput()) *
+               convolutionMacsPerOutput(grad.getGradWeight().getType());
     }
   });
   return flops;

@@ -62,19 +62,24 @@ std::optional<int64_t> kiln::kgraph::fusionGroupOf(Operation *op) {
   return std::nullopt;
 }
 
-/// A cast folded into a product's loads is read by matmuls alone; one
-/// folded into its evacuation reads a matmul's only result use.
+bool kiln::kgraph::isTensorEngineProduct(Operation *op) {
+  return isa<MatmulOp, ConvOp, ConvInputGradOp, ConvWeightGradOp>(op);
+}
+
+/// A cast folded into a product's loads is read by TensorE products alone;
+/// one folded into its evacuation reads a product's only result use.
 static LogicalResult verifyFoldedCast(CastOp cast, Fold fold) {
   if (fold == Fold::IntoEvacuation) {
-    auto product = cast.getInput().getDefiningOp<MatmulOp>();
-    if (!product || !product->hasOneUse()) {
+    Operation *product = cast.getInput().getDefiningOp();
+    if (!product || !isTensorEngineProduct(product) ||
+        !product->hasOneUse()) {
       return cast.emitOpError("folds into a product's evacuation but does "
                               "not read a matmul's result alone");
     }
     return success();
   }
   for (Operation *user : cast->getUsers()) {
-    if (!isa<MatmulOp>(user)) {
+    if (!isTensorEngineProduct(user)) {
       return cast.emitOpError("folds into matmul loads but is read by '")
              << user->getName() << "'";
     }

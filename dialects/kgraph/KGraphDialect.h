@@ -71,6 +71,12 @@ inline constexpr llvm::StringLiteral kSumInEpilogueAttr =
 inline constexpr llvm::StringLiteral kInPlaceAttr = "kgraph.in_place";
 inline constexpr llvm::StringLiteral kIntoSlicesAttr = "kgraph.into_slices";
 
+/// Whether `op` is a product TensorE computes from operands it loads
+/// itself (a matmul, a convolution or a convolution's gradient): casts of
+/// its operands and of its result may fold into its loads and its PSUM
+/// evacuation.
+bool isTensorEngineProduct(mlir::Operation *op);
+
 /// The values of kgraph.fold.
 enum class Fold {
   None,

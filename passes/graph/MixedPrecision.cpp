@@ -1,4 +1,4 @@
-//===- MixedPrecision.cpp - bf16 matmul inputs, f32 accumulation ---------===//
+//===- MixedPrecision.cpp - bf16 matmul and convolution inputs, f32 sums -===//
 
 #include "passes/graph/GraphEmitter.h"
 #include "passes/graph/OpClasses.h"
@@ -85,6 +85,35 @@ Value narrowToBf16(OpBuilder &b, Location loc, Value x) {
 
 struct KGraphMixedPrecision
     : kiln::graph_passes::impl::KGraphMixedPrecisionBase<KGraphMixedPrecision> {
+  /// Convolutions and their gradients, like matmuls, read bf16 operands
+  /// and accumulate in f32: the same op on bf16 casts, its result cast
+  /// back (which the tile phase folds into the PSUM evacuation).
+  void narrowConvolutions() {
+    llvm::SmallVector<Operation *> convolutions;
+    getOperation().walk([&](Operation *op) {
+      if (llvm::isa<ConvOp, ConvInputGradOp, ConvWeightGradOp>(op) &&
+          GraphEmitter::elementOf(op->getResult(0)).isF32()) {
+        convolutions.push_back(op);
+      }
+    });
+    for (Operation *op : convolutions) {
+      OpBuilder builder(op);
+      Type bf16 = builder.getBF16Type();
+      llvm::SmallVector<Value> operands;
+      for (Value operand : op->getOperands()) {
+        operands.push_back(narrowToBf16(builder, op->getLoc(), operand));
+      }
+      Value result = op->getResult(0);
+      Operation *narrowOp = builder.clone(*op);
+      narrowOp->setOperands(operands);
+      Value narrow = narrowOp->getResult(0);
+      narrow.setType(RankedTensorType::get(GraphEmitter::shapeOf(result), bf16));
+      result.replaceAllUsesWith(
+          GraphEmitter(builder, op->getLoc()).cast(narrow, builder.getF32Type()));
+      op->erase();
+    }
+  }
+
   void runOnOperation() override {
     llvm::SmallVector<MatmulOp> matmuls;
     getOperation().walk([&](MatmulOp op) {
@@ -92,6 +121,7 @@ struct KGraphMixedPrecision
         matmuls.push_back(op);
       }
     });
+    narrowConvolutions();
     for (MatmulOp op : matmuls) {
       OpBuilder builder(op);
       GraphEmitter e(builder, op.getLoc());

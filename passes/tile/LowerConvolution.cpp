@@ -438,10 +438,9 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
 
 /// The matmul operand type of a convolution: bf16 when either side is,
 /// else f32 (TensorE does not mix f32 with other types).
-isa::DType operandType(const HbmView &a, const HbmView &b) {
-  return a.dtype == isa::DType::F32 && b.dtype == isa::DType::F32
-             ? isa::DType::F32
-             : isa::DType::BF16;
+isa::DType operandType(isa::DType a, isa::DType b) {
+  return a == isa::DType::F32 && b == isa::DType::F32 ? isa::DType::F32
+                                                      : isa::DType::BF16;
 }
 
 /// A [K, C/groups, R...] weight's layout for the forward convolution or,
@@ -463,37 +462,45 @@ WeightLayout weightLayout(const HbmView &w, const ConvGeometry &forward,
 } // namespace
 
 LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
+  // An operand's view, through a bf16 cast the loads perform (the view is
+  // then f32, and the loads round it: the operand type says bf16).
   auto view = [&](Value v) {
-    return materialize(operandOf(v),
-                       llvm::cast<RankedTensorType>(v.getType()).getShape());
+    auto [operand, dtype] = matmulOperand(v);
+    HbmView loaded = materialize(
+        operand, llvm::cast<RankedTensorType>(v.getType()).getShape());
+    return std::make_pair(loaded, dtype);
   };
   auto shape = [](Value v) {
     return llvm::cast<RankedTensorType>(v.getType()).getShape();
   };
   if (auto conv = llvm::dyn_cast<ConvOp>(op)) {
-    HbmView x = view(conv.getInput()), w = view(conv.getWeight());
+    auto [x, xType] = view(conv.getInput());
+    auto [w, wType] = view(conv.getWeight());
     ConvGeometry g = forwardGeometry(windowOf(conv), shape(conv.getInput()),
                                      shape(conv.getOutput()), conv.getGroups());
-    ConvLowering(tb, g, operandType(x, w), sbufBudget)
+    ConvLowering(tb, g, operandType(xType, wType), sbufBudget)
         .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst);
     return success();
   }
   if (auto grad = llvm::dyn_cast<ConvInputGradOp>(op)) {
-    HbmView dy = view(grad.getGradOutput()), w = view(grad.getWeight());
+    auto [dy, dyType] = view(grad.getGradOutput());
+    auto [w, wType] = view(grad.getWeight());
     ConvGeometry f =
         forwardGeometry(windowOf(grad), shape(grad.getGradInput()),
                         shape(grad.getGradOutput()), grad.getGroups());
     ConvGeometry g = inputGradGeometry(f);
-    ConvLowering(tb, g, operandType(dy, w), sbufBudget)
+    ConvLowering(tb, g, operandType(dyType, wType), sbufBudget)
         .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst);
     return success();
   }
   auto grad = llvm::cast<ConvWeightGradOp>(op);
-  HbmView dy = view(grad.getGradOutput()), x = view(grad.getInput());
+  auto [dy, dyType] = view(grad.getGradOutput());
+  auto [x, xType] = view(grad.getInput());
   ConvGeometry g = forwardGeometry(windowOf(grad), shape(grad.getInput()),
                                    shape(grad.getGradOutput()),
                                    grad.getGroups());
-  ConvLowering(tb, g, operandType(dy, x), sbufBudget).weightGrad(x, dy, dst);
+  ConvLowering(tb, g, operandType(dyType, xType), sbufBudget)
+      .weightGrad(x, dy, dst);
   return success();
 }
 
@@ -502,7 +509,9 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
 using namespace kiln::tile_passes;
 
 LogicalResult FunctionLowering::lowerConvolutionOp(Operation *op) {
-  Value result = op->getResult(0);
+  // An f32 cast of a bf16 result is the PSUM evacuation's (kgraph.fold).
+  Operation *cast = matmulResultCast.lookup(op);
+  Value result = cast ? cast->getResult(0) : op->getResult(0);
   HbmView dst = freshBuffer(result);
   if (failed(lowering.lowerConvolution(op, dst))) {
     return failure();

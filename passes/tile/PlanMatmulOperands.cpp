@@ -160,15 +160,13 @@ bool narrowsGroupOutput(CastOp cast) {
                       [&](Operation *user) { return fusionId(user) == group; });
 }
 
-/// Casts that a matmul's loads (bf16 operands) or its PSUM evacuation (an
-/// f32 result) perform.
+/// Casts that a matmul's or convolution's loads (bf16 operands) or its
+/// PSUM evacuation (an f32 result) perform.
 void planFoldedCasts(Block &body) {
   for (Operation &op : body) {
     if (auto cast = llvm::dyn_cast<CastOp>(&op)) {
       bool feedsMatmuls = !cast->use_empty() &&
-                          llvm::all_of(cast->getUsers(), [](Operation *u) {
-                            return llvm::isa<MatmulOp>(u);
-                          });
+                          llvm::all_of(cast->getUsers(), isTensorEngineProduct);
       if (feedsMatmuls &&
           cast.getOutput().getType().getElementType().isBF16() &&
           cast.getInput().getType().getElementType().isF32() &&
@@ -176,9 +174,9 @@ void planFoldedCasts(Block &body) {
         setFold(cast, Fold::IntoLoads);
       }
     }
-    if (auto matmul = llvm::dyn_cast<MatmulOp>(&op)) {
-      if (matmul->hasOneUse()) {
-        auto cast = llvm::dyn_cast<CastOp>(*matmul->getUsers().begin());
+    if (isTensorEngineProduct(&op)) {
+      if (op.hasOneUse()) {
+        auto cast = llvm::dyn_cast<CastOp>(*op.getUsers().begin());
         if (cast && cast.getOutput().getType().getElementType().isF32() &&
             !fusionId(cast)) {
           setFold(cast, Fold::IntoEvacuation);

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 using namespace kiln;
@@ -151,8 +152,20 @@ void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
                          c.stride +
                      1);
   }
-  // Sums of up to C * R * S products: scale the tolerance with them.
-  options.atol = 1e-6 * static_cast<double>(weight[1] * c.kernel * c.kernel);
+  // Sums of up to C/groups * R * S products (the weight gradient's, of
+  // N * O... products): scale the tolerance with them.
+  double terms = static_cast<double>(weight[1]) *
+                 std::pow(static_cast<double>(c.kernel), spatial);
+  double pixels = static_cast<double>(c.input[0]);
+  for (size_t d = 0; d < spatial; ++d) {
+    pixels *= static_cast<double>(output[2 + d]);
+  }
+  if (options.compile.autoCast == "bf16") {
+    // Each product's operands rounded to bf16 (2^-8 relative at worst).
+    options.atol = 4e-3 * std::max(terms, pixels);
+  } else {
+    options.atol = 1e-6 * std::max(terms, pixels);
+  }
   expectMatches(
       [&](GraphBuilder &b) {
         Tensor x = in(b, "x", c.input), k = in(b, "w", weight);
@@ -164,17 +177,32 @@ void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
       options);
 }
 
+const std::vector<ConvCase> &convCases() {
+  static const std::vector<ConvCase> cases = {
+      {{2, 3, 8, 8}, 4, 3, 1, 1, 1, 1},
+      {{1, 4, 9, 7}, 6, 3, 2, 1, 1, 2},
+      {{2, 8, 7, 7}, 8, 5, 1, 2, 1, 8},   // depthwise
+      {{1, 3, 13, 13}, 5, 3, 2, 0, 2, 1}, // dilated
+      {{2, 6, 13}, 4, 5, 2, 3, 1, 1},     // 1-d
+      {{1, 130, 5, 5}, 129, 1, 1, 0, 1, 1},
+      {{1, 2, 33, 33}, 3, 7, 2, 3, 1, 1}, // a ResNet stem
+  };
+  return cases;
+}
+
 TEST(WindowOpsTest, ConvolutionsAndGradientsMatchReference) {
-  for (const ConvCase &c : std::vector<ConvCase>{
-           {{2, 3, 8, 8}, 4, 3, 1, 1, 1, 1},
-           {{1, 4, 9, 7}, 6, 3, 2, 1, 1, 2},
-           {{2, 8, 7, 7}, 8, 5, 1, 2, 1, 8},   // depthwise
-           {{1, 3, 13, 13}, 5, 3, 2, 0, 2, 1}, // dilated
-           {{2, 6, 13}, 4, 5, 2, 3, 1, 1},     // 1-d
-           {{1, 130, 5, 5}, 129, 1, 1, 0, 1, 1},
-           {{1, 2, 33, 33}, 3, 7, 2, 3, 1, 1}, // a ResNet stem
-       }) {
+  for (const ConvCase &c : convCases()) {
     expectConvMatches(c);
+  }
+}
+
+TEST(WindowOpsTest, AutoCastConvolutionsStayNearF32) {
+  // bf16 operands, f32 sums: the casts fold into the loads and the f32
+  // result into the PSUM evacuation.
+  for (const ConvCase &c : convCases()) {
+    DiffOptions options;
+    options.autoCastBf16(0); // set per case by expectConvMatches
+    expectConvMatches(c, options);
   }
 }
 
