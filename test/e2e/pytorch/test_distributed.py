@@ -107,6 +107,21 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(four["losses"], again["losses"])
         self.assertEqual(four["checksum"], again["checksum"])
 
+    def test_cnn_batch_norm_statistics_are_per_worker(self):
+        # Four workers of the small CNN against eager DDP without
+        # SyncBatchNorm (train_cnn_dp.py): per-shard batch statistics,
+        # averaged gradients, rank 0's running statistics.
+        out = self.path("cnn.json")
+        self.run_ok([sys.executable, "-m", "kiln.torchrun", "--nproc_per_node", "4",
+                     os.path.join(HERE, "train_cnn_dp.py"), "--out", out])
+        result = load(out)
+        self.assertEqual(result["world"], 4)
+        for i, (a, b) in enumerate(zip(result["compiled"], result["eager"])):
+            self.assertLess(abs(a - b) / abs(b), 1e-4, f"step {i}: {a} vs {b}")
+        for name, difference in result["difference"].items():
+            self.assertLess(difference, 1e-4, name)
+        self.assertIn("stem.1.running_var", result["difference"])
+
     def test_embedding_table_four_workers_match_one_worker(self):
         # A table with many rows per token: the compiled step updates it in
         # two halves, and with four workers averages its gradient over the
