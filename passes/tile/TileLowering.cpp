@@ -271,11 +271,17 @@ LogicalResult FunctionLowering::lowerReturn(func::ReturnOp ret) {
         !returned.count(operand.view.buffer)) {
       buffer = operand.view.buffer;
     } else {
-      buffer = lowering
-                   .materialize(TensorOperand{operand.immediate, operand.view},
-                                tensorType(value).getShape())
-                   .buffer;
-      if (returned.count(buffer) || llvm::isa<BlockArgument>(buffer)) {
+      HbmView view = lowering.materialize(
+          TensorOperand{operand.immediate, operand.view},
+          tensorType(value).getShape());
+      buffer = view.buffer;
+      // A contiguous part of a larger buffer (a slice trimming padding)
+      // is copied out: a result is a whole buffer.
+      bool whole = view.offset == 0 &&
+                   view.elements() ==
+                       llvm::cast<MemRefType>(buffer.getType()).getNumElements();
+      if (!whole || returned.count(buffer) ||
+          llvm::isa<BlockArgument>(buffer)) {
         HbmView copy = viewOfBuffer(
             tb.hbm(tensorType(value).getShape(), operand.view.dtype),
             tensorType(value));

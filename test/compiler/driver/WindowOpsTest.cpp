@@ -15,7 +15,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <random>
 
 using namespace kiln;
 using namespace kiln::testing;
@@ -100,6 +102,54 @@ TEST(WindowOpsTest, PoolingAndBackwardsMatchReference) {
         }
       });
     }
+  }
+}
+
+TEST(WindowOpsTest, RandomPoolingMatchesReference) {
+  // Seeded random windows: kernels 1, 2, 3, 5; strides 1, 2; padding up to
+  // half the kernel; dilation 1, 2 (max pooling); ceil mode; odd sizes.
+  std::mt19937_64 rng(38);
+  auto pick = [&](std::initializer_list<int64_t> values) {
+    return *(values.begin() + rng() % values.size());
+  };
+  for (int i = 0; i < 40; ++i) {
+    bool twoD = rng() % 3 != 0;
+    int64_t kernel = pick({1, 2, 3, 5}), stride = pick({1, 2});
+    int64_t padding = rng() % (kernel / 2 + 1), dilation = pick({1, 2});
+    llvm::SmallVector<int64_t, 4> shape = {1 + int64_t(rng() % 2),
+                                           pick({1, 3, 130})};
+    for (int d = 0; d < (twoD ? 2 : 1); ++d) {
+      shape.push_back(pick({7, 13, 28}));
+    }
+    size_t spatial = shape.size() - 2;
+    GraphBuilder::PoolWindow w{
+        llvm::SmallVector<int64_t, 2>(spatial, kernel),
+        llvm::SmallVector<int64_t, 2>(spatial, stride),
+        llvm::SmallVector<int64_t, 2>(spatial, padding),
+        llvm::SmallVector<int64_t, 2>(spatial, dilation), rng() % 2 == 0,
+        rng() % 2 == 0};
+    std::string shapeText;
+    for (int64_t d : shape) {
+      shapeText += std::to_string(d) + " ";
+    }
+    SCOPED_TRACE("pooling case " + std::to_string(i) + ": input [" +
+                 shapeText + "] kernel " + std::to_string(kernel) +
+                 " stride " + std::to_string(stride) + " padding " +
+                 std::to_string(padding) + " dilation " +
+                 std::to_string(dilation) + " ceil " +
+                 std::to_string(w.ceilMode) + " count_include_pad " +
+                 std::to_string(w.countIncludePad));
+    expectMatches([&](GraphBuilder &b) {
+      Tensor x = in(b, "x", shape);
+      Tensor y = b.maxPool(x, w);
+      out(b, y, "max");
+      out(b, b.maxPoolBackward(b.mul(y, y), x, w), "max_grad");
+      GraphBuilder::PoolWindow a = w;
+      a.dilation.clear();
+      Tensor avg = b.avgPool(x, a);
+      out(b, avg, "avg");
+      out(b, b.avgPoolBackward(b.mul(avg, avg), shape, a), "avg_grad");
+    });
   }
 }
 
@@ -192,6 +242,66 @@ const std::vector<ConvCase> &convCases() {
 
 TEST(WindowOpsTest, ConvolutionsAndGradientsMatchReference) {
   for (const ConvCase &c : convCases()) {
+    expectConvMatches(c);
+  }
+}
+
+/// Seeded random convolutions over the sizes CNNs use: kernels 1, 3, 5, 7;
+/// strides 1, 2; padding 0 to 3; dilation 1, 2; groups 1, 2 and depthwise;
+/// 1, 3, 64, 127, 129 or 256 channels; odd spatial sizes; 1-d and 2-d.
+/// Cases whose window does not fit, or that would take more than a
+/// million multiply-adds or 1500 matmuls a block, are drawn again.
+std::vector<ConvCase> randomConvCases(size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](std::initializer_list<int64_t> values) {
+    return *(values.begin() + rng() % values.size());
+  };
+  std::vector<ConvCase> cases;
+  while (cases.size() < count) {
+    bool twoD = rng() % 4 != 0;
+    int64_t channels = pick({1, 3, 64, 127, 129, 256});
+    int64_t kernel = pick({1, 3, 5, 7}), stride = pick({1, 2});
+    int64_t padding = pick({0, 1, 2, 3}), dilation = pick({1, 2});
+    int64_t size = pick({7, 13, 28, 33});
+    int64_t groups = pick({1, 2, 0});
+    int64_t outChannels = pick({1, 3, 64, 127, 129, 256});
+    if (groups == 0) { // depthwise
+      groups = channels;
+      outChannels = channels;
+    }
+    if (channels % groups || outChannels % groups) {
+      continue;
+    }
+    int64_t width = twoD ? pick({7, 13, 28, 33}) : size;
+    auto outSize = [&](int64_t in) {
+      int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;
+      return span < 0 ? 0 : span / stride + 1;
+    };
+    int64_t out = std::min(outSize(size), outSize(width));
+    double spatial = twoD ? double(outSize(size)) * outSize(width) * kernel * kernel
+                          : double(out) * kernel;
+    double macs = spatial * double(outChannels) * double(channels / groups);
+    // Each group and tap is a matmul per block: bound the instructions.
+    double matmuls = double(groups) * (twoD ? kernel * kernel : kernel);
+    if (out < 1 || macs > 1e6 || matmuls > 1500) {
+      continue;
+    }
+    llvm::SmallVector<int64_t, 4> input = {1 + int64_t(rng() % 2), channels};
+    input.push_back(size);
+    if (twoD) {
+      input.push_back(width);
+    }
+    cases.push_back({input, outChannels, kernel, stride, padding, dilation,
+                     groups});
+  }
+  return cases;
+}
+
+TEST(WindowOpsTest, RandomConvolutionsMatchReference) {
+  // KILN_RANDOM_CONVOLUTIONS sets the count (CI runs the default).
+  const char *env = std::getenv("KILN_RANDOM_CONVOLUTIONS");
+  size_t count = env ? std::strtoul(env, nullptr, 10) : 200;
+  for (const ConvCase &c : randomConvCases(count, /*seed=*/38)) {
     expectConvMatches(c);
   }
 }
