@@ -3,7 +3,9 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/TrainingBench.py
 
 For the two main-job models (the Fashion-MNIST MLP, batch 32, and the
-fortunes character GPT, batch 8 x 32) on one worker of this machine:
+fortunes character GPT, batch 8 x 32) and the Fashion-MNIST ResNet-style
+CNN (`fashion_mnist.py --model resnet`, batch 32) on one worker of this
+machine:
 
 1. samples/s of a Kiln compiled step (the simulated NeuronCore, hazard
    checker off) against the same model, batch and optimizer trained by
@@ -30,7 +32,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "examples", "pytorch"))
 import kiln  # noqa: E402
-from fashion_mnist import MLP  # noqa: E402
+from fashion_mnist import MLP, ResNetSmall  # noqa: E402
 from fortunes_gpt import VOCAB, CharGPT, lm_loss  # noqa: E402
 
 
@@ -45,6 +47,9 @@ def models():
         ("char-gpt 2x64 b8x32", lambda: CharGPT(64, 4, 2, 32), lm_loss,
          lambda: kiln.optim.AdamW(lr=3e-3, weight_decay=0.01),
          lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.01), gpt_batch),
+        ("resnet-small-16 b32", lambda: ResNetSmall(16), F.cross_entropy,
+         lambda: kiln.optim.Adam(lr=2e-3), lambda p: torch.optim.Adam(p, lr=2e-3),
+         mlp_batch),
     ]
 
 

@@ -1,14 +1,18 @@
-"""Data-parallel MLP training on Fashion-MNIST with Kiln.
+"""Data-parallel MLP (or CNN) training on Fashion-MNIST with Kiln.
 
     kiln precompile -- python3 -m kiln.torchrun --nproc_per_node 4 fashion_mnist.py
-    python3 -m kiln.torchrun --nproc_per_node 4 fashion_mnist.py
+    python3 -m kiln.torchrun --nproc_per_node 4 fashion_mnist.py [--model resnet]
 
 Each of the 4 workers trains on its shard of every global batch; the
 compiled step averages the gradients through Gloo. Rank 0 prints the
 training curve, then evaluates the trained parameters on the 10,000 test
 images (PyTorch on the CPU) and reports how many graphs the workers compiled
 at train time (none, after precompile). The data is Debian's
-dataset-fashion-mnist.
+dataset-fashion-mnist. `--model resnet` trains a ResNet-style CNN instead:
+a 3x3 stem, a residual block, a strided convolution and a second residual
+block, each convolution followed by batch norm (per-worker statistics, as
+DDP without SyncBatchNorm), max pooling, a global average and a linear
+layer.
 """
 
 import argparse
@@ -36,6 +40,39 @@ class MLP(nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+class Block(nn.Module):
+    """Two 3x3 convolutions with batch norm, around a residual connection."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(y)))
+
+
+class ResNetSmall(nn.Module):
+    def __init__(self, width=16):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, width, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU())
+        self.block1 = Block(width)
+        self.down = nn.Sequential(
+            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(2 * width), nn.ReLU())
+        self.block2 = Block(2 * width)
+        self.fc = nn.Linear(2 * width, 10)
+
+    def forward(self, x):
+        x = x.view(-1, 1, 28, 28)
+        x = self.block2(self.down(self.block1(self.stem(x))))
+        return self.fc(F.max_pool2d(x, 2).mean(dim=(2, 3)))
+
+
 def load(data, split):
     prefix = "train" if split == "train" else "t10k"
     try:
@@ -56,7 +93,9 @@ def main():
     parser.add_argument("--data", default=DATA)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--batch", type=int, default=32, help="per worker")
-    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--model", choices=["mlp", "resnet"], default="mlp")
+    parser.add_argument("--hidden", type=int, default=128,
+                        help="the MLP's hidden width; the CNN's first width is hidden / 8")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoints", help="checkpoint directory (resumes from it)")
@@ -68,7 +107,7 @@ def main():
 
     world = kiln.distributed.world()
     torch.manual_seed(args.seed)
-    model = MLP(args.hidden)
+    model = MLP(args.hidden) if args.model == "mlp" else ResNetSmall(args.hidden // 8)
     step = kiln.compile_step(model, F.cross_entropy, kiln.optim.Adam(lr=args.lr),
                              seed=args.seed)
     train = load(args.data, "train")
@@ -79,7 +118,9 @@ def main():
                    if args.checkpoints else None)
     metrics = kiln.metrics.Metrics(args.logdir, print_every=args.print_every)
     if world.rank == 0 and not kiln.collecting():
-        print(f"fashion_mnist: MLP 784-{args.hidden}-10, {world.size} workers x batch "
+        name = (f"MLP 784-{args.hidden}-10" if args.model == "mlp"
+                else f"ResNet-style CNN, width {args.hidden // 8}")
+        print(f"fashion_mnist: {name}, {world.size} workers x batch "
               f"{args.batch}, {args.steps} steps, Adam lr {args.lr}", flush=True)
     losses = kiln.loop.train(step, loader, args.steps, sampler=sampler,
                              checkpoints=checkpoints, metrics=metrics)
@@ -90,7 +131,8 @@ def main():
     compiles = kiln.loop.group_compiles(step)
     if world.rank != 0:
         return
-    step.copy_to(model)
+    step.copy_to(model)  # the parameters, and batch norm's running statistics
+    model.eval()
     test = load(args.data, "test")
     with torch.no_grad():
         predictions = model(test.tensors[0]).argmax(dim=1)
