@@ -163,7 +163,8 @@ private:
   std::vector<size_t> next;
   std::vector<double> streamTime;
   std::vector<std::vector<uint32_t>> clocks;
-  // Per semaphore, the signaller's clock at each signal, in arrival order.
+  // Per semaphore, in arrival order, the join of the signallers' clocks at
+  // that signal and every earlier one.
   std::vector<std::vector<std::vector<uint32_t>>> signalClocks;
   // Per semaphore, its signals' (time, trace index) in time order: the
   // value-th is when it reached value. Kept sorted as signals arrive (they
@@ -389,10 +390,14 @@ uint32_t Execution::joinClocks(size_t s, const isa::Instruction &inst) {
   std::vector<uint32_t> &clock = clocks[s];
   for (int w = 0; w < inst.numWaits; ++w) {
     const auto &list = signalClocks[inst.waitSemaphore[w]];
-    for (uint32_t k = 0; k < inst.waitValue[w] && k < list.size(); ++k) {
-      for (size_t e = 0; e < numStreams; ++e) {
-        clock[e] = std::max(clock[e], list[k][e]);
-      }
+    size_t value = std::min<size_t>(inst.waitValue[w], list.size());
+    if (value == 0) {
+      continue;
+    }
+    // Entry value - 1 joins the clocks of the first `value` signals.
+    const std::vector<uint32_t> &joined = list[value - 1];
+    for (size_t e = 0; e < numStreams; ++e) {
+      clock[e] = std::max(clock[e], joined[e]);
     }
   }
   return ++clock[s];
@@ -477,7 +482,18 @@ llvm::Error Execution::apply(size_t s, size_t index,
 void Execution::signal(size_t s, const isa::Instruction &inst,
                        const Issued &issued) {
   for (int i = 0; i < inst.numSignals; ++i) {
-    signalClocks[inst.signalSemaphore[i]].push_back(clocks[s]);
+    // Each entry joins the signaller's clock with every earlier signal's,
+    // so a wait for value v reads entry v - 1 alone: joining the first v
+    // signals one by one made every wait cost as many signals as the
+    // semaphore had received (quadratic in the program's length).
+    auto &list = signalClocks[inst.signalSemaphore[i]];
+    list.push_back(clocks[s]);
+    if (list.size() > 1) {
+      const std::vector<uint32_t> &before = list[list.size() - 2];
+      for (size_t e = 0; e < numStreams; ++e) {
+        list.back()[e] = std::max(list.back()[e], before[e]);
+      }
+    }
     auto &times = signalTimes[inst.signalSemaphore[i]];
     std::pair<double, int64_t> signal{issued.end, issued.event};
     times.insert(std::upper_bound(times.begin(), times.end(), signal,
