@@ -34,39 +34,20 @@ struct Planes {
   }
 };
 
-/// A window over two spatial dims (a 1-d one with a unit first dim).
-struct Window2d {
-  int64_t kernel[2], stride[2], padding[2], dilation[2];
-  explicit Window2d(const Window &win) {
-    size_t lead = 2 - win.spatialRank();
-    for (size_t d = 0; d < 2; ++d) {
-      bool unit = d < lead;
-      kernel[d] = unit ? 1 : win.kernel[d - lead];
-      stride[d] = unit ? 1 : win.stride[d - lead];
-      padding[d] = unit ? 0 : win.padding[d - lead];
-      dilation[d] = unit ? 1 : win.dilation[d - lead];
-    }
-  }
-  /// The input row (d = 0) or column (d = 1) that tap r of output o reads.
-  int64_t input(size_t d, int64_t o, int64_t r) const {
-    return o * stride[d] - padding[d] + r * dilation[d];
-  }
-};
-
 /// Visits every (output row, output column, tap row, tap column, input
 /// row, input column) whose input position lies inside the input.
 template <typename Fn>
-void forEachTap(const Planes &in, const Planes &out, const Window2d &win,
+void forEachTap(const Planes &in, const Planes &out, const Window &win,
                 Fn &&fn) {
   for (int64_t oy = 0; oy < out.h; ++oy) {
     for (int64_t ox = 0; ox < out.w; ++ox) {
       for (int64_t ry = 0; ry < win.kernel[0]; ++ry) {
-        int64_t iy = win.input(0, oy, ry);
+        int64_t iy = win.inputIndex(0, oy, ry);
         if (iy < 0 || iy >= in.h) {
           continue;
         }
         for (int64_t rx = 0; rx < win.kernel[1]; ++rx) {
-          int64_t ix = win.input(1, ox, rx);
+          int64_t ix = win.inputIndex(1, ox, rx);
           if (ix >= 0 && ix < in.w) {
             fn(oy, ox, ry, rx, iy, ix);
           }
@@ -88,7 +69,7 @@ void roundAll(HostTensor &t, const std::vector<double> &acc) {
 /// multiplies together.
 template <typename Fn>
 void forEachProduct(const Planes &x, const Planes &y, const Planes &w,
-                    const Window2d &win, int64_t groups, Fn &&visit) {
+                    const Window &win, int64_t groups, Fn &&visit) {
   int64_t perGroupIn = x.c / groups, perGroupOut = y.c / groups;
   for (int64_t b = 0; b < x.n; ++b) {
     for (int64_t k = 0; k < y.c; ++k) {
@@ -117,7 +98,7 @@ Results conv(ConvOp op, Operands in) {
     }
   }
   forEachProduct(Planes(x.shape), yp, Planes(w.shape),
-                 Window2d(windowOf(op)), op.getGroups(),
+                 windowOf(op).twoDimensional(), op.getGroups(),
                  [&](int64_t yi, int64_t xi, int64_t wi) {
                    acc[yi] += x.data[xi] * w.data[wi];
                  });
@@ -130,7 +111,7 @@ Results convInputGrad(ConvInputGradOp op, Operands in) {
   HostTensor gx = emptyLike(op.getGradInput());
   std::vector<double> acc(gx.data.size(), 0.0);
   forEachProduct(Planes(gx.shape), Planes(g.shape), Planes(w.shape),
-                 Window2d(windowOf(op)), op.getGroups(),
+                 windowOf(op).twoDimensional(), op.getGroups(),
                  [&](int64_t yi, int64_t xi, int64_t wi) {
                    acc[xi] += g.data[yi] * w.data[wi];
                  });
@@ -143,7 +124,7 @@ Results convWeightGrad(ConvWeightGradOp op, Operands in) {
   HostTensor gw = emptyLike(op.getGradWeight());
   std::vector<double> acc(gw.data.size(), 0.0);
   forEachProduct(Planes(x.shape), Planes(g.shape), Planes(gw.shape),
-                 Window2d(windowOf(op)), op.getGroups(),
+                 windowOf(op).twoDimensional(), op.getGroups(),
                  [&](int64_t yi, int64_t xi, int64_t wi) {
                    acc[wi] += g.data[yi] * x.data[xi];
                  });
@@ -255,7 +236,7 @@ Results batchNormBackward(BatchNormBackwardOp op, Operands in) {
 std::vector<int64_t> maxPoolChoices(const HostTensor &x, const Planes &out,
                                     const Window &window) {
   Planes xp(x.shape);
-  Window2d win(window);
+  Window win = window.twoDimensional();
   std::vector<int64_t> choice(out.n * out.c * out.h * out.w, -1);
   for (int64_t b = 0; b < out.n; ++b) {
     for (int64_t ch = 0; ch < out.c; ++ch) {
@@ -305,7 +286,7 @@ template <typename PoolOp>
 std::vector<double> avgPool(PoolOp op, const HostTensor &from,
                             const Planes &x, const Planes &y, bool backward) {
   Window window = windowOf(op);
-  Window2d win(window);
+  Window win = window.twoDimensional();
   llvm::SmallVector<int64_t, 2> spatial(
       llvm::cast<RankedTensorType>(backward ? op->getResult(0).getType()
                                             : op->getOperand(0).getType())

@@ -87,6 +87,17 @@ int64_t Window::outputSize(size_t d, int64_t in) const {
   return out;
 }
 
+Window Window::twoDimensional() const {
+  Window w = *this;
+  if (spatialRank() == 1) {
+    w.kernel.insert(w.kernel.begin(), 1);
+    w.stride.insert(w.stride.begin(), 1);
+    w.padding.insert(w.padding.begin(), 0);
+    w.dilation.insert(w.dilation.begin(), 1);
+  }
+  return w;
+}
+
 Shape Window::outputShape(llvm::ArrayRef<int64_t> input,
                           int64_t channels) const {
   Shape shape = {input[0], channels};

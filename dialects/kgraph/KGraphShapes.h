@@ -59,6 +59,10 @@ struct Window {
   int64_t inputIndex(size_t d, int64_t o, int64_t r) const {
     return o * stride[d] - padding[d] + r * dilation[d];
   }
+  /// The same window over two spatial dims: a 1-d window gains a leading
+  /// dim of size 1 (kernel 1, stride 1, no padding), so that code written
+  /// for 2-d serves both.
+  Window twoDimensional() const;
 };
 
 } // namespace kiln::kgraph

@@ -258,12 +258,7 @@ Values gather(GraphEmitter &e, GatherOp op) {
   // Trim the input to the index's extent in every other dimension.
   Shape start(is.size(), 0), limit(js), stride(is.size(), 1);
   limit[dim] = is[dim];
-  if (llvm::ArrayRef<int64_t>(limit) != is) {
-    input = SliceOp::create(e.builder(), e.location(), input,
-                            e.builder().getDenseI64ArrayAttr(start),
-                            e.builder().getDenseI64ArrayAttr(limit),
-                            e.builder().getDenseI64ArrayAttr(stride));
-  }
+  input = e.slice(input, start, limit, stride);
   Value hot = oneHotAlong(e, index, dim, is[dim], work);
   Shape inShape(limit);
   inShape.insert(inShape.begin() + dim, 1);
@@ -286,13 +281,7 @@ Values scatterAdd(GraphEmitter &e, ScatterAddOp op) {
   idxShape.insert(idxShape.begin() + dim + 1, 1);
   // Only the index's extent of source takes part, as in PyTorch.
   Shape start(js.size(), 0), stride(js.size(), 1);
-  Value src = source;
-  if (GraphEmitter::shapeOf(source) != js) {
-    src = SliceOp::create(e.builder(), e.location(), source,
-                          e.builder().getDenseI64ArrayAttr(start),
-                          e.builder().getDenseI64ArrayAttr(js),
-                          e.builder().getDenseI64ArrayAttr(stride));
-  }
+  Value src = e.slice(source, start, js, stride);
   Value contribution = e.reduceSum(
       e.mul(hot, e.reshape(e.cast(src, work), idxShape)), {dim}, false);
   // contribution covers js with dim replaced by classes; pad to the input.

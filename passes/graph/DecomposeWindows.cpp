@@ -222,15 +222,11 @@ double lowest(Type t) {
       .convertToDouble();
 }
 
-Value maxOf(GraphEmitter &e, Value a, Value b) {
-  return MaxOp::create(e.builder(), e.location(), a, b);
-}
-
 /// The window's maximum at every output position, from the taps' slices.
 Value foldMax(GraphEmitter &e, llvm::ArrayRef<Value> slices) {
   Value y = slices.front();
   for (Value s : slices.drop_front()) {
-    y = maxOf(e, y, s);
+    y = e.max(y, s);
   }
   return y;
 }
@@ -265,9 +261,8 @@ Values maxPoolBackward(GraphEmitter &e, MaxPoolBackwardOp op) {
     Value hit = e.compare("eq", slice, y);
     Value first = hit;
     if (taken) {
-      first = AndOp::create(e.builder(), e.location(), hit,
-                            NotOp::create(e.builder(), e.location(), taken));
-      taken = OrOp::create(e.builder(), e.location(), taken, hit);
+      first = e.logicalAnd(hit, e.logicalNot(taken));
+      taken = e.logicalOr(taken, hit);
     } else {
       taken = hit;
     }

@@ -27,6 +27,14 @@ Value GraphEmitter::add(Value x, Value y) { return AddOp::create(b, loc, x, y); 
 Value GraphEmitter::sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
 Value GraphEmitter::mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
 Value GraphEmitter::div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+Value GraphEmitter::max(Value x, Value y) { return MaxOp::create(b, loc, x, y); }
+Value GraphEmitter::logicalAnd(Value x, Value y) {
+  return AndOp::create(b, loc, x, y);
+}
+Value GraphEmitter::logicalOr(Value x, Value y) {
+  return OrOp::create(b, loc, x, y);
+}
+Value GraphEmitter::logicalNot(Value x) { return NotOp::create(b, loc, x); }
 Value GraphEmitter::exp(Value x) { return ExpOp::create(b, loc, x); }
 Value GraphEmitter::log(Value x) { return LogOp::create(b, loc, x); }
 Value GraphEmitter::rsqrt(Value x) { return RsqrtOp::create(b, loc, x); }

@@ -42,6 +42,10 @@ public:
   mlir::Value exp(mlir::Value x);
   mlir::Value log(mlir::Value x);
   mlir::Value rsqrt(mlir::Value x);
+  mlir::Value max(mlir::Value a, mlir::Value b);
+  mlir::Value logicalAnd(mlir::Value a, mlir::Value b);
+  mlir::Value logicalOr(mlir::Value a, mlir::Value b);
+  mlir::Value logicalNot(mlir::Value x);
   mlir::Value compare(llvm::StringRef direction, mlir::Value a, mlir::Value b);
   mlir::Value select(mlir::Value c, mlir::Value t, mlir::Value f);
   mlir::Value cast(mlir::Value x, mlir::Type elementType);

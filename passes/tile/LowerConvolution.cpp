@@ -70,10 +70,9 @@ struct ConvGeometry {
   int64_t outPerGroup() const { return outChannels / groups; }
 };
 
-/// Sizes as two spatial dims ([W] as [1, W]).
-void spatial2d(llvm::ArrayRef<int64_t> values, int64_t (&out)[2],
-               int64_t fill) {
-  out[0] = values.size() == 2 ? values[0] : fill;
+/// Spatial sizes as two dims ([W] as [1, W]).
+void spatial2d(llvm::ArrayRef<int64_t> values, int64_t (&out)[2]) {
+  out[0] = values.size() == 2 ? values[0] : 1;
   out[1] = values.back();
 }
 
@@ -85,12 +84,15 @@ ConvGeometry forwardGeometry(const Window &w, llvm::ArrayRef<int64_t> x,
   g.inChannels = x[1];
   g.outChannels = y[1];
   g.groups = groups;
-  spatial2d(x.drop_front(2), g.in, 1);
-  spatial2d(y.drop_front(2), g.out, 1);
-  spatial2d(w.kernel, g.kernel, 1);
-  spatial2d(w.stride, g.stride, 1);
-  spatial2d(w.dilation, g.dilation, 1);
-  spatial2d(w.padding, g.padLo, 0);
+  spatial2d(x.drop_front(2), g.in);
+  spatial2d(y.drop_front(2), g.out);
+  Window w2 = w.twoDimensional();
+  for (int d = 0; d < 2; ++d) {
+    g.kernel[d] = w2.kernel[d];
+    g.stride[d] = w2.stride[d];
+    g.dilation[d] = w2.dilation[d];
+    g.padLo[d] = w2.padding[d];
+  }
   return g;
 }
 
@@ -302,44 +304,36 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
   int64_t weightBytes = static_cast<int64_t>(inTiles.size()) *
                         g.taps() * g.outPerGroup() * isa::dtypeBytes(operand);
   bool weightsStay = weightBytes <= sbufBudget / 4;
-  auto loadAll = [&](int64_t group, const ChannelTile &ot) {
-    llvm::SmallVector<Tile> tiles;
-    for (const ChannelTile &it : inTiles) {
-      tiles.push_back(loadWeights(weights, group, it, ot));
+  // The output-channel tiles whose weights are in SBUF together: all of
+  // them, or one at a time.
+  llvm::SmallVector<llvm::SmallVector<ChannelTile>> weightSets;
+  for (const ChannelTile &ot : outTiles) {
+    if (weightSets.empty() || !weightsStay) {
+      weightSets.emplace_back();
     }
-    return tiles;
-  };
-  auto bandsOf = [&](int64_t group, int64_t n, const PixelBlock &block) {
-    llvm::SmallVector<Band> bands;
-    for (const ChannelTile &it : inTiles) {
-      bands.push_back(loadBand(input, n, group * g.inPerGroup() + it.first,
-                               it.size, block));
-    }
-    return bands;
-  };
+    weightSets.back().push_back(ot);
+  }
   for (int64_t group = 0; group < g.groups; ++group) {
-    if (weightsStay) {
-      std::vector<llvm::SmallVector<Tile>> all;
-      for (const ChannelTile &ot : outTiles) {
-        all.push_back(loadAll(group, ot));
+    for (llvm::ArrayRef<ChannelTile> set : weightSets) {
+      std::vector<llvm::SmallVector<Tile>> tiles;
+      for (const ChannelTile &ot : set) {
+        tiles.emplace_back();
+        for (const ChannelTile &it : inTiles) {
+          tiles.back().push_back(loadWeights(weights, group, it, ot));
+        }
       }
       for (int64_t n = 0; n < g.batch; ++n) {
         for (const PixelBlock &block : blocks) {
-          llvm::SmallVector<Band> bands = bandsOf(group, n, block);
-          for (auto [ot, w] : llvm::zip(outTiles, all)) {
+          llvm::SmallVector<Band> bands;
+          for (const ChannelTile &it : inTiles) {
+            bands.push_back(loadBand(input, n,
+                                     group * g.inPerGroup() + it.first,
+                                     it.size, block));
+          }
+          for (auto [ot, w] : llvm::zip(set, tiles)) {
             applyBlock(input, out, group, n, block, ot, bands, w,
                        weights.flipped);
           }
-        }
-      }
-      continue;
-    }
-    for (const ChannelTile &ot : outTiles) {
-      llvm::SmallVector<Tile> w = loadAll(group, ot);
-      for (int64_t n = 0; n < g.batch; ++n) {
-        for (const PixelBlock &block : blocks) {
-          applyBlock(input, out, group, n, block, ot,
-                     bandsOf(group, n, block), w, weights.flipped);
         }
       }
     }

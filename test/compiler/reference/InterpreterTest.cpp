@@ -4,7 +4,7 @@
 #include "compiler/reference/Interpreter.h"
 #include "compiler/graph/GraphConversion.h"
 #include "compiler/target/Random.h"
-#include "test/support/TestSupport.h"
+#include "test/compiler/reference/InterpreterFixture.h"
 
 #include "dialects/kgraph/KGraphDialect.h"
 
@@ -20,48 +20,7 @@ using reference::HostTensor;
 
 namespace {
 
-class InterpreterTest : public ::testing::Test {
-protected:
-  /// Runs the single function of `ir` on `inputs`.
-  std::vector<HostTensor> run(llvm::StringRef ir,
-                              std::vector<HostTensor> inputs = {}) {
-    module = test::parse(*context, ir);
-    if (!module) {
-      return {};
-    }
-    auto outputs =
-        reference::interpret(*graph::getStepFunction(*module), inputs);
-    EXPECT_TRUE(static_cast<bool>(outputs))
-        << llvm::toString(outputs.takeError());
-    return outputs ? *outputs : std::vector<HostTensor>();
-  }
-  std::string runError(llvm::StringRef ir,
-                       std::vector<HostTensor> inputs = {}) {
-    module = test::parse(*context, ir);
-    return test::errorOf(
-        reference::interpret(*graph::getStepFunction(*module), inputs));
-  }
-  static HostTensor f32(reference::Shape shape, std::vector<double> values) {
-    HostTensor t(proto::F32, std::move(shape));
-    t.data = std::move(values);
-    return t;
-  }
-  static HostTensor i64(reference::Shape shape, std::vector<double> values) {
-    HostTensor t(proto::I64, std::move(shape));
-    t.data = std::move(values);
-    return t;
-  }
-  static void expectNear(const HostTensor &t, std::vector<double> expected,
-                         double tolerance = 1e-6) {
-    ASSERT_EQ(t.data.size(), expected.size());
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_NEAR(t.data[i], expected[i], tolerance) << "element " << i;
-    }
-  }
-
-  std::unique_ptr<mlir::MLIRContext> context = test::makeContext();
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-};
+class InterpreterTest : public test::InterpreterFixture {};
 
 TEST_F(InterpreterTest, BroadcastingArithmetic) {
   auto out = run(R"(

@@ -1,9 +1,7 @@
 //===- WindowKernelsTest.cpp - the interpreter's convolution, batch norm
 // and pooling kernels on hand-computed values and adjoint identities ---===//
 
-#include "compiler/graph/GraphConversion.h"
-#include "compiler/reference/Interpreter.h"
-#include "test/support/TestSupport.h"
+#include "test/compiler/reference/InterpreterFixture.h"
 
 #include "dialects/kgraph/KGraphDialect.h"
 
@@ -16,26 +14,8 @@ using reference::HostTensor;
 
 namespace {
 
-class WindowKernelsTest : public ::testing::Test {
+class WindowKernelsTest : public test::InterpreterFixture {
 protected:
-  std::vector<HostTensor> run(const std::string &ir,
-                              std::vector<HostTensor> inputs) {
-    module = test::parse(*context, ir);
-    if (!module) {
-      ADD_FAILURE() << "does not parse:\n" << ir;
-      return {};
-    }
-    auto outputs =
-        reference::interpret(*graph::getStepFunction(*module), inputs);
-    EXPECT_TRUE(static_cast<bool>(outputs))
-        << llvm::toString(outputs.takeError());
-    return outputs ? *outputs : std::vector<HostTensor>();
-  }
-  static HostTensor f32(reference::Shape shape, std::vector<double> values) {
-    HostTensor t(proto::F32, std::move(shape));
-    t.data = std::move(values);
-    return t;
-  }
   /// Values exact in f32 (multiples of 1/8), so sums are exact in double.
   HostTensor random(reference::Shape shape) {
     HostTensor t(proto::F32, std::move(shape));
@@ -52,16 +32,7 @@ protected:
     }
     return sum;
   }
-  static void expectNear(const HostTensor &t, std::vector<double> expected,
-                         double tolerance = 1e-6) {
-    ASSERT_EQ(t.data.size(), expected.size());
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_NEAR(t.data[i], expected[i], tolerance) << "element " << i;
-    }
-  }
 
-  std::unique_ptr<mlir::MLIRContext> context = test::makeContext();
-  mlir::OwningOpRef<mlir::ModuleOp> module;
   std::mt19937 rng{7};
 };
 
