@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 class MLP(nn.Module):
@@ -171,3 +172,110 @@ class SmallCNN(nn.Module):
         x = self.body(self.stem(x))                 # [N, 8, 2, 2]
         x = self.line(x.flatten(2))                 # [N, 4, 4]
         return self.head(x.mean(-1))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotary_tables(seq, head_dim, base=10000.0):
+    """cos and sin of rotary position embeddings, [seq, head_dim]."""
+    inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.outer(torch.arange(seq).float(), inverse)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate_half(x):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal attention with rotary embeddings and `kv_heads` key-value heads
+    shared by groups of query heads (Llama 2's GQA)."""
+
+    def __init__(self, hidden, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.q = nn.Linear(hidden, heads * self.head_dim, bias=False)
+        self.k = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.v = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(heads * self.head_dim, hidden, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        group = self.heads // self.kv_heads
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        out = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, -1)
+        return self.o(out)
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, ffn):
+        super().__init__()
+        self.attn_norm, self.ffn_norm = RMSNorm(hidden), RMSNorm(hidden)
+        self.attn = GroupedQueryAttention(hidden, heads, kv_heads)
+        self.gate = nn.Linear(hidden, ffn, bias=False)
+        self.up = nn.Linear(hidden, ffn, bias=False)
+        self.down = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        h = self.ffn_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class LlamaLM(nn.Module):
+    """A Llama-style causal language model: RMSNorm, rotary embeddings,
+    SwiGLU, grouped-query attention, an untied output head. The default
+    dimensions are not multiples of 128."""
+
+    def __init__(self, vocab=75, hidden=48, heads=4, kv_heads=2, ffn=100,
+                 layers=2, seq=12, checkpoint=False):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(LlamaLayer(hidden, heads, kv_heads, ffn)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        self.checkpoint = checkpoint
+        cos, sin = rotary_tables(seq, hidden // heads)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, ids):
+        x = self.tokens(ids)
+        for layer in self.layers:
+            if self.checkpoint:  # activation checkpointing, torch's default form
+                x = torch.utils.checkpoint.checkpoint(layer, x, self.cos, self.sin)
+            else:
+                x = layer(x, self.cos, self.sin)
+        return self.head(self.norm(x))
+
+
+class LstmLM(nn.Module):
+    def __init__(self, vocab=40, embed=24, hidden=36, layers=2):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, embed)
+        self.lstm = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.tokens(ids))
+        return self.head(out)

@@ -61,6 +61,7 @@ class Context:
         self.seed = seed
         self.rng_streams = 0
         self.node = None
+        self.gm = None            # the fx graph being converted
 
     # -- values -------------------------------------------------------------
 
@@ -856,8 +857,9 @@ def _bernoulli(cx, node):
 
 RANDOM_OPS = {"bernoulli", "native_dropout"}
 
-# Convolutional networks' converters register themselves on import.
-from . import aten_windows  # noqa: E402,F401
+# Convolutional networks' and language models' converters register
+# themselves on import.
+from . import aten_language_models, aten_windows  # noqa: E402,F401
 
 SUPPORTED_OPS = sorted(_CONVERTERS)
 
@@ -880,6 +882,7 @@ def convert_nodes(cx, gm, placeholders):
 
     `placeholders` are the kgraph values of the graph's inputs, in order.
     """
+    cx.gm = gm
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, value in zip(phs, placeholders):
         cx.values[node] = value

@@ -12,6 +12,7 @@ the session records the graph instead of compiling it, and calls return
 zero-filled outputs without running anything.
 """
 
+import contextlib
 import os
 
 import torch
@@ -20,7 +21,8 @@ from torch.nn.utils.stateless import functional_call
 from . import _kiln
 from . import distributed
 from . import kgraph_pb2 as pb
-from .aten_to_kgraph import Context, convert_nodes, uses_randomness
+from .aten_to_kgraph import (ConversionError, Context, convert_nodes,
+                             uses_randomness)
 from .graph_writer import TORCH_DTYPES, GraphWriter
 from .optim import Optimizer
 from .tracing import trace
@@ -69,6 +71,7 @@ class _Spec:
         self.state = state        # name -> initial tensor
         self.hyper = hyper        # step -> {name: float}
         self.build = build        # returns the flat step function
+        self.model = None         # the nn.Module of compile_step(model, ...)
 
 
 class CompiledStep:
@@ -272,6 +275,8 @@ def build_graph(spec, batch):
     example = [t.detach().clone() for t in example]
     flat_step = spec.build(pnames, fnames, snames, hnames, len(batch))
     gm = trace(flat_step, example)
+    if spec.model is not None:
+        _check_parameters_traced(gm, spec.model)
 
     writer = GraphWriter(spec.name)
     values = []
@@ -304,6 +309,22 @@ def build_graph(spec, batch):
     return writer.graph
 
 
+def _check_parameters_traced(gm, model):
+    """A parameter the trace captured as a constant would silently never
+    train: the model reads it through a reference the step cannot swap."""
+    pointers = {p.data_ptr(): n for n, p in model.named_parameters()
+                if p.requires_grad and p.numel()}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            name = pointers.get(getattr(gm, node.target).data_ptr())
+            if name is not None:
+                raise ConversionError(
+                    f"parameter '{name}' is read through a reference the step "
+                    "cannot replace (a list or attribute the module filled "
+                    "when it was built), so it would never train; read it "
+                    "as a module attribute in forward()")
+
+
 def _model_step(model, loss_fn, optimizer, state_layout, buffer_names):
     def build(pnames, fnames, snames, hnames, nbatch):
         def flat_step(*flat):
@@ -318,8 +339,9 @@ def _model_step(model, loss_fn, optimizer, state_layout, buffer_names):
             # norm's running statistics); the step returns what they hold
             # after it.
             buffers = {n: state[n] for n in buffer_names}
-            out = functional_call(model, {**leaves, **frozen, **buffers},
-                                  tuple(batch[:-1]))
+            tensors = {**leaves, **frozen, **buffers}
+            with _rnn_weights(model, tensors):
+                out = functional_call(model, tensors, tuple(batch[:-1]))
             loss = loss_fn(out, batch[-1])
             grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
             new_params, new_state = [], {}
@@ -338,6 +360,30 @@ def _model_step(model, loss_fn, optimizer, state_layout, buffer_names):
             return (loss.detach(), *new_params, *[new_state.get(n) for n in snames])
         return flat_step
     return build
+
+
+@contextlib.contextmanager
+def _rnn_weights(model, tensors):
+    """Points each recurrent module's cached weight list at `tensors`.
+
+    nn.LSTM, nn.GRU and nn.RNN read their weights from `_flat_weights`, a
+    list filled when the module was built, not through attribute lookup:
+    functional_call's swapped parameters would not reach it, and the trace
+    would hold the original weights as constants with no gradient.
+    """
+    saved = []
+    for prefix, module in model.named_modules():
+        if isinstance(module, torch.nn.RNNBase):
+            saved.append((module, module._flat_weights))
+            path = prefix + "." if prefix else ""
+            module._flat_weights = [tensors.get(path + n, w) for n, w in
+                                    zip(module._flat_weights_names,
+                                        module._flat_weights)]
+    try:
+        yield
+    finally:
+        for module, weights in saved:
+            module._flat_weights = weights
 
 
 def _function_step(fn):
@@ -402,6 +448,7 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                                  list(buffers)))
         spec.frozen = frozen
         spec.buffers = set(buffers)
+        spec.model = model
     elif callable(model_or_fn):
         if params is None:
             raise TypeError("compile_step(fn, params=..., state=...): give the "

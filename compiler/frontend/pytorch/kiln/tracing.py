@@ -10,6 +10,13 @@ Two passes, as functorch's AOT tools do on torch 1.13:
    ops (``relu_``, ``add_``, views written through) with pure ones, so that
    every node is a value-semantics op the converter can map to kgraph.
 
+While the first pass runs, two library functions are traced in a form
+with the same values and static shapes (``static_shapes.py``):
+label-smoothed cross-entropy, whose torch implementation selects the
+non-ignored targets with ``masked_select`` (a data-dependent shape), and
+reentrant activation checkpointing, which ``torch.autograd.grad`` cannot
+differentiate through.
+
 The step function receives and returns flat tuples of tensors; the callers
 in ``step.py`` flatten dictionaries of parameters and state around it.
 """
@@ -25,6 +32,8 @@ from torch.fx.experimental.proxy_tensor import PythonKeyTracer, make_fx
 import functorch
 from functorch import functionalize
 from torch.fx.passes.shape_prop import ShapeProp
+
+from .static_shapes import static_shapes
 
 
 @contextlib.contextmanager
@@ -51,7 +60,7 @@ def trace(fn, example_args):
     ``fn`` takes and returns flat tuples of tensors. The example arguments
     fix every shape and dtype; the graph is valid for exactly those.
     """
-    with _recording_stack_traces():
+    with _recording_stack_traces(), static_shapes():
         recorded = make_fx(fn)(*example_args)
 
     def replay(*args):

@@ -1,0 +1,90 @@
+"""Library functions traced in a form kgraph can express.
+
+A few torch functions are written in ways that a static-shape training
+graph cannot follow, though what they compute can be: while a step is
+traced, ``static_shapes()`` routes them to equivalent formulations.
+
+* ``F.cross_entropy(..., label_smoothing=e)`` with class-index targets:
+  torch 1.13 averages the smoothing term over the non-ignored targets with
+  ``masked_select`` (its result's length depends on the labels, and its
+  backward bakes the traced length in). The same loss is
+  ``(1 - e) * nll + e / C * sum(smooth * valid) / sum(valid)``, where
+  ``smooth`` is minus the sum of the log-probabilities over the classes and
+  ``valid`` marks targets other than ``ignore_index``.
+* ``torch.utils.checkpoint.checkpoint``: the reentrant form (torch 1.13's
+  default) runs its own backward, which ``torch.autograd.grad`` cannot
+  enter (the checkpointed parameters' gradients would be lost), and the
+  non-reentrant form's saved-tensor hooks fail under make_fx on scalar
+  operands. Both are traced as a plain call of the function. A recomputed
+  forward in a compiled step would be the same pure ops on the same
+  values, which the compiler's common-subexpression elimination merges
+  with the forward: which activations a step keeps is the compiler's
+  memory plan, not the trace's.
+"""
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as checkpointing
+from torch.overrides import TorchFunctionMode
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def label_smoothed_cross_entropy(logits, target, ignore_index, reduction,
+                                 smoothing):
+    """F.cross_entropy's label-smoothed loss for class-index targets, with
+    static shapes (no weights)."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    log_probs = F.log_softmax(logits, dim=1)
+    nll = F.nll_loss(log_probs, target, ignore_index=ignore_index,
+                     reduction=reduction)
+    valid = target != ignore_index
+    smooth = -log_probs.sum(dim=1) * valid.to(log_probs.dtype)
+    if reduction == "mean":
+        smooth = smooth.sum() / valid.sum().to(log_probs.dtype)
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    classes = logits.shape[1]
+    return (1 - smoothing) * nll + smooth * (smoothing / classes)
+
+
+class _StaticShapes(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.cross_entropy:
+            rewritten = _cross_entropy(*args, **kwargs)
+            if rewritten is not None:
+                return rewritten
+        return func(*args, **kwargs)
+
+
+def _cross_entropy(input, target, weight=None, size_average=None,
+                   ignore_index=-100, reduce=None, reduction="mean",
+                   label_smoothing=0.0):
+    if (label_smoothing == 0.0 or weight is not None or target.is_floating_point()
+            or size_average is not None or reduce is not None or input.dim() < 2):
+        return None  # torch's own trace is static, or the converter names the gap
+    return label_smoothed_cross_entropy(input, target, ignore_index, reduction,
+                                        label_smoothing)
+
+
+def _call(function, preserve_rng_state, *args, **kwargs):
+    return function(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def static_shapes():
+    """Routes the functions above to their static-shape forms."""
+    saved = (checkpointing.CheckpointFunction.apply,
+             checkpointing._checkpoint_without_reentrant)
+    checkpointing.CheckpointFunction.apply = _call
+    checkpointing._checkpoint_without_reentrant = _call
+    try:
+        with _StaticShapes():
+            yield
+    finally:
+        (checkpointing.CheckpointFunction.apply,
+         checkpointing._checkpoint_without_reentrant) = saved
