@@ -122,6 +122,24 @@ class DistributedTest(unittest.TestCase):
             self.assertLess(difference, 1e-4, name)
         self.assertIn("stem.1.running_var", result["difference"])
 
+    def recipe(self, *args):
+        out = self.path("recipe.json")
+        self.run_ok([sys.executable, "-m", "kiln.torchrun", "--nproc_per_node", "4",
+                     "--master_port", str(free_port()),
+                     os.path.join(HERE, "train_recipes_dp.py"), "--out", out, *args])
+        result = load(out)
+        self.assertEqual(result["world"], 4)
+        self.assertEqual(result["graphs"], 2, "accumulate and update graphs")
+        for i, (a, b) in enumerate(zip(result["compiled"], result["eager"])):
+            self.assertLess(abs(a - b) / abs(b), 1e-5, f"micro-batch {i}: {a} vs {b}")
+        self.assertLess(result["difference"], 1e-5)
+
+    def test_accumulation_and_clipping_match_eager_ddp_with_no_sync(self):
+        self.recipe("--accumulate", "2", "--max-norm", "0.5")
+
+    def test_lamb_with_accumulation_matches_eager_ddp(self):
+        self.recipe("--accumulate", "3", "--max-norm", "1.0", "--lamb")
+
     def test_embedding_table_four_workers_match_one_worker(self):
         # A table with many rows per token: the compiled step updates it in
         # two halves, and with four workers averages its gradient over the

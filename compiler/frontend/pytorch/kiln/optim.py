@@ -8,6 +8,7 @@ on the host each step: changing the learning rate or the step count never
 changes the graph or its cache key.
 """
 
+import copy
 import math
 
 import torch
@@ -30,6 +31,11 @@ class Optimizer:
     def update(self, param, grad, state, hyper):
         """(new param, new state dict) for one parameter."""
         raise NotImplementedError
+
+    def for_parameter(self, name):
+        """The spec that updates parameter `name` (LAMB exempts some
+        parameters from weight decay)."""
+        return self
 
     def describe(self):
         fields = ", ".join(f"{k}={v}" for k, v in sorted(vars(self).items()))
@@ -111,6 +117,68 @@ class AdamW(Adam):
         super().__init__(lr, betas, eps, weight_decay)
 
 
+class LAMB(Optimizer):
+    """LAMB (You et al., "Large Batch Optimization for Deep Learning"), as
+    NVIDIA's BERT pre-training applies it (apex FusedLAMB, decoupled weight
+    decay, bias correction). For a parameter p with gradient g at step t:
+
+        m = b1 m + (1 - b1) g            v = b2 v + (1 - b2) g^2
+        u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd p
+        r = |p| / |u|  if |p| > 0 and |u| > 0, else 1
+        p = p - lr r u
+
+    with |.| the L2 norm over the whole parameter. The trust ratio r
+    applies where the parameter decays (wd > 0), as in apex; with
+    ``adapt_without_decay`` (apex's use_nvlamb) it applies everywhere, and
+    ``max_trust_ratio`` clamps it from above (the paper's phi). Parameters
+    whose name contains one of ``no_decay`` (BERT: "bias", "LayerNorm")
+    neither decay nor adapt. NVIDIA's global gradient-norm clipping before
+    the update is ``compile_step(..., max_grad_norm=1.0)``.
+    """
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
+                 no_decay=(), adapt_without_decay=False, max_trust_ratio=None):
+        super().__init__(lr)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.no_decay = tuple(no_decay)
+        self.adapt_without_decay = bool(adapt_without_decay)
+        self.max_trust_ratio = None if max_trust_ratio is None else float(max_trust_ratio)
+
+    def hyper_parameters(self, step):
+        return {"lr": self.lr, "bias_correction1": 1 - self.beta1 ** step,
+                "bias_correction2": 1 - self.beta2 ** step}
+
+    def for_parameter(self, name):
+        if self.weight_decay and any(part in name for part in self.no_decay):
+            exempt = copy.copy(self)
+            exempt.weight_decay = 0.0
+            return exempt
+        return self
+
+    def update(self, param, grad, state, hyper):
+        m = self.beta1 * state["exp_avg"] + (1 - self.beta1) * grad
+        v = self.beta2 * state["exp_avg_sq"] + (1 - self.beta2) * grad * grad
+        u = (m / hyper["bias_correction1"]) / (
+            (v / hyper["bias_correction2"]).sqrt() + self.eps)
+        if self.weight_decay:
+            u = u + self.weight_decay * param
+        if self.weight_decay or self.adapt_without_decay:
+            p_norm = torch.linalg.vector_norm(param)
+            u_norm = torch.linalg.vector_norm(u)
+            # Both branches finite: the device selects arithmetically.
+            adapt = (p_norm > 0) & (u_norm > 0)
+            one = torch.ones_like(p_norm)
+            ratio = torch.where(adapt, p_norm / torch.where(adapt, u_norm, one), one)
+            if self.max_trust_ratio is not None:
+                ratio = torch.clamp(ratio, max=self.max_trust_ratio)
+            u = u * ratio
+        return param - hyper["lr"] * u, {"exp_avg": m, "exp_avg_sq": v}
+
+
 class MasterWeights(Optimizer):
     """`inner`'s update on f32 master copies of a bf16 model's
     parameters: the model computes in bf16, the optimizer keeps each
@@ -126,7 +194,7 @@ class MasterWeights(Optimizer):
 
     def __init__(self, inner):
         if not isinstance(inner, Optimizer) or isinstance(inner, MasterWeights):
-            raise TypeError("kiln.optim.MasterWeights wraps an SGD, Adam or AdamW spec")
+            raise TypeError("kiln.optim.MasterWeights wraps an SGD, Adam, AdamW or LAMB spec")
         super().__init__(inner.lr)
         self.inner = inner
         self.state_names = ("master",) + tuple(inner.state_names)
@@ -140,6 +208,14 @@ class MasterWeights(Optimizer):
                             f"parameters, not of {param.dtype} ones; give it a bf16 model")
         master = param.detach().float()
         return {"master": master, **self.inner.init_state(master)}
+
+    def for_parameter(self, name):
+        inner = self.inner.for_parameter(name)
+        if inner is self.inner:
+            return self
+        wrapped = copy.copy(self)
+        wrapped.inner = inner
+        return wrapped
 
     def update(self, param, grad, state, hyper):
         own = {name: state[name] for name in self.inner.state_names}

@@ -1,18 +1,24 @@
 """compile_step: a PyTorch training step, traced, cached and run by Kiln.
 
-A CompiledStep owns one runtime Session per batch signature (shapes and
-dtypes): the first call with a new signature traces and converts the step,
-derives its cache key and loads (or compiles) its artifact. Parameters and
-optimizer state live on the simulated device, updated in place by each
-step; they move between sessions only when the signature changes, and come
-back to the host only when asked (state_dict(), copy_to()).
+A CompiledStep owns one runtime Session per graph: per batch signature
+(shapes and dtypes) and phase. The first call with a new signature traces
+and converts the step, derives its cache key and loads (or compiles) its
+artifact. With gradient accumulation over k micro-batches a step has two
+phases: k - 1 calls run the "accumulate" graph (forward, backward, the
+gradients added to accumulators) and every k-th runs the "update" graph
+(the same, then the data-parallel average, clipping and the optimizer).
+
+Parameters and optimizer state live on the simulated device, updated in
+place by each step. Each tensor is tracked where its current value lives:
+a graph's session receives the tensors it reads only when another graph
+has changed them since, and they come back to the host only when asked
+(state_dict(), copy_to()).
 
 In collection mode (KILN_EXTRACT_GRAPHS_ONLY=1, set by `kiln precompile`)
 the session records the graph instead of compiling it, and calls return
 zero-filled outputs without running anything.
 """
 
-import contextlib
 import os
 
 import torch
@@ -21,9 +27,10 @@ from torch.nn.utils.stateless import functional_call
 from . import _kiln
 from . import distributed
 from . import kgraph_pb2 as pb
-from .aten_to_kgraph import (ConversionError, Context, convert_nodes,
-                             uses_randomness)
+from .aten_to_kgraph import Context, convert_nodes, uses_randomness
 from .graph_writer import TORCH_DTYPES, GraphWriter
+from .model_step import (ACCUMULATE, UPDATE, accumulators,
+                         check_parameters_traced, model_step)
 from .optim import Optimizer
 from .tracing import trace
 
@@ -72,7 +79,16 @@ class _Spec:
         self.hyper = hyper        # step -> {name: float}
         self.build = build        # returns the flat step function
         self.model = None         # the nn.Module of compile_step(model, ...)
+        self.accumulation = 1     # micro-batches per optimizer update
+        self.accumulators = set() # the state names holding summed gradients
+        self.metrics = ()         # names of the update graph's metric outputs
 
+    def state_for(self, phase):
+        """The state tensors the `phase` graph reads: all for an update; the
+        accumulators and module buffers for an accumulation."""
+        if phase == UPDATE:
+            return list(self.state)
+        return [n for n in self.state if n in self.accumulators or n in self.buffers]
 
 class CompiledStep:
     def __init__(self, spec, flags, cache_root, check_hazards, seed,
@@ -90,38 +106,50 @@ class CompiledStep:
         self._cache_root = cache_root or ""
         self._check_hazards = check_hazards
         self._seed = int(seed)
-        self._sessions = {}       # signature -> _Compiled
-        self._holder = None       # the _Compiled whose device holds the state
-        self._host = {**spec.params, **spec.state}  # when no device holds it
-        self.steps = 0
+        self._sessions = {}       # (signature, phase) -> _Compiled
+        self._last = None         # the _Compiled that ran last
+        self._host = {**spec.params, **spec.state}
+        # name -> the _Compiled whose devices hold its current value; empty:
+        # the host's copy is current.
+        self._fresh = {name: set() for name in self._host}
+        self.steps = 0            # optimizer updates
+        self.micro_steps = 0      # calls (micro-batches)
         self.last_stats = None
+        self.metrics = {}         # the last update's metrics (grad_norm)
         self._synchronized = False
 
     # -- public -------------------------------------------------------------
 
     def __call__(self, *batch):
-        """Runs one training step on `batch`; returns the loss (a 0-d tensor)."""
+        """Runs one training step on `batch` (one micro-batch, with gradient
+        accumulation); returns its loss (a 0-d tensor)."""
         batch = _check_batch(batch)
-        compiled = self._compiled_for(batch)
+        micro = self.micro_steps + 1
+        updates = micro % self._spec.accumulation == 0
+        compiled = self._compiled_for(batch, UPDATE if updates else ACCUMULATE)
         # The step counts once it has run: a step that stops with an error (a
         # label out of range, say) leaves the schedule and the per-step seeds
         # where they were, as eager PyTorch leaves its optimizer's state.
-        step = self.steps + 1
         self._bind_state(compiled)
         session = compiled.session
-        hyper = self._spec.hyper(step)
-        for name, value in hyper.items():
+        for name, value in self._spec.hyper(self.steps + 1).items():
             session.set_input("h." + name, _tensor_bytes(torch.tensor(value, dtype=torch.float32)))
         for i, tensor in enumerate(batch):
             session.set_input(f"b.{i}", _tensor_bytes(tensor))
         if compiled.has_seed:
-            seed = distributed.worker_seed(self._seed, self.world.rank, step)
+            seed = distributed.worker_seed(self._seed, self.world.rank, micro)
             session.set_input("seed", _tensor_bytes(torch.tensor(seed)))
         self.last_stats = session.run(self._trace_path)
-        self.steps = step
+        self._last = compiled
+        for name in compiled.updates:
+            self._fresh[name] = {compiled}
+        self.micro_steps = micro
+        if updates:
+            self.steps += 1
+            self.metrics = {m: float(self._output(compiled, m))
+                            for m in self._spec.metrics}
         self._trace_path = ""
-        loss_type = compiled.outputs["loss"]
-        return _tensor_from(session.read("loss"), *loss_type)
+        return self._output(compiled, "loss")
 
     def trace_next(self, path):
         """Writes the next step's engine timelines to `path` (a Chrome/Perfetto
@@ -131,7 +159,8 @@ class CompiledStep:
     def checkpoint_state(self):
         """Everything needed to resume: parameters, optimizer state, the step
         count (which drives schedules and per-step seeds) and the seed."""
-        return {"state": self.state_dict(), "steps": self.steps, "seed": self._seed}
+        return {"state": self.state_dict(), "steps": self.steps,
+                "micro_steps": self.micro_steps, "seed": self._seed}
 
     def load_checkpoint_state(self, saved):
         """Resumes from checkpoint_state(); the next step is saved["steps"]+1."""
@@ -146,16 +175,16 @@ class CompiledStep:
                                  f"{tuple(got.shape)}, the step has "
                                  f"{want.dtype}{tuple(want.shape)}")
         self._host = {name: saved["state"][name].clone() for name in self._host}
-        self._holder = None
+        self._fresh = {name: set() for name in self._host}
         self._synchronized = True
         self.steps = int(saved["steps"])
+        self.micro_steps = int(saved.get(
+            "micro_steps", self.steps * self._spec.accumulation))
         self._seed = int(saved["seed"])
 
     def state_dict(self):
         """Current parameters and optimizer state, by name, on the host."""
-        if self._holder is None:
-            return {k: v.clone() for k, v in self._host.items()}
-        return {name: self._read(self._holder, name) for name in self._host}
+        return {name: self._value(name) for name in self._host}
 
     def parameters(self):
         return {k: v for k, v in self.state_dict().items() if k in self._spec.params}
@@ -172,7 +201,7 @@ class CompiledStep:
     @property
     def key(self):
         """The cache key of the most recently used graph."""
-        return self._holder.session.key if self._holder else None
+        return self._last.session.key if self._last else None
 
     @property
     def keys(self):
@@ -199,11 +228,11 @@ class CompiledStep:
 
     # -- internals ----------------------------------------------------------
 
-    def _compiled_for(self, batch):
-        signature = _signature(batch)
+    def _compiled_for(self, batch, phase=UPDATE):
+        signature = (_signature(batch), phase)
         compiled = self._sessions.get(signature)
         if compiled is None:
-            graph = build_graph(self._spec, batch)
+            graph = build_graph(self._spec, batch, phase)
             communicator = None
             if self.data_parallel and not collecting():
                 communicator = distributed.communicator()
@@ -213,24 +242,40 @@ class CompiledStep:
         return compiled
 
     def _bind_state(self, compiled):
-        if self._holder is compiled:
-            return
+        """Gives `compiled` the current value of every tensor it reads."""
         if self.data_parallel and not collecting() and not self._synchronized:
             # As DDP does: every worker starts from rank 0's values, whatever
             # each initialised.
             self._host = {n: distributed.broadcast(t) for n, t in self._host.items()}
             self._synchronized = True
-        values = self.state_dict()
-        for name, tensor in values.items():
-            compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(tensor))
-        for name, tensor in self._spec.frozen.items():
-            compiled.session.set_input("f." + name, _tensor_bytes(tensor))
-        self._holder = compiled
+        for name in compiled.reads:
+            holders = self._fresh[name]
+            if compiled in holders:
+                continue
+            value = self._value(name)
+            compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(value))
+            if holders:
+                holders.add(compiled)
+            else:
+                self._fresh[name] = {compiled}
+                self._host[name] = value
+        if not compiled.frozen_bound:
+            for name, tensor in self._spec.frozen.items():
+                compiled.session.set_input("f." + name, _tensor_bytes(tensor))
+            compiled.frozen_bound = True
 
-    def _read(self, compiled, name):
+    def _value(self, name):
+        """The current value of parameter or state tensor `name`."""
+        holders = self._fresh[name]
+        if not holders:
+            return self._host[name].clone()
+        compiled = next(iter(holders))
         input_name = _input_name(self._spec, name)
         dtype, shape = compiled.inputs[input_name]
         return _tensor_from(compiled.session.read(input_name), dtype, shape)
+
+    def _output(self, compiled, name):
+        return _tensor_from(compiled.session.read(name), *compiled.outputs[name])
 
 
 class _Compiled:
@@ -242,6 +287,13 @@ class _Compiled:
         for o in graph.outputs:
             self.outputs[o.name] = self._value_type(graph, o.value)
         self.has_seed = "seed" in self.inputs
+        # The parameter and state tensors (by spec name) the graph reads and
+        # the ones it updates.
+        self.reads = [i.name[2:] for i in graph.inputs
+                      if i.name[:2] in ("p.", "s.")]
+        self.updates = [o.name[len("next.") + 2:] for o in graph.outputs
+                        if o.name.startswith("next.")]
+        self.frozen_bound = False
         self.session = _kiln.Session(graph.SerializeToString(deterministic=True),
                                      flags, cache_root, check_hazards,
                                      communicator)
@@ -264,21 +316,23 @@ def _input_name(spec, name):
     return ("p." if name in spec.params else "s.") + name
 
 
-def build_graph(spec, batch):
-    """Traces the step for `batch` and converts it: a kgraph_pb2.Graph."""
-    pnames, fnames, snames = list(spec.params), list(spec.frozen), list(spec.state)
+def build_graph(spec, batch, phase=UPDATE):
+    """Traces the step's `phase` for `batch` and converts it: a
+    kgraph_pb2.Graph."""
+    pnames, fnames = list(spec.params), list(spec.frozen)
+    snames = spec.state_for(phase)
     hnames = sorted(spec.hyper(1))
     hyper = {n: torch.tensor(v, dtype=torch.float32) for n, v in spec.hyper(1).items()}
     example = ([spec.params[n] for n in pnames] + [spec.frozen[n] for n in fnames] +
                [spec.state[n] for n in snames] + [hyper[n] for n in hnames] +
                list(batch))
     example = [t.detach().clone() for t in example]
-    flat_step = spec.build(pnames, fnames, snames, hnames, len(batch))
+    flat_step = spec.build(pnames, fnames, snames, hnames, len(batch), phase)
     gm = trace(flat_step, example)
     if spec.model is not None:
-        _check_parameters_traced(gm, spec.model)
+        check_parameters_traced(gm, spec.model)
 
-    writer = GraphWriter(spec.name)
+    writer = GraphWriter(spec.name if phase == UPDATE else f"{spec.name}.{phase}")
     values = []
     roles = ([("p." + n, pb.PARAMETER) for n in pnames] +
              [("f." + n, pb.PARAMETER) for n in fnames] +
@@ -293,10 +347,13 @@ def build_graph(spec, batch):
         seed = writer.input("seed", torch.int64, (), pb.RNG_SEED)
     outputs = convert_nodes(Context(writer, seed), gm, values)
 
-    # flat outputs: loss, then each updated parameter and state tensor (None
-    # where the step leaves it unchanged).
+    # flat outputs: loss, the metrics, then each updated parameter and state
+    # tensor (None where the step leaves it unchanged).
     writer.output("loss", outputs[0], pb.LOSS)
-    updated = outputs[1:]
+    metrics = spec.metrics if phase == UPDATE else ()
+    for name, value in zip(metrics, outputs[1:]):
+        writer.output(name, value, pb.METRIC)
+    updated = outputs[1 + len(metrics):]
     for i, name in enumerate(pnames):
         if updated[i] is not None:
             writer.output("next.p." + name, updated[i], pb.UPDATED_PARAMETER, i)
@@ -309,85 +366,8 @@ def build_graph(spec, batch):
     return writer.graph
 
 
-def _check_parameters_traced(gm, model):
-    """A parameter the trace captured as a constant would silently never
-    train: the model reads it through a reference the step cannot swap."""
-    pointers = {p.data_ptr(): n for n, p in model.named_parameters()
-                if p.requires_grad and p.numel()}
-    for node in gm.graph.nodes:
-        if node.op == "get_attr":
-            name = pointers.get(getattr(gm, node.target).data_ptr())
-            if name is not None:
-                raise ConversionError(
-                    f"parameter '{name}' is read through a reference the step "
-                    "cannot replace (a list or attribute the module filled "
-                    "when it was built), so it would never train; read it "
-                    "as a module attribute in forward()")
-
-
-def _model_step(model, loss_fn, optimizer, state_layout, buffer_names):
-    def build(pnames, fnames, snames, hnames, nbatch):
-        def flat_step(*flat):
-            it = iter(flat)
-            params = {n: next(it) for n in pnames}
-            frozen = {n: next(it) for n in fnames}
-            state = {n: next(it) for n in snames}
-            hyper = {n: next(it) for n in hnames}
-            batch = [next(it) for _ in range(nbatch)]
-            leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
-            # Buffers are state the forward may update in place (batch
-            # norm's running statistics); the step returns what they hold
-            # after it.
-            buffers = {n: state[n] for n in buffer_names}
-            tensors = {**leaves, **frozen, **buffers}
-            with _rnn_weights(model, tensors):
-                out = functional_call(model, tensors, tuple(batch[:-1]))
-            loss = loss_fn(out, batch[-1])
-            grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
-            new_params, new_state = [], {}
-            with torch.no_grad():
-                for n, g in zip(pnames, grads):
-                    if g is None:
-                        new_params.append(None)
-                        continue
-                    g = distributed.mark_gradient(g, "p." + n)
-                    own = {s: state[f"{n}.{s}"] for s in state_layout}
-                    p, updated = optimizer.update(params[n], g, own, hyper)
-                    new_params.append(p)
-                    for s, v in updated.items():
-                        new_state[f"{n}.{s}"] = v
-            new_state.update(buffers)
-            return (loss.detach(), *new_params, *[new_state.get(n) for n in snames])
-        return flat_step
-    return build
-
-
-@contextlib.contextmanager
-def _rnn_weights(model, tensors):
-    """Points each recurrent module's cached weight list at `tensors`.
-
-    nn.LSTM, nn.GRU and nn.RNN read their weights from `_flat_weights`, a
-    list filled when the module was built, not through attribute lookup:
-    functional_call's swapped parameters would not reach it, and the trace
-    would hold the original weights as constants with no gradient.
-    """
-    saved = []
-    for prefix, module in model.named_modules():
-        if isinstance(module, torch.nn.RNNBase):
-            saved.append((module, module._flat_weights))
-            path = prefix + "." if prefix else ""
-            module._flat_weights = [tensors.get(path + n, w) for n, w in
-                                    zip(module._flat_weights_names,
-                                        module._flat_weights)]
-    try:
-        yield
-    finally:
-        for module, weights in saved:
-            module._flat_weights = weights
-
-
 def _function_step(fn):
-    def build(pnames, fnames, snames, hnames, nbatch):
+    def build(pnames, fnames, snames, hnames, nbatch, phase):
         def flat_step(*flat):
             it = iter(flat)
             params = {n: next(it) for n in pnames}
@@ -402,7 +382,8 @@ def _function_step(fn):
 
 def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                  state=None, name=None, flags=(), cache_root=None,
-                 check_hazards=False, seed=0, data_parallel=None):
+                 check_hazards=False, seed=0, data_parallel=None,
+                 max_grad_norm=None, accumulation_steps=1):
     """Compiles a training step with Kiln and returns a callable.
 
     Two forms:
@@ -427,6 +408,14 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
     its gradients averaged across the workers, its loss the group's mean,
     its initial parameters rank 0's. Each worker passes its own shard of the
     global batch (``kiln.distributed.sampler``).
+
+    For a model, ``max_grad_norm`` clips the (averaged) gradients to that
+    global L2 norm as ``torch.nn.utils.clip_grad_norm_`` does; the pre-clip
+    norm of each update is ``step.metrics["grad_norm"]``.
+    ``accumulation_steps=k`` makes each call one micro-batch: the gradients
+    of k calls (of ``loss / k``) are summed and the k-th call averages them
+    across the workers, clips and updates, as an eager loop with DDP's
+    ``no_sync`` does. Each call returns its micro-batch's (unscaled) loss.
     """
     if isinstance(model_or_fn, torch.nn.Module):
         model = model_or_fn
@@ -438,18 +427,35 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
         frozen = {n: p.detach().clone() for n, p in model.named_parameters()
                   if not p.requires_grad}
         buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+        accumulation_steps = int(accumulation_steps)
+        if accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps is {accumulation_steps}; "
+                             "give 1 or more micro-batches per update")
+        if max_grad_norm is not None and not float(max_grad_norm) > 0:
+            raise ValueError(f"max_grad_norm is {max_grad_norm}; give a "
+                             "positive norm or None")
         init_state = dict(buffers)
         for n, p in trained.items():
             for s, v in optimizer.init_state(p).items():
                 init_state[f"{n}.{s}"] = v
+        summed = accumulators(trained) if accumulation_steps > 1 else {}
+        init_state.update(summed)
         spec = _Spec(name or type(model).__name__, trained, init_state,
                      optimizer.hyper_parameters,
-                     _model_step(model, loss_fn, optimizer, optimizer.state_names,
-                                 list(buffers)))
+                     model_step(model, loss_fn, optimizer, list(buffers),
+                                accumulation_steps,
+                                None if max_grad_norm is None else float(max_grad_norm)))
         spec.frozen = frozen
         spec.buffers = set(buffers)
         spec.model = model
+        spec.accumulation = accumulation_steps
+        spec.accumulators = set(summed)
+        spec.metrics = ("grad_norm",) if max_grad_norm is not None else ()
     elif callable(model_or_fn):
+        if max_grad_norm is not None or accumulation_steps != 1:
+            raise TypeError("max_grad_norm and accumulation_steps apply to "
+                            "compile_step(model, ...); a step function clips "
+                            "and accumulates itself")
         if params is None:
             raise TypeError("compile_step(fn, params=..., state=...): give the "
                             "initial parameters")
