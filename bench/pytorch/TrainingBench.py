@@ -3,7 +3,7 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/TrainingBench.py
 
 For the two main-job models (the Fashion-MNIST MLP, batch 32, and the
-fortunes character GPT, batch 8 x 32) and the Fashion-MNIST ResNet-style
+fortunes character Llama, batch 8 x 32) and the Fashion-MNIST ResNet-style
 CNN (`fashion_mnist.py --model resnet`, batch 32) on one worker of this
 machine:
 
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "examples", "pytorch"))
 import kiln  # noqa: E402
 from fashion_mnist import MLP, ResNetSmall  # noqa: E402
-from fortunes_gpt import VOCAB, CharGPT, lm_loss  # noqa: E402
+from fortunes_gpt import VOCAB, CharLlama, lm_loss  # noqa: E402
 
 
 def models():
@@ -44,7 +44,7 @@ def models():
         ("mlp-784-128-10 b32", lambda: MLP(128), F.cross_entropy,
          lambda: kiln.optim.Adam(lr=1e-3), lambda p: torch.optim.Adam(p, lr=1e-3),
          mlp_batch),
-        ("char-gpt 2x64 b8x32", lambda: CharGPT(64, 4, 2, 32), lm_loss,
+        ("char-llama 2x64 b8x32", lambda: CharLlama(64, 4, 2, 2, 32, 176), lm_loss,
          lambda: kiln.optim.AdamW(lr=3e-3, weight_decay=0.01),
          lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.01), gpt_batch),
         ("resnet-small-16 b32", lambda: ResNetSmall(16), F.cross_entropy,

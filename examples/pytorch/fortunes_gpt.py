@@ -1,11 +1,13 @@
-"""Data-parallel training of a small GPT-style language model on fortunes.
+"""Data-parallel training of a small Llama-style language model on fortunes.
 
     kiln precompile -- python3 -m kiln.torchrun --nproc_per_node 4 fortunes_gpt.py
     python3 -m kiln.torchrun --nproc_per_node 4 fortunes_gpt.py
 
-A character-level causal transformer (pre-norm blocks, tanh-GELU MLPs,
-AdamW) learns the text of Debian's fortunes-min (fortunes, literature,
-riddles). The last tenth of the text is held out: rank 0 reports its loss
+A character-level causal transformer with Llama's architecture (RMSNorm,
+rotary embeddings, grouped-query attention, SwiGLU) and its training
+recipe (AdamW, warm-up then cosine learning rate, gradient clipping at
+1.0, 2 micro-batches per update) learns the text of Debian's fortunes-min
+(fortunes, literature, riddles). The last tenth of the text is held out: rank 0 reports its loss
 (PyTorch on the CPU, with the trained parameters) against the loss of the
 character frequencies alone, and a greedy sample of what the model learned.
 """
@@ -35,50 +37,83 @@ def decode(ids):
     return "".join("\n" if i == 0 else chr(i + 31) for i in ids)
 
 
-class Attention(nn.Module):
-    def __init__(self, hidden, heads):
+class RMSNorm(nn.Module):
+    def __init__(self, hidden, eps=1e-6):
         super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.proj = nn.Linear(hidden, hidden)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden))
 
     def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal attention with rotary position embeddings; `kv_heads` key and
+    value heads each serve a group of query heads."""
+
+    def __init__(self, hidden, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.kv = nn.Linear(hidden, 2 * kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x, cos, sin):
         b, s, h = x.shape
-        q, k, v = (t.view(b, s, self.heads, h // self.heads).transpose(1, 2)
-                   for t in self.qkv(x).split(h, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(h // self.heads)
+        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (t.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+                for t in self.kv(x).chunk(2, dim=-1))
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        group = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         causal = torch.ones(s, s, dtype=torch.bool).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(b, s, h))
+        return self.o((attn @ v).transpose(1, 2).reshape(b, s, h))
 
 
 class Block(nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, kv_heads, ffn):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
-        self.attn = Attention(hidden, heads)
-        self.ff1, self.ff2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.attn_norm, self.ffn_norm = RMSNorm(hidden), RMSNorm(hidden)
+        self.attn = Attention(hidden, heads, kv_heads)
+        self.gate_up = nn.Linear(hidden, 2 * ffn, bias=False)
+        self.down = nn.Linear(ffn, hidden, bias=False)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.ff2(F.gelu(self.ff1(self.ln2(x)), approximate="tanh"))
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        gate, up = self.gate_up(self.ffn_norm(x)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
 
 
-class CharGPT(nn.Module):
-    def __init__(self, hidden, heads, layers, seq):
+class CharLlama(nn.Module):
+    """Llama's architecture at character scale: pre-RMSNorm blocks, rotary
+    embeddings, grouped-query attention, SwiGLU, an untied output head."""
+
+    def __init__(self, hidden, heads, kv_heads, layers, seq, ffn):
         super().__init__()
         self.tokens = nn.Embedding(VOCAB, hidden)
-        self.positions = nn.Embedding(seq, hidden)
-        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
-        self.ln = nn.LayerNorm(hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads, kv_heads, ffn)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(hidden)
         self.head = nn.Linear(hidden, VOCAB, bias=False)
-        self.register_buffer("position_ids", torch.arange(seq))
+        head_dim = hidden // heads
+        inverse = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(seq).float(), inverse).repeat(1, 2)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, ids):
-        x = self.tokens(ids) + self.positions(self.position_ids[: ids.shape[1]])
+        s = ids.shape[1]
+        x = self.tokens(ids)
         for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+            x = block(x, self.cos[:s], self.sin[:s])
+        return self.head(self.norm(x))
 
 
 def lm_loss(logits, targets):
@@ -94,11 +129,16 @@ def windows(ids, seq):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch", type=int, default=8, help="per worker")
+    parser.add_argument("--steps", type=int, default=300, help="optimizer updates")
+    parser.add_argument("--batch", type=int, default=4, help="per worker and micro-batch")
+    parser.add_argument("--accumulate", type=int, default=2, help="micro-batches per update")
+    parser.add_argument("--max-grad-norm", type=float, default=1.0)
+    parser.add_argument("--warmup", type=int, default=30, help="warm-up updates")
     parser.add_argument("--seq", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--ffn", type=int, default=176)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -123,8 +163,12 @@ def main():
 
     world = kiln.distributed.world()
     torch.manual_seed(args.seed)
-    model = CharGPT(args.hidden, args.heads, args.layers, args.seq)
-    step = kiln.compile_step(model, lm_loss, kiln.optim.AdamW(lr=args.lr, weight_decay=0.01),
+    model = CharLlama(args.hidden, args.heads, args.kv_heads, args.layers, args.seq,
+                      args.ffn)
+    optimizer = kiln.optim.AdamW(lr=args.lr, weight_decay=0.01).with_schedule(
+        kiln.optim.warmup_cosine(args.warmup, args.steps))
+    step = kiln.compile_step(model, lm_loss, optimizer, max_grad_norm=args.max_grad_norm,
+                             accumulation_steps=args.accumulate,
                              seed=args.seed)
     sampler = kiln.distributed.sampler(train, shuffle=True, seed=args.seed)
     loader = torch.utils.data.DataLoader(train, batch_size=args.batch, sampler=sampler,
@@ -135,7 +179,8 @@ def main():
     if world.rank == 0 and not kiln.collecting():
         print(f"fortunes_gpt: {sum(p.numel() for p in model.parameters()):,} parameters, "
               f"{len(ids):,} characters ({len(train)} training windows of {args.seq}), "
-              f"{world.size} workers x batch {args.batch}, {args.steps} steps", flush=True)
+              f"{world.size} workers x batch {args.batch} x {args.accumulate} "
+              f"micro-batches, {args.steps} updates", flush=True)
     losses = kiln.loop.train(step, loader, args.steps, sampler=sampler,
                              checkpoints=checkpoints, metrics=metrics)
     metrics.close()

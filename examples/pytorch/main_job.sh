@@ -42,18 +42,22 @@ run_model fortunes_gpt
 "$PYTHON" - "$WORK" <<'PY'
 import json, sys
 work = sys.argv[1]
+# The character GPT of the same size, with plain AdamW and one batch of 8
+# per worker and step, reached 2.304 nats/char in the same time.
+GPT_GOAL = 2.304
 mnist = json.load(open(f"{work}/fashion_mnist.json"))
 gpt = json.load(open(f"{work}/fortunes_gpt.json"))
 compiles = mnist["compiles"] + gpt["compiles"]
 print()
 print(f"main job: Fashion-MNIST test accuracy {100 * mnist['accuracy']:.2f}% (goal 85%); "
-      f"fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char "
-      f"(frequencies alone {gpt['unigram_loss']:.3f}); compiles at train time: {compiles}")
+      f"fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char (goal below "
+      f"{GPT_GOAL}; frequencies alone {gpt['unigram_loss']:.3f}); compiles at train time: "
+      f"{compiles}")
 problems = []
 if mnist["accuracy"] < 0.85:
     problems.append("Fashion-MNIST accuracy below 85%")
-if gpt["held_out_loss"] >= gpt["unigram_loss"]:
-    problems.append("the language model learned nothing")
+if gpt["held_out_loss"] >= GPT_GOAL:
+    problems.append(f"the language model's held-out loss is not below {GPT_GOAL}")
 if compiles:
     problems.append(f"{compiles} graphs compiled at train time")
 if problems:

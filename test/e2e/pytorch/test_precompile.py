@@ -59,6 +59,16 @@ class PrecompileTest(unittest.TestCase):
         again = self.kiln("--", *TRAIN, "--steps", "5")  # everything cached now
         self.assertIn("0 compiled, 2 already cached", again.stdout)
 
+    def test_accumulation_graphs_are_all_collected(self):
+        # One batch size, 3 micro-batches per update: the accumulate and
+        # the update graph, both collected by a run of 3 calls.
+        out = self.kiln("--", *TRAIN, "--steps", "3", "--batches", "8",
+                        "--accumulate", "3")
+        self.assertIn("2 graphs: 2 compiled", out.stdout)
+        run = self.train("--steps", "6", "--batches", "8", "--accumulate", "3")
+        self.assertEqual(run["stats"]["compiles"], 0, run)
+        self.assertEqual(run["stats"]["hits"], 2, run)
+
     def test_graphs_of_several_workers_are_deduplicated(self):
         # Four workers of one job (as a launcher starts them) record the same
         # two graphs; precompile compiles each once. Collection needs no

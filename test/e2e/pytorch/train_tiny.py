@@ -21,11 +21,14 @@ parser.add_argument("--steps", type=int, default=4)
 parser.add_argument("--batches", default="8,16")
 parser.add_argument("--hidden", type=int, default=32)
 parser.add_argument("--crash-after", type=int, default=-1)
+parser.add_argument("--accumulate", type=int, default=1,
+                    help="micro-batches per update (two graphs per batch size)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
 model = MLP(inputs=16, hidden=args.hidden, classes=4)
-step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1, momentum=0.9))
+step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1, momentum=0.9),
+                         accumulation_steps=args.accumulate, max_grad_norm=1.0)
 sizes = [int(b) for b in args.batches.split(",")]
 loss = None
 for i in range(args.steps):

@@ -3,9 +3,12 @@
 ``kiln.loop.train(step, loader, steps=N, ...)`` is what every data-parallel
 example and test runs: it restores the newest checkpoint (if any) and skips
 the batches that checkpoint had consumed, runs `step` on each batch until
-the step count reaches N, records metrics, and checkpoints every
-``checkpoints.every`` steps. In collection mode (``kiln precompile``) it
-runs one step, which is all it takes to record the graph, and returns.
+N optimizer updates are done, records metrics, and checkpoints every
+``checkpoints.every`` calls. With gradient accumulation over k
+micro-batches each batch is a micro-batch and an update takes k calls;
+losses, metrics and checkpoints count calls. In collection mode (``kiln
+precompile``) it runs one update's calls, which is all it takes to record
+the graphs, and returns.
 """
 
 import torch
@@ -16,7 +19,7 @@ from .step import collecting
 
 def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
           samples_per_step=None, trace_step=None, trace_path=None):
-    """Trains until `step` has run `steps` steps; returns {step: loss}.
+    """Trains until `step` has made `steps` updates; returns {call: loss}.
 
     `loader` yields batches (tuples passed to `step`); `sampler` (a
     DistributedSampler) is told the epoch so each epoch reshuffles the
@@ -35,7 +38,9 @@ def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
     per_epoch = len(loader)
     if per_epoch == 0:
         raise ValueError("the data loader yields no batches for this worker")
-    while done < steps:
+    per_update = step.accumulation_steps
+    calls = steps * per_update
+    while done < calls:
         epoch, skip = divmod(done, per_epoch)
         if sampler is not None:
             sampler.set_epoch(epoch)
@@ -50,11 +55,11 @@ def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
             if metrics is not None:
                 size = samples_per_step or len(batch[0]) * distributed.world().size
                 metrics.step(done, loss, step.last_stats, samples=size)
-            if collecting():
+            if collecting() and done >= per_update:
                 return losses
             if checkpoints is not None and checkpoints.due(done):
                 checkpoints.save(step, step=done, losses=losses)
-            if done >= steps:
+            if done >= calls:
                 break
     return losses
 

@@ -4,8 +4,12 @@ Each spec computes, in plain tensor ops, exactly the update its torch.optim
 namesake applies (torch 1.13, single-tensor path), so that a Kiln step and
 an eager PyTorch step agree. Hyper-parameters that change between steps
 (the learning rate, Adam's bias corrections) are graph *inputs*, computed
-on the host each step: changing the learning rate or the step count never
-changes the graph or its cache key.
+on the host each step: changing the learning rate, its schedule or the
+step count never changes the graph or its cache key.
+
+A spec's ``schedule`` scales its learning rate per update (1-based), as a
+torch.optim.lr_scheduler.LambdaLR would: ``warmup_cosine(warmup, total)``
+is the linear warm-up then cosine decay of Llama and BERT pre-training.
 """
 
 import copy
@@ -14,16 +18,37 @@ import math
 import torch
 
 
+def warmup_cosine(warmup, total, floor=0.1):
+    """The learning-rate factor of update `step`: linear from 1/warmup to 1
+    over `warmup` updates, then a cosine down to `floor` at `total`."""
+    def factor(step):
+        if step <= warmup:
+            return step / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+    return factor
+
+
 class Optimizer:
     #: Names of the per-parameter state tensors, in order.
     state_names = ()
+    schedule = None
 
     def __init__(self, lr):
         self.lr = float(lr)
 
+    def with_schedule(self, schedule):
+        """This spec with its learning rate scaled by `schedule(step)`."""
+        scheduled = copy.copy(self)
+        scheduled.schedule = schedule
+        return scheduled
+
+    def lr_at(self, step):
+        return self.lr * (self.schedule(step) if self.schedule else 1.0)
+
     def hyper_parameters(self, step):
         """Host-side scalars for 1-based step `step`, by name."""
-        return {"lr": self.lr}
+        return {"lr": self.lr_at(step)}
 
     def init_state(self, param):
         return {name: torch.zeros_like(param) for name in self.state_names}
@@ -70,7 +95,7 @@ class SGD(Optimizer):
         return param - hyper["lr"] * grad, new_state
 
     def hyper_parameters(self, step):
-        h = {"lr": self.lr}
+        h = {"lr": self.lr_at(step)}
         if self.momentum:
             h["first_step"] = 1.0 if step == 1 else 0.0
         return h
@@ -90,9 +115,9 @@ class Adam(Optimizer):
 
     def hyper_parameters(self, step):
         return {
-            "lr": self.lr,
+            "lr": self.lr_at(step),
             # lr / (1 - beta1^t) and sqrt(1 - beta2^t), as torch computes them
-            "step_size": self.lr / (1 - self.beta1 ** step),
+            "step_size": self.lr_at(step) / (1 - self.beta1 ** step),
             "bias_correction2_sqrt": math.sqrt(1 - self.beta2 ** step),
         }
 
@@ -149,7 +174,7 @@ class LAMB(Optimizer):
         self.max_trust_ratio = None if max_trust_ratio is None else float(max_trust_ratio)
 
     def hyper_parameters(self, step):
-        return {"lr": self.lr, "bias_correction1": 1 - self.beta1 ** step,
+        return {"lr": self.lr_at(step), "bias_correction1": 1 - self.beta1 ** step,
                 "bias_correction2": 1 - self.beta2 ** step}
 
     def for_parameter(self, name):
@@ -198,6 +223,11 @@ class MasterWeights(Optimizer):
         super().__init__(inner.lr)
         self.inner = inner
         self.state_names = ("master",) + tuple(inner.state_names)
+
+    def with_schedule(self, schedule):
+        scheduled = copy.copy(self)
+        scheduled.inner = self.inner.with_schedule(schedule)
+        return scheduled
 
     def hyper_parameters(self, step):
         return self.inner.hyper_parameters(step)

@@ -199,6 +199,11 @@ class CompiledStep:
                     t.copy_(values[name])
 
     @property
+    def accumulation_steps(self):
+        """Micro-batches (calls) per optimizer update."""
+        return self._spec.accumulation
+
+    @property
     def key(self):
         """The cache key of the most recently used graph."""
         return self._last.session.key if self._last else None
