@@ -9,8 +9,6 @@ master weights stays within the tolerance docs/pytorch.md documents.
 """
 
 import copy
-import os
-import tempfile
 import unittest
 
 import torch
@@ -18,6 +16,7 @@ import torch.nn.functional as F
 
 import kiln
 import models
+from eager_comparison import EagerComparisonTest
 from test_numerics import STEPS, train_both
 
 
@@ -29,25 +28,7 @@ def token_batches(vocab, batch, seq):
     return make
 
 
-class LanguageModelTest(unittest.TestCase):
-    def setUp(self):
-        self.cache = tempfile.TemporaryDirectory()
-        os.environ["KILN_CACHE_URL"] = self.cache.name
-        torch.manual_seed(0)
-
-    def tearDown(self):
-        self.cache.cleanup()
-
-    def assertLossesMatch(self, kiln_losses, torch_losses, rtol):
-        for i, (k, t) in enumerate(zip(kiln_losses, torch_losses)):
-            self.assertLessEqual(abs(k - t), rtol * abs(t),
-                                 f"step {i + 1}: Kiln loss {k}, PyTorch {t}")
-
-    def assertParametersMatch(self, step, reference, atol):
-        trained = step.parameters()
-        for name, p in reference.named_parameters():
-            diff = (trained[name] - p.detach()).abs().max().item()
-            self.assertLessEqual(diff, atol, f"parameter {name} differs by {diff}")
+class LanguageModelTest(EagerComparisonTest):
 
     def test_llama_adamw(self):
         step, ref, k, t = train_both(models.LlamaLM(), models.lm_loss,

@@ -8,7 +8,6 @@ auto-cast run must stay within the tolerance docs/pytorch.md documents.
 
 import copy
 import os
-import tempfile
 import unittest
 
 import torch
@@ -16,6 +15,7 @@ import torch.nn.functional as F
 
 import kiln
 import models
+from eager_comparison import EagerComparisonTest
 
 STEPS = 20
 
@@ -55,25 +55,7 @@ def fall(losses):
     return losses[0] - sum(losses[-16:]) / 16
 
 
-class NumericsTest(unittest.TestCase):
-    def setUp(self):
-        self.cache = tempfile.TemporaryDirectory()
-        os.environ["KILN_CACHE_URL"] = self.cache.name
-        torch.manual_seed(0)
-
-    def tearDown(self):
-        self.cache.cleanup()
-
-    def assertLossesMatch(self, kiln_losses, torch_losses, rtol):
-        for i, (k, t) in enumerate(zip(kiln_losses, torch_losses)):
-            self.assertLessEqual(abs(k - t), rtol * abs(t),
-                                 f"step {i + 1}: Kiln loss {k}, PyTorch {t}")
-
-    def assertParametersMatch(self, step, reference, atol):
-        trained = step.parameters()
-        for name, p in reference.named_parameters():
-            diff = (trained[name] - p.detach()).abs().max().item()
-            self.assertLessEqual(diff, atol, f"parameter {name} differs by {diff}")
+class NumericsTest(EagerComparisonTest):
 
     def test_mlp_sgd_momentum(self):
         model = models.MLP(inputs=64, hidden=128, classes=10)

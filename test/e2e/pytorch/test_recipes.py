@@ -8,8 +8,6 @@ agree within 1e-5. The four-worker forms run in test_distributed.py.
 """
 
 import copy
-import os
-import tempfile
 import unittest
 
 import torch
@@ -17,6 +15,7 @@ import torch.nn.functional as F
 
 import kiln
 import models
+from eager_comparison import EagerComparisonTest
 
 
 def eager_lamb(params, lr, betas, eps, weight_decay, decays):
@@ -52,14 +51,7 @@ def teacher_batches():
     return make
 
 
-class RecipesTest(unittest.TestCase):
-    def setUp(self):
-        self.cache = tempfile.TemporaryDirectory()
-        os.environ["KILN_CACHE_URL"] = self.cache.name
-        torch.manual_seed(0)
-
-    def tearDown(self):
-        self.cache.cleanup()
+class RecipesTest(EagerComparisonTest):
 
     def train(self, model, optimizer, eager_step, accumulation, max_norm,
               updates=10, loss_fn=F.cross_entropy, batches=None):
@@ -87,24 +79,14 @@ class RecipesTest(unittest.TestCase):
             eager_step()
         return kiln_losses, eager_losses, norms, metrics, step, reference
 
-    def assertClose(self, got, want, rtol, what):
-        for i, (a, b) in enumerate(zip(got, want)):
-            self.assertLessEqual(abs(a - b), rtol * abs(b), f"{what} {i + 1}: {a} vs {b}")
-
-    def assertParametersMatch(self, step, reference, atol):
-        trained = step.parameters()
-        for name, p in reference.named_parameters():
-            diff = (trained[name] - p.detach()).abs().max().item()
-            self.assertLessEqual(diff, atol, f"parameter {name} differs by {diff}")
-
     def torch_adamw(self, params):
         return torch.optim.AdamW(params, lr=1e-2).step
 
     def test_clipping_matches_clip_grad_norm(self):
         k, t, norms, metrics, step, ref = self.train(
             models.MLP(24, 32, 5), kiln.optim.AdamW(lr=1e-2), self.torch_adamw, 1, 0.5)
-        self.assertClose(k, t, 1e-5, "loss")
-        self.assertClose(metrics, norms, 1e-5, "pre-clip norm")
+        self.assertLossesMatch(k, t, 1e-5, "loss")
+        self.assertLossesMatch(metrics, norms, 1e-5, "pre-clip norm")
         self.assertTrue(any(n > 0.5 for n in norms), "clipping never engaged")
         self.assertParametersMatch(step, ref, 1e-5)
 
@@ -114,8 +96,8 @@ class RecipesTest(unittest.TestCase):
         self.assertEqual(step.steps, 10)
         self.assertEqual(step.micro_steps, 30)
         self.assertEqual(len(step.keys), 2, "accumulate and update graphs")
-        self.assertClose(k, t, 1e-5, "loss")
-        self.assertClose(metrics, norms, 1e-5, "pre-clip norm")
+        self.assertLossesMatch(k, t, 1e-5, "loss")
+        self.assertLossesMatch(metrics, norms, 1e-5, "pre-clip norm")
         self.assertParametersMatch(step, ref, 1e-5)
         self.assertLess(sum(k[-3:]), sum(k[:3]), "the model did not learn")
 
@@ -127,7 +109,7 @@ class RecipesTest(unittest.TestCase):
             model, lamb,
             lambda params: eager_lamb(params, 2e-2, (0.9, 0.999), 1e-6, 0.01, decays),
             2, 1.0)
-        self.assertClose(k, t, 1e-5, "loss")
+        self.assertLossesMatch(k, t, 1e-5, "loss")
         self.assertParametersMatch(step, ref, 1e-5)
         self.assertLess(sum(k[-2:]), sum(k[:2]), "the model did not learn")
 
