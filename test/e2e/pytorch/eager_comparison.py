@@ -8,6 +8,20 @@ import unittest
 import torch
 
 
+def master_weights_backward_and_step(reference, masters, torch_opt, loss):
+    """An eager step of a bf16 model on f32 master copies: the bf16
+    gradients added to the copies in f32, the model the copies rounded
+    (what kiln.optim.MasterWeights does on the device)."""
+    reference.zero_grad()
+    loss.backward()
+    for master, p in zip(masters, reference.parameters()):
+        master.grad = p.grad.float()
+    torch_opt.step()
+    with torch.no_grad():
+        for master, p in zip(masters, reference.parameters()):
+            p.copy_(master)
+
+
 class EagerComparisonTest(unittest.TestCase):
     def setUp(self):
         self.cache = tempfile.TemporaryDirectory()

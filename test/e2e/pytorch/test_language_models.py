@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import kiln
 import models
-from eager_comparison import EagerComparisonTest
+from eager_comparison import EagerComparisonTest, master_weights_backward_and_step
 from test_numerics import STEPS, train_both
 
 
@@ -61,14 +61,7 @@ class LanguageModelTest(EagerComparisonTest):
             x, y = batches(g)
             kiln_losses.append(float(step(x, y)))
             loss = models.lm_loss(reference(x).float(), y)
-            reference.zero_grad()
-            loss.backward()
-            for master, p in zip(masters, reference.parameters()):
-                master.grad = p.grad.float()
-            torch_opt.step()
-            with torch.no_grad():
-                for master, p in zip(masters, reference.parameters()):
-                    p.copy_(master)
+            master_weights_backward_and_step(reference, masters, torch_opt, loss)
             torch_losses.append(float(loss))
         self.assertLossesMatch(kiln_losses, torch_losses, 2e-2)
         self.assertLess(kiln_losses[-1], kiln_losses[0], "the model did not learn")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import kiln
 import models
-from eager_comparison import EagerComparisonTest
+from eager_comparison import EagerComparisonTest, master_weights_backward_and_step
 
 STEPS = 20
 
@@ -226,14 +226,7 @@ class NumericsTest(EagerComparisonTest):
             x = x.to(torch.bfloat16)
             kiln_losses.append(float(step(x, y)))
             loss = F.cross_entropy(reference(x), y)
-            reference.zero_grad()
-            loss.backward()
-            for master, p in zip(masters, reference.parameters()):
-                master.grad = p.grad.float()
-            torch_opt.step()
-            with torch.no_grad():
-                for master, p in zip(masters, reference.parameters()):
-                    p.copy_(master)
+            master_weights_backward_and_step(reference, masters, torch_opt, loss)
             torch_losses.append(float(loss))
         self.assertLossesMatch(kiln_losses, torch_losses, 2e-2)
         self.assertGreater(fall(kiln_losses), 0.15, "the model did not learn")

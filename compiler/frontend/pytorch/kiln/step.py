@@ -259,11 +259,7 @@ class CompiledStep:
                 continue
             value = self._value(name)
             compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(value))
-            if holders:
-                holders.add(compiled)
-            else:
-                self._fresh[name] = {compiled}
-                self._host[name] = value
+            holders.add(compiled)
         if not compiled.frozen_bound:
             for name, tensor in self._spec.frozen.items():
                 compiled.session.set_input("f." + name, _tensor_bytes(tensor))
