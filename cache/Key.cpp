@@ -35,12 +35,20 @@ std::string thisBuild() {
 
 namespace {
 
-/// Collectives, or gradients that data parallelism averages: the graphs
-/// whose artifact depends on the group's size.
+/// Collectives, or what data parallelism averages (gradients, the loss and
+/// metrics): the graphs whose artifact depends on the group's size.
 bool hasCollectives(const proto::Graph &graph) {
-  for (const auto &node : graph.nodes()) {
-    if (node.op() == "all_reduce" || node.op() == "gradient") {
+  for (const proto::Output &output : graph.outputs()) {
+    if (output.role() == proto::LOSS || output.role() == proto::METRIC) {
       return true;
+    }
+  }
+  for (const auto &node : graph.nodes()) {
+    for (llvm::StringRef group : {"all_reduce", "all_gather", "reduce_scatter",
+                                  "worker_shard", "gradient"}) {
+      if (node.op() == group) {
+        return true;
+      }
     }
   }
   return false;

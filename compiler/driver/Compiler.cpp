@@ -71,6 +71,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   graph_passes::KGraphDataParallelOptions dataParallel;
   dataParallel.worldSize = options.worldSize;
   dataParallel.bucketBytes = options.bucketBytes;
+  dataParallel.shardOptimizerState = options.zeroStage >= 1;
   func.addPass(graph_passes::createKGraphDataParallel(dataParallel));
   func.addPass(graph_passes::createKGraphDecompose());
   func.addPass(graph_passes::createKGraphAssignLayout());

@@ -77,6 +77,18 @@ const CompileOptionInfo kOptions[] = {
        return setNumber(o.bucketBytes, value, "bucket-bytes", 1, false,
                         "a positive integer");
      }},
+    {"zero-stage", "", "0|1",
+     "1: shard the optimizer state over the data-parallel group (ZeRO-1)",
+     KeyUse::DataParallel,
+     [](const CompileOptions &o) { return std::to_string(o.zeroStage); },
+     [](CompileOptions &o, llvm::StringRef value) -> llvm::Error {
+       if (value != "0" && value != "1") {
+         return llvm::createStringError("--zero-stage takes 0 or 1, not '" +
+                                        value + "'");
+       }
+       o.zeroStage = value[0] - '0';
+       return llvm::Error::success();
+     }},
     // The engine phase keeps 2 KiB of every partition for itself.
     {"sbuf-bytes", "", "BYTES",
      "SBUF bytes per partition the memory plan may use (0: the target's); "

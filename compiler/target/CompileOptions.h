@@ -38,6 +38,9 @@ struct CompileOptions {
   /// 60 us of hop latency, which one of 16 MiB about matches in transfer
   /// time (smaller buckets are mostly latency; PyTorch's DDP takes 25 MB).
   int64_t bucketBytes = 16 << 20;
+  /// 1: ZeRO-1, each worker holds and updates 1/world-size of the optimizer
+  /// state (data-parallel compiles only); 0: every worker holds all of it.
+  int zeroStage = 0;
   /// SBUF bytes per partition the memory plan may use (0: the target's).
   /// Lowering it forces spills: for testing, and for finding how a step
   /// behaves with less on-chip memory.

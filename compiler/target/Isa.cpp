@@ -36,8 +36,9 @@ const L kActNames[] = {L("identity"),   L("exp"),       L("log"),
                        L("reciprocal"), L("abs"),       L("erf"),
                        L("sin"),        L("cos"),       L("sign"),
                        L("log1p"),      L("gelu_tanh_derivative")};
-const L kCollectiveNames[] = {L("all_reduce_sum"), L("all_reduce_mean"),
-                              L("all_gather"), L("reduce_scatter")};
+const L kCollectiveNames[] = {
+    L("all_reduce_sum"),     L("all_reduce_mean"),     L("all_gather"),
+    L("reduce_scatter_sum"), L("reduce_scatter_mean"), L("worker_shard")};
 
 template <size_t N>
 std::optional<uint8_t> indexOf(const L (&names)[N], llvm::StringRef name) {
@@ -388,18 +389,26 @@ Error checkCopyShapes(const Instruction &inst) {
 }
 
 Error checkCollectiveShapes(const Instruction &inst) {
-  if (static_cast<CollectiveKind>(inst.op0) != CollectiveKind::AllGather) {
+  auto kind = static_cast<CollectiveKind>(inst.op0);
+  if (kind != CollectiveKind::AllGather && !keepsOneBlock(kind)) {
     return checkCopyShapes(inst);
   }
-  // Every worker's source, one after another: the group's size times the
-  // source, which the artifact's world size fixes.
+  // An all-gather writes every worker's source, one after another; a
+  // reduce-scatter or worker shard one block of its source. The artifact's
+  // world size fixes how many.
   const AccessPattern &dst = inst.operands[0], &src = inst.operands[1];
   int64_t in = src.partitions * src.freeElements();
   int64_t out = dst.partitions * dst.freeElements();
-  if (src.dtype != dst.dtype || in == 0 || out % in != 0) {
-    return ("an all_gather's 'dst' holds a whole number of its 'src' (" +
-            llvm::Twine(in) + " elements) of the same type, not " +
-            llvm::Twine(out))
+  int64_t whole = keepsOneBlock(kind) ? in : out;
+  int64_t block = keepsOneBlock(kind) ? out : in;
+  if (src.dtype != dst.dtype || block == 0 || whole % block != 0) {
+    return ((kind == CollectiveKind::AllGather ? "an " : "a ") +
+            fieldValueName(FieldKind::Collective, inst.op0) + "'s " +
+            (keepsOneBlock(kind) ? "'src'" : "'dst'") +
+            " holds a whole number of its " +
+            (keepsOneBlock(kind) ? "'dst'" : "'src'") + " (" +
+            llvm::Twine(block) + " elements) of the same type, not " +
+            llvm::Twine(whole))
         .str();
   }
   return std::nullopt;

@@ -96,9 +96,21 @@ enum class CollectiveKind : uint8_t {
   AllReduceSum,
   AllReduceMean,
   AllGather,
-  ReduceScatter
+  ReduceScatterSum,
+  // Appended so that older encodings keep their meaning.
+  ReduceScatterMean,
+  /// The worker's own block of its source (no traffic: the rank picks it).
+  WorkerShard
 };
-inline constexpr int kCollectiveKinds = 4;
+inline constexpr int kCollectiveKinds = 6;
+
+/// A collective whose destination is one of its source's blocks: the
+/// group's size times smaller.
+inline bool keepsOneBlock(CollectiveKind kind) {
+  return kind == CollectiveKind::ReduceScatterSum ||
+         kind == CollectiveKind::ReduceScatterMean ||
+         kind == CollectiveKind::WorkerShard;
+}
 
 inline constexpr int kMaxRank = 4;
 inline constexpr int kMaxOperands = 3;

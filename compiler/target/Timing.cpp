@@ -130,10 +130,21 @@ double instructionSeconds(const isa::Instruction &inst,
     if (worldSize <= 1) {
       return 0;
     }
-    if (static_cast<CollectiveKind>(inst.op0) == CollectiveKind::AllGather) {
+    auto kind = static_cast<CollectiveKind>(inst.op0);
+    if (kind == CollectiveKind::WorkerShard) {
+      // A copy within the worker's own HBM.
+      return t.dmaFixedLatencySeconds + bytes / w / t.dmaBytesPerSecondPerQueue;
+    }
+    if (kind == CollectiveKind::AllGather) {
       // A ring passes each worker's source on w - 1 times: half an
       // all-reduce of the gathered result.
       return (w - 1) * bytes / t.linkBytesPerSecond +
+             (w - 1) * t.collectiveHopLatencySeconds;
+    }
+    if (keepsOneBlock(kind)) {
+      // The reduce half of a ring all-reduce: each worker sends w - 1 of
+      // its source's w blocks once.
+      return (w - 1) / w * bytes / t.linkBytesPerSecond +
              (w - 1) * t.collectiveHopLatencySeconds;
     }
     return 2 * (w - 1) / w * bytes / t.linkBytesPerSecond +

@@ -173,15 +173,42 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   return success();
 }
 
+namespace {
+/// `whole` is a whole number of `part`s along the first dimension.
+bool isRowMultiple(RankedTensorType whole, RankedTensorType part) {
+  return whole.getElementType() == part.getElementType() &&
+         part.getRank() > 0 && whole.getRank() == part.getRank() &&
+         whole.getShape().drop_front() == part.getShape().drop_front() &&
+         part.getDimSize(0) > 0 && whole.getDimSize(0) % part.getDimSize(0) == 0;
+}
+} // namespace
+
 LogicalResult AllGatherOp::verify() {
   auto in = llvm::cast<RankedTensorType>(getInput().getType());
   auto out = llvm::cast<RankedTensorType>(getType());
-  if (in.getElementType() != out.getElementType() || in.getRank() == 0 ||
-      out.getRank() != in.getRank() ||
-      in.getShape().drop_front() != out.getShape().drop_front() ||
-      in.getDimSize(0) == 0 || out.getDimSize(0) % in.getDimSize(0) != 0) {
+  if (!isRowMultiple(out, in)) {
     return emitOpError("gathers a whole number of its operand ")
            << in << " along the first dimension, not " << out;
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  auto out = llvm::cast<RankedTensorType>(getType());
+  if (!isRowMultiple(in, out)) {
+    return emitOpError("keeps one of a whole number of blocks of rows of ")
+           << in << ", not " << out;
+  }
+  return success();
+}
+
+LogicalResult WorkerShardOp::verify() {
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  auto out = llvm::cast<RankedTensorType>(getType());
+  if (!isRowMultiple(in, out)) {
+    return emitOpError("takes one of a whole number of blocks of rows of ")
+           << in << ", not " << out;
   }
   return success();
 }

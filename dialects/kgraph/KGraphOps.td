@@ -584,6 +584,49 @@ def KGraph_AllGatherOp : KGraph_Op<"all_gather"> {
   let hasVerifier = 1;
 }
 
+def KGraph_ReduceScatterOp : KGraph_Op<"reduce_scatter"> {
+  let summary = "The group's reduction, each worker keeping its block of rows";
+  let description = [{
+    Every worker contributes its operand; each receives its own block of
+    the reduction (sum or mean) along the first dimension: rank r the rows
+    `[r * n, (r + 1) * n)`, `n` the result's first dimension, so the
+    operand's first dimension is the group's size times the result's. What
+    ZeRO-1 uses in place of `all_reduce` for the gradients whose optimizer
+    state is sharded: half an all-reduce's traffic. Not pure. A worker
+    simulated alone (the reference interpreter, a group of one) keeps the
+    first block of its own operand.
+
+    ```mlir
+    %mine = kgraph.reduce_scatter %g {reduction = "mean"} : tensor<1024x48xf32> -> tensor<256x48xf32>
+    ```
+  }];
+  let arguments = (ins KGraph_FloatTensor:$input,
+                   DefaultValuedAttr<KGraph_AllReduceKind, "\"sum\"">:$reduction);
+  let results = (outs KGraph_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def KGraph_WorkerShardOp : KGraph_Op<"worker_shard"> {
+  let summary = "This worker's block of rows of a value every worker holds alike";
+  let description = [{
+    Rank r's result is the operand's rows `[r * n, (r + 1) * n)`, `n` the
+    result's first dimension, as `reduce_scatter` divides a value: ZeRO-1
+    reads a parameter's block this way to update it beside its gradient's.
+    Which block depends on the worker, which the artifact does not fix (one
+    artifact serves every rank), so it is not pure: the runtime's rank
+    picks it. Alone, a worker takes the first block.
+
+    ```mlir
+    %mine = kgraph.worker_shard %w : tensor<1024x48xf32> -> tensor<256x48xf32>
+    ```
+  }];
+  let arguments = (ins KGraph_NumericTensor:$input);
+  let results = (outs KGraph_NumericTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
 def KGraph_GradientOp : KGraph_Op<"gradient", [SameOperandsAndResultType]> {
   let summary = "A parameter's gradient, averaged across the data-parallel group";
   let description = [{

@@ -10,6 +10,7 @@
 
 #include "passes/graph/GraphEmitter.h"
 #include "passes/graph/Passes.h"
+#include "passes/graph/ShardedUpdate.h"
 
 namespace kiln::graph_passes {
 #define GEN_PASS_DEF_KGRAPHDATAPARALLEL
@@ -19,6 +20,8 @@ namespace kiln::graph_passes {
 using namespace mlir;
 using namespace kiln::kgraph;
 using kiln::graph_passes::GraphEmitter;
+using kiln::graph_passes::ParameterBlock;
+using kiln::graph_passes::ShardedUpdate;
 
 namespace {
 
@@ -86,16 +89,47 @@ struct KGraphDataParallel
       return;
     }
 
+    // ZeRO-1: the updates that run on a block of rows per worker.
+    llvm::DenseMap<Operation *, ShardedUpdate> sharded;
+    if (shardOptimizerState) {
+      llvm::DenseSet<Operation *> claimed;
+      for (GradientOp marker : markers) {
+        std::optional<ShardedUpdate> update =
+            ShardedUpdate::analyze(marker, worldSize);
+        if (update && update->claim(claimed)) {
+          sharded.try_emplace(marker, std::move(*update));
+        }
+      }
+    }
+    llvm::SmallVector<ParameterBlock> updatedBlocks;
+    for (llvm::ArrayRef<GradientOp> bucket : formBuckets(markers, sharded)) {
+      if (sharded.count(bucket.front())) {
+        scatterBucket(bucket, sharded, updatedBlocks);
+      } else {
+        reduceBucket(bucket);
+      }
+    }
+    gatherParameters(func, updatedBlocks);
+    averageLossAndMetrics(func);
+  }
+
+  /// Program order, at most bucketBytes each (a larger gradient alone),
+  /// one element type and one kind (reduced or scattered) per bucket.
+  llvm::SmallVector<llvm::SmallVector<GradientOp>>
+  formBuckets(llvm::ArrayRef<GradientOp> markers,
+              const llvm::DenseMap<Operation *, ShardedUpdate> &sharded) {
     llvm::SmallVector<llvm::SmallVector<GradientOp>> buckets;
     int64_t bucketSize = 0;
     for (GradientOp marker : markers) {
       int64_t size = bytesOf(marker.getInput());
-      bool joins = !buckets.empty() && bucketSize + size <= bucketBytes &&
-                   GraphEmitter::elementOf(buckets.back().front().getInput()) ==
-                       GraphEmitter::elementOf(marker.getInput()) &&
-                   llvm::none_of(buckets.back(), [&](GradientOp earlier) {
-                     return usedBefore(earlier, marker.getInput());
-                   });
+      bool joins =
+          !buckets.empty() && bucketSize + size <= bucketBytes &&
+          GraphEmitter::elementOf(buckets.back().front().getInput()) ==
+              GraphEmitter::elementOf(marker.getInput()) &&
+          sharded.count(buckets.back().front()) == sharded.count(marker) &&
+          llvm::none_of(buckets.back(), [&](GradientOp earlier) {
+            return usedBefore(earlier, marker.getInput());
+          });
       if (!joins) {
         buckets.emplace_back();
         bucketSize = 0;
@@ -103,10 +137,120 @@ struct KGraphDataParallel
       buckets.back().push_back(marker);
       bucketSize += size;
     }
-    for (llvm::ArrayRef<GradientOp> bucket : buckets) {
-      reduceBucket(bucket);
+    return buckets;
+  }
+
+  /// ZeRO-1: one reduce-scatter (mean) gives this worker its block of
+  /// every gradient of the bucket: each gradient is viewed as [W, n/W]
+  /// (row r: worker r's block) and the views are joined along their
+  /// second dimension, so block r of the join is worker r's block of each.
+  void scatterBucket(llvm::ArrayRef<GradientOp> bucket,
+                     llvm::DenseMap<Operation *, ShardedUpdate> &sharded,
+                     llvm::SmallVector<ParameterBlock> &updatedBlocks) {
+    GradientOp last = bucket.back();
+    OpBuilder builder(last);
+    setInsertionAfter(builder, last.getInput());
+    Location loc = last.getLoc();
+    GraphEmitter e(builder, loc);
+    auto scatter = [&](Value input, RankedTensorType type) {
+      return ReduceScatterOp::create(builder, loc, type, input,
+                                     builder.getStringAttr("mean"))
+          .getOutput();
+    };
+    llvm::SmallVector<Value> blocks;
+    if (bucket.size() == 1) {
+      blocks.push_back(scatter(
+          last.getInput(), sharded.find(last)->second.blockType()));
+    } else {
+      llvm::SmallVector<Value> rows;
+      int64_t total = 0;
+      for (GradientOp marker : bucket) {
+        int64_t n = GraphEmitter::typeOf(marker.getInput()).getNumElements() /
+                    worldSize;
+        rows.push_back(e.reshape(marker.getInput(), {worldSize, n}));
+        total += n;
+      }
+      Type element = GraphEmitter::elementOf(last.getInput());
+      Value mine = scatter(e.concat(rows, 1),
+                           RankedTensorType::get({1, total}, element));
+      int64_t offset = 0;
+      for (GradientOp marker : bucket) {
+        RankedTensorType type = sharded.find(marker)->second.blockType();
+        int64_t n = type.getNumElements();
+        blocks.push_back(e.reshape(
+            e.slice(mine, {0, offset}, {1, offset + n}, {1, 1}),
+            type.getShape()));
+        offset += n;
+      }
     }
-    averageLossAndMetrics(func);
+    for (auto [marker, block] : llvm::zip(bucket, blocks)) {
+      updatedBlocks.append(sharded.find(marker)->second.rewrite(block));
+      marker->erase();
+    }
+  }
+
+  /// ZeRO-1: every worker's block of each updated parameter, gathered into
+  /// the whole in buckets as the gradients were scattered: the blocks of a
+  /// bucket are joined, gathered as [W, joined] (row r: worker r's), and
+  /// each parameter is its columns of that.
+  void gatherParameters(func::FuncOp func,
+                        llvm::SmallVector<ParameterBlock> blocks) {
+    if (blocks.empty()) {
+      return;
+    }
+    auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+    llvm::stable_sort(blocks, [](const ParameterBlock &a,
+                                 const ParameterBlock &b) {
+      return a.block.getDefiningOp()->isBeforeInBlock(b.block.getDefiningOp());
+    });
+    llvm::SmallVector<llvm::SmallVector<ParameterBlock>> buckets;
+    int64_t bucketSize = 0;
+    for (const ParameterBlock &block : blocks) {
+      int64_t size = bytesOf(block.block) * worldSize;
+      if (buckets.empty() || bucketSize + size > bucketBytes ||
+          GraphEmitter::elementOf(buckets.back().front().block) !=
+              GraphEmitter::elementOf(block.block)) {
+        buckets.emplace_back();
+        bucketSize = 0;
+      }
+      buckets.back().push_back(block);
+      bucketSize += size;
+    }
+    for (llvm::ArrayRef<ParameterBlock> bucket : buckets) {
+      OpBuilder builder(ret);
+      setInsertionAfter(builder, bucket.back().block);
+      GraphEmitter e(builder, ret.getLoc());
+      auto gather = [&](Value block, llvm::ArrayRef<int64_t> shape) {
+        auto type = RankedTensorType::get(shape, GraphEmitter::elementOf(block));
+        return AllGatherOp::create(builder, ret.getLoc(), type, block)
+            .getOutput();
+      };
+      auto wholeShape = [&](const ParameterBlock &b) {
+        return GraphEmitter::shapeOf(ret.getOperand(b.result));
+      };
+      if (bucket.size() == 1) {
+        ret.setOperand(bucket.front().result,
+                       gather(bucket.front().block, wholeShape(bucket.front())));
+        continue;
+      }
+      llvm::SmallVector<Value> flat;
+      int64_t total = 0;
+      for (const ParameterBlock &b : bucket) {
+        int64_t n = GraphEmitter::typeOf(b.block).getNumElements();
+        flat.push_back(e.reshape(b.block, {n}));
+        total += n;
+      }
+      Value all = e.reshape(gather(e.concat(flat, 0), {worldSize * total}),
+                            {worldSize, total});
+      int64_t offset = 0;
+      for (const ParameterBlock &b : bucket) {
+        int64_t n = GraphEmitter::typeOf(b.block).getNumElements();
+        Value columns =
+            e.slice(all, {0, offset}, {worldSize, offset + n}, {1, 1});
+        ret.setOperand(b.result, e.reshape(columns, wholeShape(b)));
+        offset += n;
+      }
+    }
   }
 
   void reduceBucket(llvm::ArrayRef<GradientOp> bucket) {

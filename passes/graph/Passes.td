@@ -29,6 +29,25 @@ def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
       averaged too, so that every worker (and rank 0's log) sees the
       group's figure rather than its own shard's.
 
+    - **ZeRO-1** (`shard-optimizer-state`). Each worker of a group of W
+      holds rows `[r * d/W, (r + 1) * d/W)` of a parameter's optimizer
+      state (its first dimension `d` split in W blocks) and updates only
+      those rows: the optimizer state per worker is 1/W of the whole. The
+      gradient is reduce-scattered (mean) instead of all-reduced, in
+      buckets like the all-reduces, so the worker receives the average of
+      its block; the update (the optimizer's elementwise formula) is
+      recomputed on blocks, reading the parameter's block with
+      `worker_shard`, and each whole sum of the update's values (a
+      clipping or LAMB trust-ratio norm) becomes the sum of the worker's
+      block plus an `all_reduce` (sum) of those. The updated blocks are
+      all-gathered, again in buckets, into the new parameter. Optimizer
+      state arguments and their results become blocks
+      (`tensor<d/W x ...>`), which the runtime slices and joins. A
+      parameter stays whole (all-reduced, its state whole) when W does not
+      divide its first dimension or its update reads or writes anything
+      else (a matmul, a reshape, a metric output, another parameter's
+      values).
+
     With `world-size` 1 the markers are replaced by their operands and
     nothing else changes. Either way no `kgraph.gradient` remains. (An
     embedding table's gradient that `kgraph-sparse-table-updates` averaged
@@ -39,6 +58,9 @@ def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
            "Workers of the data-parallel group">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "16777216",
            "The largest bucket of gradients reduced by one collective">,
+    Option<"shardOptimizerState", "shard-optimizer-state", "bool", "false",
+           "ZeRO-1: each worker holds and updates a block of rows of every "
+           "parameter's optimizer state">,
   ];
 }
 

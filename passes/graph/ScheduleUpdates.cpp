@@ -44,22 +44,29 @@ bool onlyMergesResults(Operation *op) {
          });
 }
 
-/// The all-reduce whose bucket `op` unpacks a gradient from, when `op` is
+/// A collective that reduces a bucket of gradients (kgraph-data-parallel):
+/// an all-reduce, or a reduce-scatter for ZeRO-1.
+bool reducesBucket(Operation *op) {
+  return llvm::isa_and_present<kiln::kgraph::AllReduceOp,
+                               kiln::kgraph::ReduceScatterOp>(op);
+}
+
+/// The collective whose bucket `op` unpacks a gradient from, when `op` is
 /// such a view: a slice of the bucket, or a reshape of one
 /// (kgraph-data-parallel).
-kiln::kgraph::AllReduceOp reducedBucketOf(Operation *op) {
+Operation *reducedBucketOf(Operation *op) {
   while (llvm::isa_and_present<kiln::kgraph::ReshapeOp, kiln::kgraph::SliceOp>(
       op)) {
     op = op->getOperand(0).getDefiningOp();
   }
-  return llvm::dyn_cast_if_present<kiln::kgraph::AllReduceOp>(op);
+  return reducesBucket(op) ? op : nullptr;
 }
 
-/// The next all-reduce of gradients after `op` in program order, if any
-/// (not a loss's or metric's, which the function only returns).
+/// The next reduction of gradients after `op` in program order, if any
+/// (not a loss's or metric's all-reduce, which the function only returns).
 Operation *nextBucketReduce(Operation *op) {
   for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
-    if (llvm::isa<kiln::kgraph::AllReduceOp>(next) &&
+    if (reducesBucket(next) &&
         !llvm::all_of(next->getUsers(), [](Operation *user) {
           return llvm::isa<func::ReturnOp>(user);
         })) {
@@ -269,12 +276,12 @@ private:
                          const llvm::SetVector<size_t> &pulls) {
     llvm::SmallVector<Operation *> reduces;
     for (Operation *b : blockers) {
-      if (llvm::isa<kiln::kgraph::AllReduceOp>(b)) {
+      if (reducesBucket(b)) {
         reduces.push_back(b); // a bucket of one, reduced in place
       }
     }
     for (size_t p : pulls) {
-      if (auto reduce = reducedBucketOf(units[p].ops.front())) {
+      if (Operation *reduce = reducedBucketOf(units[p].ops.front())) {
         reduces.push_back(reduce);
       }
     }

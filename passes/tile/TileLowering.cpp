@@ -234,6 +234,16 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
         return lowerCollective(gather.getInput(), gather.getOutput(),
                                "all_gather");
       })
+      .Case([&](ReduceScatterOp rs) {
+        return lowerCollective(rs.getInput(), rs.getOutput(),
+                               rs.getReduction() == "mean"
+                                   ? "reduce_scatter_mean"
+                                   : "reduce_scatter_sum");
+      })
+      .Case([&](WorkerShardOp shard) {
+        return lowerCollective(shard.getInput(), shard.getOutput(),
+                               "worker_shard");
+      })
       .Case([&](func::ReturnOp ret) { return lowerReturn(ret); })
       .Default([&](Operation *other) {
         return other->emitOpError(

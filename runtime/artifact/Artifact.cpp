@@ -377,7 +377,8 @@ llvm::Error Parser::checkSchema() const {
       "e470e46cfbbcad6bb111663bad126e3a1d7b3867ab840eb154b9cf275436a96e",
       "ee2bbd48246b2c2f254c9849eef73843bd7aa82b24047c40adf29639032dc2ae",
       "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c",
-      "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e"};
+      "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e",
+      "f192ccd6815024c1ff0f03fbdadceffaf5af6a6b29d1ea9e57a8da2e129422a2"};
   uint16_t minor = read16le(bytes.data() + kOffMinor);
   llvm::StringRef recorded(bytes.data() + kOffSchemaHash, 32);
   bool knownOlder =

@@ -35,6 +35,11 @@ public:
   /// (the ring adds in a fixed order).
   virtual llvm::Error allReduce(float *data, size_t count,
                                 Reduction reduction) = 0;
+  /// Reduces `count` floats per rank in place across the group (size()
+  /// blocks of `count` at `data`) and writes this rank's block of the
+  /// reduction to `output`: rank r gets block r.
+  virtual llvm::Error reduceScatter(float *data, float *output, size_t count,
+                                    Reduction reduction) = 0;
   /// Concatenates every rank's `bytes` bytes at `input`, in rank order, into
   /// `output` (size() * bytes bytes) on every rank.
   virtual llvm::Error allGather(const void *input, void *output,

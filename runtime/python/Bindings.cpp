@@ -134,6 +134,18 @@ void bindGroup(py::module_ &m) {
           },
           py::arg("data"), py::arg("mean") = false)
       .def(
+          "all_gather",
+          [](comm::Communicator &c, const py::bytes &bytes) {
+            std::string data(bytes);
+            std::string all(data.size() * c.size(), '\0');
+            withoutGil([&] {
+              return c.allGather(data.data(), all.data(), data.size());
+            });
+            return py::bytes(all);
+          },
+          py::arg("data"),
+          "Every rank's bytes (the same size on each), in rank order.")
+      .def(
           "broadcast",
           [](comm::Communicator &c, const py::bytes &bytes, int root) {
             std::string data(bytes);
@@ -224,6 +236,14 @@ void bindSession(py::module_ &m) {
             return py::bytes(take(s.read(name)));
           },
           py::arg("name"))
+      .def(
+          "shape",
+          [](const runtime::Session &s, const std::string &name) {
+            return take(s.shape(name));
+          },
+          py::arg("name"),
+          "The shape input or output `name` takes and reads: ZeRO-1's "
+          "optimizer state is this worker's block of rows.")
       .def_property_readonly(
           "key", [](const runtime::Session &s) { return s.key().hex; })
       .def_property_readonly(
@@ -233,6 +253,7 @@ void bindSession(py::module_ &m) {
       .def_property_readonly("compile_seconds",
                              &runtime::Session::compileSeconds)
       .def_property_readonly("steps", &runtime::Session::steps)
+      .def_property_readonly("hbm_bytes", &runtime::Session::hbmBytes)
       .def("cache_stats", [](const runtime::Session &s) {
         return cacheStatsDict(s.cacheStats());
       });

@@ -43,6 +43,31 @@ int64_t elementCount(const proto::TensorType &type) {
   return n;
 }
 
+/// ZeRO-1 keeps a worker's block of rows of each optimizer state tensor
+/// (kgraph-data-parallel): `where` takes its buffer's shape when that is
+/// the graph's with the first dimension divided by the group's size.
+llvm::Error takeBlockShape(Session::Place &where, const kneff::Buffer &buffer,
+                           int worldSize) {
+  const auto &graph = where.type.shape();
+  const auto &device = buffer.shape();
+  int64_t deviceElements = 1;
+  for (int64_t d : device) {
+    deviceElements *= d;
+  }
+  // The device may lay a tensor out otherwise (a scalar as [1]).
+  if (deviceElements == elementCount(where.type)) {
+    return llvm::Error::success();
+  }
+  if (device.size() != graph.size() || device[0] * worldSize != graph[0] ||
+      !std::equal(graph.begin() + 1, graph.end(), device.begin() + 1)) {
+    return llvm::createStringError(
+        "the artifact's buffer '" + buffer.name() +
+        "' is not the graph's tensor or a block of its rows");
+  }
+  where.type.mutable_shape()->Assign(device.begin(), device.end());
+  return llvm::Error::success();
+}
+
 /// The graph type of value `value` (inputs first, then node results).
 std::optional<proto::TensorType> valueType(const proto::Graph &graph,
                                            uint32_t value) {
@@ -219,7 +244,12 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
     }
   }
   for (auto &entry : session->places) {
-    entry.second.deviceDtype = buffers[entry.second.buffer]->dtype();
+    const kneff::Buffer &buffer = *buffers[entry.second.buffer];
+    entry.second.deviceDtype = buffer.dtype();
+    if (llvm::Error error = takeBlockShape(entry.second, buffer,
+                                           session->options.compile.worldSize)) {
+      return fail(std::move(error));
+    }
   }
 
   sim::SimOptions simOptions;
@@ -240,6 +270,16 @@ Session::place(llvm::StringRef name) const {
                                    "' has no input or output '" + name + "'");
   }
   return &it->second;
+}
+
+llvm::Expected<std::vector<int64_t>>
+Session::shape(llvm::StringRef name) const {
+  auto where = place(name);
+  if (!where) {
+    return where.takeError();
+  }
+  const auto &dims = (*where)->type.shape();
+  return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
 llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef bytes) {

@@ -89,15 +89,25 @@ public:
   double compileSeconds() const { return compileTime; }
   const cache::Stats &cacheStats() const { return stats; }
   int64_t steps() const { return stepCount; }
+  /// The artifact's HBM plan (bytes the step needs on its NeuronCore); 0
+  /// in collection mode.
+  uint64_t hbmBytes() const {
+    return artifact ? artifact->manifest.hbm_bytes() : 0;
+  }
 
-private:
-  Session() = default;
+  /// The shape input or output `name` takes and reads: the graph's, or,
+  /// for optimizer state that ZeRO-1 shards, this worker's block of rows.
+  llvm::Expected<std::vector<int64_t>> shape(llvm::StringRef name) const;
+
   struct Place {
     std::string buffer;          // the artifact buffer holding it
     proto::TensorType type;      // the graph's type
     bool input = false;          // an input (setInput takes it)
     uint32_t deviceDtype = 0;    // the buffer's dtype (set when compiled)
   };
+
+private:
+  Session() = default;
   llvm::Expected<const Place *> place(llvm::StringRef name) const;
 
   proto::Graph source;

@@ -255,6 +255,11 @@ std::vector<double> computeCollectiveAlone(const MachineState &m,
                                            const isa::Instruction &inst) {
   const isa::AccessPattern &dst = inst.operands[0];
   std::vector<double> own = gather(m, inst.operands[1]);
+  if (isa::keepsOneBlock(static_cast<isa::CollectiveKind>(inst.op0))) {
+    // Rank 0's block; reduced over itself alone, its own.
+    own.resize(static_cast<size_t>(dst.partitions * dst.freeElements()));
+    return own;
+  }
   size_t slots = std::max<size_t>(
       1, static_cast<size_t>(dst.partitions * dst.freeElements()) /
              std::max<size_t>(1, own.size()));
@@ -321,6 +326,46 @@ void executeReference(MachineState &m, const isa::Instruction &inst) {
   scatter(m, dst, out);
 }
 
+namespace {
+
+/// A reduce-scatter or worker shard across the group: this rank's block of
+/// `values` (the source), reduced across the group or as it is.
+llvm::Error executeBlockCollective(MachineState &m,
+                                   const isa::Instruction &inst,
+                                   comm::Communicator &communicator,
+                                   std::vector<double> values) {
+  const isa::AccessPattern &dst = inst.operands[0];
+  size_t block = static_cast<size_t>(dst.partitions * dst.freeElements());
+  size_t group = static_cast<size_t>(communicator.size());
+  if (values.size() != block * group) {
+    return llvm::createStringError(
+        "a " +
+        isa::fieldValueName(isa::FieldKind::Collective, inst.op0).str() +
+        " of " + std::to_string(values.size()) + " elements into " +
+        std::to_string(block) + " does not match the group of " +
+        std::to_string(group));
+  }
+  auto kind = static_cast<isa::CollectiveKind>(inst.op0);
+  if (kind == isa::CollectiveKind::WorkerShard) {
+    auto first = values.begin() + communicator.rank() * block;
+    scatter(m, dst, std::vector<double>(first, first + block));
+    return llvm::Error::success();
+  }
+  std::vector<float> wire(values.begin(), values.end());
+  std::vector<float> mine(block);
+  if (auto e = communicator.reduceScatter(
+          wire.data(), mine.data(), block,
+          kind == isa::CollectiveKind::ReduceScatterSum
+              ? comm::Reduction::Sum
+              : comm::Reduction::Mean)) {
+    return e;
+  }
+  scatter(m, dst, std::vector<double>(mine.begin(), mine.end()));
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
                               comm::Communicator *communicator) {
   if (!communicator || communicator->size() == 1) {
@@ -348,10 +393,8 @@ llvm::Error executeCollective(MachineState &m, const isa::Instruction &inst,
     scatter(m, dst, all);
     return llvm::Error::success();
   }
-  if (kind != isa::CollectiveKind::AllReduceSum &&
-      kind != isa::CollectiveKind::AllReduceMean) {
-    return llvm::createStringError(
-        "reduce-scatter does not run across workers yet");
+  if (isa::keepsOneBlock(kind)) {
+    return executeBlockCollective(m, inst, *communicator, std::move(values));
   }
   std::vector<float> wire(values.begin(), values.end());
   if (auto e = communicator->allReduce(wire.data(), wire.size(),

@@ -116,18 +116,29 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
   cast.autoCast = "bf16";
   EXPECT_NE(base, key(g, cast));
   EXPECT_NE(base, key(g, {}, "team-a"));
-  // Without collectives, the world size does not change the artifact.
+  // A loss is averaged across the group: the world size changes the
+  // artifact of every training step.
   CompileOptions world;
   world.worldSize = 4;
-  EXPECT_EQ(base, key(g, world));
-  // With a compiled all-reduce, it does.
+  EXPECT_NE(base, key(g, world));
+  // Without a loss, metric or collective, it does not.
   auto context = test::makeContext();
+  GraphBuilder alone(*context, "alone");
+  auto v = alone.input("v", proto::F32, {8}, proto::PARAMETER);
+  alone.output("v", alone.add(v, v), proto::UPDATED_PARAMETER, v);
+  auto local = alone.finishGraph();
+  ASSERT_TRUE(static_cast<bool>(local)) << llvm::toString(local.takeError());
+  EXPECT_EQ(key(*local, {}), key(*local, world));
+  // With a compiled all-reduce, it does.
   GraphBuilder b(*context, "dp-step");
   auto w = b.input("w", proto::F32, {8}, proto::PARAMETER);
   b.output("w", b.allReduce(w, "mean"), proto::UPDATED_PARAMETER, w);
   auto dp = b.finishGraph();
   ASSERT_TRUE(static_cast<bool>(dp)) << llvm::toString(dp.takeError());
   EXPECT_NE(key(*dp, {}), key(*dp, world));
+  CompileOptions zero = world;
+  zero.zeroStage = 1;
+  EXPECT_NE(key(*dp, world), key(*dp, zero));
   // Every field is named, and the default options are written out.
   auto explained = deriveKey(g, {}, "");
   std::vector<std::string> names;
@@ -138,7 +149,7 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
             (std::vector<std::string>{
                 "graph", "compiler", "target", "option.target",
                 "option.opt-level", "option.auto-cast", "option.sbuf-bytes",
-                "world-size", "bucket-bytes", "salt"}));
+                "world-size", "bucket-bytes", "zero-stage", "salt"}));
 }
 
 TEST_F(CacheTest, MissCompilesPublishesAndThenHits) {

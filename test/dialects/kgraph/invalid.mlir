@@ -550,6 +550,22 @@ func.func @all_gather_type(%x: tensor<4xi32>) {
 
 // -----
 
+func.func @reduce_scatter_shape(%x: tensor<10x2xf32>) {
+  // expected-error @+1 {{keeps one of a whole number of blocks of rows of 'tensor<10x2xf32>', not 'tensor<4x2xf32>'}}
+  %0 = kgraph.reduce_scatter %x {reduction = "mean"} : tensor<10x2xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @worker_shard_columns(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{takes one of a whole number of blocks of rows of 'tensor<8x4xf32>', not 'tensor<8x1xf32>'}}
+  %0 = kgraph.worker_shard %x : tensor<8x4xf32> -> tensor<8x1xf32>
+  return
+}
+
+// -----
+
 func.func @gradient_of_integers(%x: tensor<4xi64>) {
   // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
   %0 = kgraph.gradient %x {parameter = "p.x"} : tensor<4xi64>

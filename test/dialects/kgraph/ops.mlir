@@ -154,5 +154,9 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %logi
   %6 = kgraph.gradient %gw {parameter = "p.w"} : tensor<8xf32>
   // CHECK: kgraph.all_gather %{{.*}} : tensor<3xi64> -> tensor<12xi64>
   %7 = kgraph.all_gather %y : tensor<3xi64> -> tensor<12xi64>
+  // CHECK: kgraph.reduce_scatter %{{.*}} {reduction = "mean"} : tensor<8xf32> -> tensor<2xf32>
+  %8 = kgraph.reduce_scatter %gw {reduction = "mean"} : tensor<8xf32> -> tensor<2xf32>
+  // CHECK: kgraph.worker_shard %{{.*}} : tensor<8xf32> -> tensor<4xf32>
+  %9 = kgraph.worker_shard %gw : tensor<8xf32> -> tensor<4xf32>
   return
 }

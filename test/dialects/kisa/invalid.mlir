@@ -59,6 +59,14 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
 
 // -----
 
+// A reduce-scatter's source holds a whole number of its destination.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{a reduce_scatter_sum's 'src' holds a whole number of its 'dst' (24 elements) of the same type, not 64}}
+  kisa.collective {kind = "reduce_scatter_sum", dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 24]>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 1024, dims = [1 x 64]>}
+}
+
+// -----
+
 // An unknown collective.
 kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
   // expected-error @+1 {{'kind' is 'broadcast', not one of: all_reduce_sum}}

@@ -106,7 +106,7 @@ TEST(Artifact, CorruptionIsDetected) {
   std::string major = good;
   llvm::support::endian::write16le(major.data() + 8, 2);
   EXPECT_EQ(loadError(major),
-            "artifact 'x.kneff': format version 2.8 is not readable "
+            "artifact 'x.kneff': format version 2.9 is not readable "
             "by this Kiln (it reads 1.x); recompile the graph");
 
   std::string feature = good;

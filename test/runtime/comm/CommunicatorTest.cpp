@@ -170,6 +170,7 @@ TEST_F(CommTest, CollectivesAndBarrierOverTcp) {
   std::vector<std::vector<float>> sums(3), means(3);
   std::vector<int> broadcasts(3);
   std::vector<std::vector<int32_t>> gathered(3);
+  std::vector<std::vector<float>> scattered(3);
   runGroup(worlds, [&](int rank,
                        llvm::Expected<std::unique_ptr<Communicator>> comm) {
     ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
@@ -193,9 +194,25 @@ TEST_F(CommTest, CollectivesAndBarrierOverTcp) {
     gathered[rank].assign(6, -1);
     ASSERT_FALSE(static_cast<bool>((*comm)->allGather(
         mine.data(), gathered[rank].data(), mine.size() * sizeof(int32_t))));
+    // Three blocks of 200001 (several ring segments each): rank r keeps
+    // the mean of block r.
+    std::vector<float> blocks(3 * 200001);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 5);
+    }
+    scattered[rank].assign(200001, -1);
+    ASSERT_FALSE(static_cast<bool>((*comm)->reduceScatter(
+        blocks.data(), scattered[rank].data(), 200001, Reduction::Mean)));
     ASSERT_FALSE(static_cast<bool>((*comm)->barrier()));
   });
   for (int r = 0; r < 3; ++r) {
+    // (1 + 2 + 3) / 3 = 2 times the element's i % 5, i counted in the
+    // whole source.
+    for (size_t i : {size_t(0), size_t(1), size_t(77777), size_t(200000)}) {
+      EXPECT_EQ(scattered[r][i],
+                2.0f * static_cast<float>((r * 200001 + i) % 5))
+          << "rank " << r << " element " << i;
+    }
     ASSERT_EQ(sums[r].size(), 300001u);
     EXPECT_EQ(sums[r][5], 6.0f * 5);
     EXPECT_EQ(sums[r], sums[0]); // the same bytes on every rank

@@ -149,6 +149,18 @@ TEST(CostModel, DmaAndCollectives) {
   ag.op0 = static_cast<uint8_t>(isa::CollectiveKind::AllGather);
   EXPECT_DOUBLE_EQ(seconds(ag, 1), 0.0);
   EXPECT_DOUBLE_EQ(seconds(ag, 4), 3.0 * (1 << 20) / 384e9 + 3 * 10e-6);
+  // Reduce-scatter of a 4 MiB source into 4 workers' 1 MiB blocks: the
+  // reduce half of the ring all-reduce.
+  auto rs =
+      make(Opcode::Collective, Engine::Dma,
+           {tile(Memory::Hbm, 1, 1 << 18), tile(Memory::Hbm, 1, 1 << 20)});
+  rs.op0 = static_cast<uint8_t>(isa::CollectiveKind::ReduceScatterMean);
+  EXPECT_DOUBLE_EQ(seconds(rs, 4), 3.0 / 4 * (4 << 20) / 384e9 + 3 * 10e-6);
+  // A worker's own block: a copy within its HBM.
+  auto shard = rs;
+  shard.op0 = static_cast<uint8_t>(isa::CollectiveKind::WorkerShard);
+  EXPECT_DOUBLE_EQ(seconds(shard, 4),
+                   2e-6 + (1 << 20) / (27.0 * 1024 * 1024 * 1024));
 }
 
 TEST(CostModel, WhatIfVariantsOfTheTarget) {

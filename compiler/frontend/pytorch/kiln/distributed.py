@@ -90,6 +90,24 @@ def broadcast(tensor, root=0):
     return out.view(t.dtype).reshape(t.shape)
 
 
+def all_gather_rows(tensor):
+    """Every rank's `tensor` (one shape and dtype on all), joined along the
+    first dimension in rank order, on every rank."""
+    if world().size == 1:
+        return tensor
+    t = tensor.detach().contiguous()
+    data = communicator().all_gather(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    out = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(t.dtype)
+    return out.reshape(world().size * t.shape[0], *t.shape[1:])
+
+
+def rows_of_rank(tensor, rows):
+    """This rank's block of `rows` rows of `tensor`: ZeRO-1's share of a
+    tensor whose first dimension the group splits evenly."""
+    rank = world().rank
+    return tensor[rank * rows:(rank + 1) * rows]
+
+
 def barrier():
     if world().size > 1:
         communicator().barrier()

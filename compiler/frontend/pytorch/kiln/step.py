@@ -92,7 +92,7 @@ class _Spec:
 
 class CompiledStep:
     def __init__(self, spec, flags, cache_root, check_hazards, seed,
-                 data_parallel=None):
+                 data_parallel=None, zero_stage=0):
         self._spec = spec
         self.world = distributed.world()
         if data_parallel is None:
@@ -101,6 +101,8 @@ class CompiledStep:
         self._flags = list(flags)
         if self.data_parallel:
             self._flags.append(f"--world-size={self.world.size}")
+            if zero_stage:
+                self._flags.append(f"--zero-stage={zero_stage}")
         self._communicator = None
         self._trace_path = ""
         self._cache_root = cache_root or ""
@@ -187,12 +189,14 @@ class CompiledStep:
         return {name: self._value(name) for name in self._host}
 
     def parameters(self):
-        return {k: v for k, v in self.state_dict().items() if k in self._spec.params}
+        """The current parameters, by name (whole on every rank)."""
+        return {name: self._value(name) for name in self._spec.params}
 
     def copy_to(self, model):
         """Copies the trained parameters and the buffers the step updates
         (batch norm's running statistics) into `model` (same names)."""
-        values = self.state_dict()
+        values = {name: self._value(name) for name in
+                  [*self._spec.params, *self._spec.buffers]}
         with torch.no_grad():
             for name, t in [*model.named_parameters(), *model.named_buffers()]:
                 if name in values:
@@ -216,6 +220,12 @@ class CompiledStep:
     def outcomes(self):
         """How each graph's artifact was obtained: hit, compiled, collected."""
         return {c.session.key: c.session.outcome for c in self._sessions.values()}
+
+    @property
+    def hbm_bytes(self):
+        """The largest HBM plan of the step's graphs: bytes a worker's
+        NeuronCore needs (0 before the first call and when collecting)."""
+        return max((c.session.hbm_bytes for c in self._sessions.values()), default=0)
 
     def cache_stats(self):
         """This step's cache counters, summed over its graphs."""
@@ -257,8 +267,12 @@ class CompiledStep:
             holders = self._fresh[name]
             if compiled in holders:
                 continue
+            input_name = _input_name(self._spec, name)
             value = self._value(name)
-            compiled.session.set_input(_input_name(self._spec, name), _tensor_bytes(value))
+            rows = compiled.block_rows(input_name)
+            if rows is not None:
+                value = distributed.rows_of_rank(value, rows)
+            compiled.session.set_input(input_name, _tensor_bytes(value))
             holders.add(compiled)
         if not compiled.frozen_bound:
             for name, tensor in self._spec.frozen.items():
@@ -266,14 +280,20 @@ class CompiledStep:
             compiled.frozen_bound = True
 
     def _value(self, name):
-        """The current value of parameter or state tensor `name`."""
+        """The current value of parameter or state tensor `name`. ZeRO-1's
+        optimizer state is gathered from every worker: every rank must ask
+        for it (state_dict, checkpoint_state)."""
         holders = self._fresh[name]
         if not holders:
             return self._host[name].clone()
-        compiled = next(iter(holders))
+        # Whole where some graph holds it whole (a parameter, an accumulator).
+        compiled = min(holders, key=lambda c: c.block_rows(_input_name(self._spec, name)) is not None)
         input_name = _input_name(self._spec, name)
         dtype, shape = compiled.inputs[input_name]
-        return _tensor_from(compiled.session.read(input_name), dtype, shape)
+        value = _tensor_from(compiled.session.read(input_name), dtype, shape)
+        if compiled.block_rows(input_name) is not None:
+            value = distributed.all_gather_rows(value)
+        return value
 
     def _output(self, compiled, name):
         return _tensor_from(compiled.session.read(name), *compiled.outputs[name])
@@ -298,6 +318,19 @@ class _Compiled:
         self.session = _kiln.Session(graph.SerializeToString(deterministic=True),
                                      flags, cache_root, check_hazards,
                                      communicator)
+        # ZeRO-1: the optimizer state the artifact holds a block of rows of.
+        self._blocks = {}
+        for name in self.reads:
+            input_name = ("p." if f"p.{name}" in self.inputs else "s.") + name
+            dtype, whole = self.inputs[input_name]
+            shape = tuple(self.session.shape(input_name))
+            if shape != whole:
+                self._blocks[input_name] = shape[0]
+                self.inputs[input_name] = (dtype, shape)
+
+    def block_rows(self, input_name):
+        """Rows of this worker's block of `input_name`; None if whole."""
+        return self._blocks.get(input_name)
 
     @staticmethod
     def _value_type(graph, value):
@@ -384,7 +417,7 @@ def _function_step(fn):
 def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                  state=None, name=None, flags=(), cache_root=None,
                  check_hazards=False, seed=0, data_parallel=None,
-                 max_grad_norm=None, accumulation_steps=1):
+                 max_grad_norm=None, accumulation_steps=1, zero_stage=0):
     """Compiles a training step with Kiln and returns a callable.
 
     Two forms:
@@ -417,7 +450,17 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
     of k calls (of ``loss / k``) are summed and the k-th call averages them
     across the workers, clips and updates, as an eager loop with DDP's
     ``no_sync`` does. Each call returns its micro-batch's (unscaled) loss.
+
+    ``zero_stage=1`` (data-parallel steps) shards the optimizer state as
+    ZeRO-1 does: each worker holds and updates a block of rows of every
+    parameter whose first dimension the group divides, gradients are
+    reduce-scattered and the updated blocks all-gathered. ``state_dict()``
+    and ``checkpoint_state()`` return whole tensors (every rank must call
+    them), so a checkpoint resumes with any number of workers.
     """
+    if zero_stage not in (0, 1):
+        raise ValueError(f"zero_stage is {zero_stage}; Kiln shards optimizer "
+                         "state (1) or not (0)")
     if isinstance(model_or_fn, torch.nn.Module):
         model = model_or_fn
         if loss_fn is None or not isinstance(optimizer, Optimizer):
@@ -466,7 +509,8 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
                      lambda step: {}, _function_step(model_or_fn))
     else:
         raise TypeError("compile_step takes an nn.Module or a step function")
-    return CompiledStep(spec, flags, cache_root, check_hazards, seed, data_parallel)
+    return CompiledStep(spec, flags, cache_root, check_hazards, seed, data_parallel,
+                        zero_stage)
 
 
 def collecting():
