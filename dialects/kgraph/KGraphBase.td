@@ -64,7 +64,10 @@ def KGraph_Dialect : Dialect {
     - The buffer plan (`kgraph-plan-buffers`): `kgraph.in_place =
       array<i64: A...>` computes result r into argument A[r]'s buffer (-1:
       its own); `kgraph.into_slices = array<i64: I...>` on a concat
-      computes inputs I into their part of its buffer.
+      computes inputs I into their part of its buffer; `kgraph.copied_into
+      = array<i64: A...>` copies result r into argument A[r]'s buffer right
+      after computing it, not at the function's end, so its own buffer dies
+      there.
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

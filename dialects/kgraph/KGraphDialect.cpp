@@ -213,8 +213,9 @@ static LogicalResult verifyBufferPlan(Operation *op, NamedAttribute attr) {
   }
   Block *block = op->getBlock();
   if (!list || list.size() != int64_t(op->getNumResults())) {
-    return op->emitOpError("has kgraph.in_place that does not list an "
-                           "argument (or -1) per result");
+    return op->emitOpError("has ")
+           << attr.getName().getValue()
+           << " that does not list an argument (or -1) per result";
   }
   for (auto [result, arg] : llvm::zip(op->getResults(), list.asArrayRef())) {
     if (arg < 0) {
@@ -283,7 +284,8 @@ LogicalResult KGraphDialect::verifyOperationAttribute(Operation *op,
                          attr.getName().getValue())) {
     return verifyEpiloguePlan(op, attr);
   }
-  if (attr.getName() == kInPlaceAttr || attr.getName() == kIntoSlicesAttr) {
+  if (attr.getName() == kInPlaceAttr || attr.getName() == kIntoSlicesAttr ||
+      attr.getName() == kCopiedIntoAttr) {
     return verifyBufferPlan(op, attr);
   }
   // Function argument and result attributes are not verified here.

@@ -70,6 +70,9 @@ inline constexpr llvm::StringLiteral kSumInEpilogueAttr =
 /// into their part of its buffer.
 inline constexpr llvm::StringLiteral kInPlaceAttr = "kgraph.in_place";
 inline constexpr llvm::StringLiteral kIntoSlicesAttr = "kgraph.into_slices";
+/// The argument each result is copied into right where it is computed,
+/// rather than at the function's end (-1: none).
+inline constexpr llvm::StringLiteral kCopiedIntoAttr = "kgraph.copied_into";
 
 /// Whether `op` is a product TensorE computes from operands it loads
 /// itself (a matmul, a convolution or a convolution's gradient): casts of

@@ -6,7 +6,8 @@
 A character-level causal transformer with Llama's architecture (RMSNorm,
 rotary embeddings, grouped-query attention, SwiGLU) and its training
 recipe (AdamW, warm-up then cosine learning rate, gradient clipping at
-1.0, 2 micro-batches per update) learns the text of Debian's fortunes-min
+1.0, 2 micro-batches per update, optimizer state sharded over the workers
+as ZeRO-1 shards it) learns the text of Debian's fortunes-min
 (fortunes, literature, riddles). The last tenth of the text is held out: rank 0 reports its loss
 (PyTorch on the CPU, with the trained parameters) against the loss of the
 character frequencies alone, and a greedy sample of what the model learned.
@@ -141,6 +142,8 @@ def main():
     parser.add_argument("--ffn", type=int, default=176)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--zero-stage", type=int, default=1, choices=(0, 1),
+                        help="1: each worker holds 1/workers of the optimizer state")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoints")
     parser.add_argument("--every", type=int, default=100)
@@ -169,7 +172,7 @@ def main():
         kiln.optim.warmup_cosine(args.warmup, args.steps))
     step = kiln.compile_step(model, lm_loss, optimizer, max_grad_norm=args.max_grad_norm,
                              accumulation_steps=args.accumulate,
-                             seed=args.seed)
+                             zero_stage=args.zero_stage, seed=args.seed)
     sampler = kiln.distributed.sampler(train, shuffle=True, seed=args.seed)
     loader = torch.utils.data.DataLoader(train, batch_size=args.batch, sampler=sampler,
                                          drop_last=True)
@@ -180,7 +183,8 @@ def main():
         print(f"fortunes_gpt: {sum(p.numel() for p in model.parameters()):,} parameters, "
               f"{len(ids):,} characters ({len(train)} training windows of {args.seq}), "
               f"{world.size} workers x batch {args.batch} x {args.accumulate} "
-              f"micro-batches, {args.steps} updates", flush=True)
+              f"micro-batches, {args.steps} updates, ZeRO stage {args.zero_stage}",
+              flush=True)
     losses = kiln.loop.train(step, loader, args.steps, sampler=sampler,
                              checkpoints=checkpoints, metrics=metrics)
     metrics.close()

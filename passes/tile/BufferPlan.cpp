@@ -8,7 +8,9 @@
 //   kgraph.in_place = [A...]: result r is computed into argument A[r]'s
 //     buffer (-1: not);
 //   kgraph.into_slices = [I...] on a concat: inputs I are computed into
-//     their part of its buffer, through the views between.
+//     their part of its buffer, through the views between;
+//   kgraph.copied_into = [A...]: result r is copied into argument A[r]'s
+//     buffer right after it is computed (-1: not), so its own dies there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,13 +36,16 @@ void TilePlanner::recordBufferPlan() {
   planConcats();
   Builder builder(source.getContext());
   for (Operation &op : source.getBody().front()) {
-    llvm::SmallVector<int64_t, 1> args;
-    for (Value result : op.getResults()) {
-      auto it = inPlace.find(result);
-      args.push_back(it == inPlace.end() ? -1 : int64_t(it->second));
-    }
-    if (llvm::any_of(args, [](int64_t a) { return a >= 0; })) {
-      op.setAttr(kInPlaceAttr, builder.getDenseI64ArrayAttr(args));
+    for (auto [name, plan] : {std::pair{kInPlaceAttr, &inPlace},
+                              std::pair{kCopiedIntoAttr, &copiedEarly}}) {
+      llvm::SmallVector<int64_t, 1> args;
+      for (Value result : op.getResults()) {
+        auto it = plan->find(result);
+        args.push_back(it == plan->end() ? -1 : int64_t(it->second));
+      }
+      if (llvm::any_of(args, [](int64_t a) { return a >= 0; })) {
+        op.setAttr(name, builder.getDenseI64ArrayAttr(args));
+      }
     }
   }
   for (auto &[concat, inputs] : concatsIntoSlices) {
@@ -52,10 +57,14 @@ void TilePlanner::recordBufferPlan() {
 /// concat inputs computed into their parts of the concat's buffer.
 void TilePlan::readBufferPlan() {
   for (Operation &op : source.getBody().front()) {
-    if (auto args = op.getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr)) {
-      for (auto [result, arg] : llvm::zip(op.getResults(), args.asArrayRef())) {
-        if (arg >= 0) {
-          inPlace[result] = static_cast<unsigned>(arg);
+    for (auto [name, plan] : {std::pair{kInPlaceAttr, &inPlace},
+                              std::pair{kCopiedIntoAttr, &copiedEarly}}) {
+      if (auto args = op.getAttrOfType<DenseI64ArrayAttr>(name)) {
+        for (auto [result, arg] :
+             llvm::zip(op.getResults(), args.asArrayRef())) {
+          if (arg >= 0) {
+            (*plan)[result] = static_cast<unsigned>(arg);
+          }
         }
       }
     }

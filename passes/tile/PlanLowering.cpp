@@ -36,6 +36,19 @@ void TilePlanner::planInPlace() {
       planScatterInPlace(scatter, alias.getInt(), taken);
       continue;
     }
+    // ZeRO-1's all-gather of one updated parameter's blocks writes the
+    // parameter, whose reads (the forward pass, the worker's block) are
+    // done by then; a parameter viewed out of a bucket's all-gather is
+    // copied there as soon as the gather is done, which frees the bucket.
+    if (llvm::isa_and_present<AllGatherOp, ReshapeOp>(producer) &&
+        tensorType(result) == tensorType(arg) && taken.insert(result).second) {
+      llvm::SmallPtrSet<Operation *, 1> self{producer};
+      if (readsEndBefore(arg, position[producer], self, /*throughView=*/false)) {
+        (llvm::isa<AllGatherOp>(producer) ? inPlace
+                                          : copiedEarly)[result] = alias.getInt();
+      }
+      continue;
+    }
     if (!producer || !graph_passes::isElementwise(producer) ||
         absorbed.contains(producer) || !taken.insert(result).second ||
         tensorType(result) != tensorType(arg)) {

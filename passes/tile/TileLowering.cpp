@@ -134,6 +134,13 @@ FailureOr<func::FuncOp> FunctionLowering::run() {
       target.erase();
       return failure();
     }
+    for (Value result : op.getResults()) {
+      if (auto it = copiedEarly.find(result); it != copiedEarly.end()) {
+        lowering.copyInto(lowering.operandOf(result),
+                          viewOfBuffer(target.getArgument(it->second),
+                                       tensorType(result)));
+      }
+    }
     if (auto id = fusionId(&op); id && &op == groups[*id].back()) {
       if (auto until = spreadUntil(groups[*id])) {
         spread(last, position[&op], *until);
@@ -261,7 +268,8 @@ LogicalResult FunctionLowering::lowerReturn(func::ReturnOp ret) {
     auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
     if (alias) {
       Value arg = target.getArgument(alias.getInt());
-      if (!inPlace.count(value) || !returned.insert(arg).second) {
+      bool written = inPlace.count(value) || copiedEarly.count(value);
+      if (!written || !returned.insert(arg).second) {
         // Copied into the argument's buffer after everything else.
         lowering.copyInto(lowering.operandOf(value),
                           viewOfBuffer(arg, tensorType(value)));

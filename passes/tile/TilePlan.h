@@ -113,6 +113,8 @@ protected:
   llvm::DenseMap<size_t, unsigned> chainEpilogueAt;
   /// Results computed straight into an argument's buffer.
   llvm::DenseMap<mlir::Value, unsigned> inPlace;
+  /// Results copied into an argument's buffer as soon as they exist.
+  llvm::DenseMap<mlir::Value, unsigned> copiedEarly;
   /// The concat inputs computed into their part of the concat's buffer,
   /// by concat (in program order).
   llvm::MapVector<mlir::Operation *, llvm::SmallVector<int64_t, 2>>

@@ -45,3 +45,21 @@ func.func @concat_of_products(%a: tensor<2x128x64xf32>, %b: tensor<2x64x64xf32>)
   %c = kgraph.concat %pr, %qr, %rr {dim = 1} : (tensor<128x128xf32>, tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x384xf32>
   return %c, %rr : tensor<128x384xf32>, tensor<128x128xf32>
 }
+
+// ZeRO-1's gathered parameters: one gathered alone is gathered straight
+// into its buffer; one viewed out of a bucket's gather is copied there
+// right after the gather, so the bucket's buffer dies there.
+// CHECK-LABEL: func.func @gathered_parameters
+// CHECK: kgraph.all_gather %{{.*}} {kgraph.in_place = array<i64: 0>} : tensor<2x4xf32> -> tensor<8x4xf32>
+// CHECK: kgraph.reshape %{{.*}} {kgraph.copied_into = array<i64: 1>} : tensor<4x2xf32> -> tensor<8xf32>
+func.func @gathered_parameters(%w: tensor<8x4xf32> {kgraph.name = "p.w", kgraph.role = "parameter"}, %b: tensor<8xf32> {kgraph.name = "p.b", kgraph.role = "parameter"}) -> (tensor<8x4xf32> {kgraph.aliases = 0 : i64, kgraph.name = "next.p.w", kgraph.role = "updated_parameter"}, tensor<8xf32> {kgraph.aliases = 1 : i64, kgraph.name = "next.p.b", kgraph.role = "updated_parameter"}) {
+  %ws = kgraph.worker_shard %w : tensor<8x4xf32> -> tensor<2x4xf32>
+  %bs = kgraph.worker_shard %b : tensor<8xf32> -> tensor<2xf32>
+  %nw = kgraph.exp %ws : tensor<2x4xf32>
+  %nb = kgraph.exp %bs : tensor<2xf32>
+  %gw = kgraph.all_gather %nw : tensor<2x4xf32> -> tensor<8x4xf32>
+  %gb = kgraph.all_gather %nb : tensor<2xf32> -> tensor<8xf32>
+  %view = kgraph.reshape %gb : tensor<8xf32> -> tensor<4x2xf32>
+  %back = kgraph.reshape %view : tensor<4x2xf32> -> tensor<8xf32>
+  return %gw, %back : tensor<8x4xf32>, tensor<8xf32>
+}
