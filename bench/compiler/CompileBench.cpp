@@ -6,7 +6,8 @@
 // modelled step time, TensorE busy fraction and MFU on trn1.
 //
 //   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--what-if]
-//                                [--runs N] [--world-size N] [--profile DIR]
+//                                [--runs N] [--world-size N] [--zero-stage N]
+//                                [--profile DIR]
 //                                [--check-hazards] [--graph NAME=FILE]...
 //
 //   mlp-step        the 2-layer MLP training step (batch 64, AdamW)
@@ -22,7 +23,8 @@
 // BERT-base training step, which the PyTorch front end traces
 // (bench/pytorch/BertBaseGraph.py writes it), is one; --world-size N
 // compiles the graph files for a data-parallel group of N workers (their
-// gradients all-reduced in the step; one worker's time). --breakdown adds, per
+// gradients all-reduced in the step; one worker's time), --zero-stage 1 with
+// their optimizer state sharded (ZeRO-1). --breakdown adds, per
 // artifact, each engine's busy fraction and its costliest instruction kinds:
 // where the modelled time goes. --profile writes each simulated run's engine
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
@@ -313,6 +315,8 @@ struct BenchOptions {
   /// Workers of the data-parallel group the graph files are compiled for
   /// (their gradients all-reduced in the step).
   int worldSize = 1;
+  /// ZeRO stage of the graph files' data-parallel compiles.
+  int zeroStage = 0;
   std::string profileDir;
   /// Where each artifact's figures go (--table, --against).
   FigureTable *figures = nullptr;
@@ -349,8 +353,9 @@ int run(const std::string &name, llvm::Expected<proto::Graph> graph,
   for (const auto &s : artifact->streams) {
     instructions += s.instructions.size();
   }
-  std::printf("%-16s compile %7.3f s  %8zu instructions", name.c_str(), best,
-              instructions);
+  std::printf("%-16s compile %7.3f s  %8zu instructions  HBM %8.1f MB",
+              name.c_str(), best, instructions,
+              static_cast<double>(artifact->manifest.hbm_bytes()) / 1e6);
   if (bench.simulate) {
     // The modelled time does not depend on the values, so nothing is
     // computed: the BERT-base step models in ~10 s instead of ~55 s.
@@ -529,6 +534,10 @@ int main(int argc, char **argv) {
                     .getAsInteger(10, benchOptions.worldSize) &&
                benchOptions.worldSize > 0) {
       ++i;
+    } else if (arg == "--zero-stage" && i + 1 < argc &&
+               (llvm::StringRef(argv[i + 1]) == "0" ||
+                llvm::StringRef(argv[i + 1]) == "1")) {
+      benchOptions.zeroStage = argv[++i][0] - '0';
     } else if (arg == "--random" && i + 1 < argc &&
                !llvm::StringRef(argv[i + 1]).getAsInteger(10, randomGraphs) &&
                randomGraphs >= 0) {
@@ -554,7 +563,8 @@ int main(int argc, char **argv) {
           stderr,
           "usage: kiln-bench-compile [--no-sim] [--breakdown] [--what-if] "
           "[--no-builtin] [--bf16-only|--f32-only] [--runs N] "
-          "[--world-size N] [--profile DIR] [--check-hazards] "
+          "[--world-size N] [--zero-stage 0|1] [--profile DIR] "
+          "[--check-hazards] "
           "[--random N] [--table FILE] [--against FILE] "
           "[--graph NAME=FILE]...\n");
       return 2;
@@ -599,6 +609,7 @@ int main(int argc, char **argv) {
           [&] { return testing::randomGraph(context, seed, true); }, group);
   }
   f32.worldSize = bf16.worldSize = benchOptions.worldSize;
+  f32.zeroStage = bf16.zeroStage = benchOptions.zeroStage;
   for (auto &[name, path] : files) {
     auto read = [&] { return graph::readGraphFile(path); };
     if (wantF32) {

@@ -104,6 +104,24 @@ class LanguageModelTest(EagerComparisonTest):
                                     "parameter 'w' is read through a reference"):
             step(torch.randn(2, 4), torch.tensor([0, 1]))
 
+    def test_model_on_meta_tensors_traces_to_the_same_graph(self):
+        # A model too large to hold is traced without its data: on meta
+        # tensors the graph (shapes, ops, gradient markers) is the one its
+        # real tensors give, byte for byte.
+        def graph(device):
+            torch.manual_seed(0)
+            model = models.LlamaLM().to(torch.bfloat16).to(device)
+            step = kiln.compile_step(
+                model, lambda out, y: F.cross_entropy(out.float().reshape(-1, 75),
+                                                      y.reshape(-1)),
+                kiln.optim.MasterWeights(kiln.optim.AdamW(lr=1e-3)), max_grad_norm=1.0)
+            ids = torch.randint(0, 75, (2, 12))
+            return step.graph(ids.to(device), ids.to(device))
+        on_cpu, on_meta = graph("cpu"), graph("meta")
+        self.assertEqual(on_cpu.SerializeToString(deterministic=True),
+                         on_meta.SerializeToString(deterministic=True))
+        self.assertIn("gradient", {node.op for node in on_meta.nodes})
+
 
 if __name__ == "__main__":
     unittest.main()

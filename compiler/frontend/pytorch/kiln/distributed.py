@@ -24,6 +24,21 @@ _library.define("gradient(Tensor grad, str parameter) -> Tensor")
 # On the host (the trace's example run) it is the identity; its meaning is
 # the compiled one.
 _library.impl("gradient", lambda grad, parameter: grad.clone(), "CPU")
+# A model traced without its parameters' data (meta tensors) has shapes
+# only. torch 1.13 has no autograd fallthrough for meta tensors: this one
+# passes the call on below autograd, where the trace records it.
+_library.impl("gradient", lambda grad, parameter: torch.empty_like(grad), "Meta")
+
+
+def _below_autograd(grad, parameter):
+    guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
+    try:
+        return torch.ops.kiln.gradient(grad, parameter)
+    finally:
+        del guard
+
+
+_library.impl("gradient", _below_autograd, "AutogradMeta")
 
 
 def mark_gradient(grad, parameter):

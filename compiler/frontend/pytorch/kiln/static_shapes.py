@@ -11,6 +11,12 @@ traced, ``static_shapes()`` routes them to equivalent formulations.
   ``(1 - e) * nll + e / C * sum(smooth * valid) / sum(valid)``, where
   ``smooth`` is minus the sum of the log-probabilities over the classes and
   ``valid`` marks targets other than ``ignore_index``.
+* ``repeat_interleave`` with a whole-number count along a dimension:
+  torch builds an index tensor whose length it computes from the counts'
+  values, which a meta or fake tensor (a model traced without its
+  parameters' data) does not have. Each element repeated r times along
+  ``dim`` is the tensor unsqueezed after ``dim``, expanded r times there and
+  flattened back: a view whose shape the counts alone give.
 * ``torch.utils.checkpoint.checkpoint``: the reentrant form (torch 1.13's
   default) runs its own backward, which ``torch.autograd.grad`` cannot
   enter (the checkpointed parameters' gradients would be lost), and the
@@ -54,8 +60,9 @@ def label_smoothed_cross_entropy(logits, target, ignore_index, reduction,
 class _StaticShapes(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.cross_entropy:
-            rewritten = _cross_entropy(*args, **kwargs)
+        rewrite = _REWRITES.get(func)
+        if rewrite is not None:
+            rewritten = rewrite(*args, **kwargs)
             if rewritten is not None:
                 return rewritten
         return func(*args, **kwargs)
@@ -69,6 +76,20 @@ def _cross_entropy(input, target, weight=None, size_average=None,
         return None  # torch's own trace is static, or the converter names the gap
     return label_smoothed_cross_entropy(input, target, ignore_index, reduction,
                                         label_smoothing)
+
+
+def _repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if not isinstance(repeats, int) or dim is None:
+        return None  # per-element counts, or a flattened result: torch's own
+    dim = dim % input.dim()
+    shape = list(input.shape)
+    expanded = input.unsqueeze(dim + 1).expand(*shape[:dim + 1], repeats, *shape[dim + 1:])
+    return expanded.flatten(dim, dim + 1)
+
+
+_REWRITES = {F.cross_entropy: _cross_entropy,
+             torch.repeat_interleave: _repeat_interleave,
+             torch.Tensor.repeat_interleave: _repeat_interleave}
 
 
 def _call(function, preserve_rng_state, *args, **kwargs):

@@ -238,7 +238,7 @@ class CompiledStep:
     def graph(self, *batch):
         """The kgraph protobuf for `batch`'s signature (traced, not compiled)."""
         batch = _check_batch(batch)
-        compiled = self._sessions.get(_signature(batch))
+        compiled = self._sessions.get((_signature(batch), UPDATE))
         return compiled.graph if compiled else build_graph(self._spec, batch)
 
     # -- internals ----------------------------------------------------------
