@@ -1,9 +1,11 @@
 //===- PlanMemory.cpp - SBUF, PSUM and HBM placement by liveness ----------===//
 
 #include "passes/tile/Passes.h"
+
 #include "passes/tile/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace kiln::tile_passes {
 #define GEN_PASS_DEF_KTILEPLANMEMORY
@@ -147,9 +149,17 @@ struct KTilePlanMemory
       hbmFrees.emplace(lastUseOf(alloc.getBuffer()), address);
       alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
     }
-    func->setAttr(ktile::kHbmBytesAttr,
-                  b.getI64IntegerAttr(std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64)));
-
+    int64_t hbmBytes = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
+    auto capacity = static_cast<int64_t>(t.hbmBytesPerChip.value);
+    if (hbmBytes > capacity) {
+      return func.emitError(llvm::formatv(
+          "'{0}' needs {1:F1} GB of HBM ({2:F1} GB of arguments), more than "
+          "{3}'s {4:F1} GB: shard its optimizer state (--zero-stage=1), or "
+          "train on a smaller batch or sequence",
+          func.getSymName(), hbmBytes / 1e9, hbmEnd / 1e9, t.name,
+          capacity / 1e9));
+    }
+    func->setAttr(ktile::kHbmBytesAttr, b.getI64IntegerAttr(hbmBytes));
     return success();
   }
 };
