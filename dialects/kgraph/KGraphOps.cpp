@@ -193,25 +193,22 @@ LogicalResult AllGatherOp::verify() {
   return success();
 }
 
-LogicalResult ReduceScatterOp::verify() {
-  auto in = llvm::cast<RankedTensorType>(getInput().getType());
-  auto out = llvm::cast<RankedTensorType>(getType());
+/// A reduce-scatter's or worker shard's result is one of a whole number of
+/// blocks of its operand's rows.
+static LogicalResult verifyRowBlock(Operation *op, llvm::StringRef verb) {
+  auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = llvm::cast<RankedTensorType>(op->getResult(0).getType());
   if (!isRowMultiple(in, out)) {
-    return emitOpError("keeps one of a whole number of blocks of rows of ")
-           << in << ", not " << out;
+    return op->emitOpError(verb)
+           << " one of a whole number of blocks of rows of " << in << ", not "
+           << out;
   }
   return success();
 }
 
-LogicalResult WorkerShardOp::verify() {
-  auto in = llvm::cast<RankedTensorType>(getInput().getType());
-  auto out = llvm::cast<RankedTensorType>(getType());
-  if (!isRowMultiple(in, out)) {
-    return emitOpError("takes one of a whole number of blocks of rows of ")
-           << in << ", not " << out;
-  }
-  return success();
-}
+LogicalResult ReduceScatterOp::verify() { return verifyRowBlock(*this, "keeps"); }
+
+LogicalResult WorkerShardOp::verify() { return verifyRowBlock(*this, "takes"); }
 
 LogicalResult BroadcastOp::verify() {
   auto in = llvm::cast<RankedTensorType>(getInput().getType());
