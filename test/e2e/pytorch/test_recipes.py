@@ -142,6 +142,9 @@ class RecipesTest(EagerComparisonTest):
         with self.assertRaisesRegex(ValueError, "max_grad_norm is -1"):
             kiln.compile_step(models.MLP(), F.cross_entropy, kiln.optim.SGD(lr=0.1),
                               max_grad_norm=-1)
+        with self.assertRaisesRegex(ValueError, "zero_stage is 2"):
+            kiln.compile_step(models.MLP(), F.cross_entropy, kiln.optim.SGD(lr=0.1),
+                              zero_stage=2)
 
 
 if __name__ == "__main__":
