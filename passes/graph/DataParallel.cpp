@@ -12,6 +12,10 @@
 #include "passes/graph/Passes.h"
 #include "passes/graph/ShardedUpdate.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
+
+#include <map>
+
 namespace kiln::graph_passes {
 #define GEN_PASS_DEF_KGRAPHDATAPARALLEL
 #include "passes/graph/Passes.h.inc"
@@ -110,6 +114,7 @@ struct KGraphDataParallel
       }
     }
     gatherParameters(func, updatedBlocks);
+    batchBlockSums(func);
     averageLossAndMetrics(func);
   }
 
@@ -184,7 +189,8 @@ struct KGraphDataParallel
       }
     }
     for (auto [marker, block] : llvm::zip(bucket, blocks)) {
-      updatedBlocks.append(sharded.find(marker)->second.rewrite(block));
+      updatedBlocks.append(
+          sharded.find(marker)->second.rewrite(block, blockSums));
       marker->erase();
     }
   }
@@ -293,6 +299,90 @@ struct KGraphDataParallel
     }
     for (GradientOp marker : bucket) {
       marker.erase();
+    }
+  }
+
+  /// ZeRO-1's whole sums (a clipping norm's per parameter, LAMB's trust
+  /// ratios) are each one element all-reduced: hop latency each. Those
+  /// that do not depend on one another (as many all-reduces of them up
+  /// the chain) are added by one all-reduce of their joined elements, right
+  /// after the last of them; what read them before that point moves after
+  /// it, in order.
+  void batchBlockSums(func::FuncOp func) {
+    members.clear();
+    for (AllReduceOp sum : blockSums) {
+      members.insert(sum);
+    }
+    llvm::DenseMap<Operation *, unsigned> depth;
+    std::map<unsigned, llvm::SmallVector<AllReduceOp>> independent;
+    for (Operation &op : func.getBody().front()) {
+      unsigned d = 0;
+      for (Value operand : op.getOperands()) {
+        if (Operation *def = operand.getDefiningOp()) {
+          d = std::max(d, depth.lookup(def) + (members.contains(def) ? 1 : 0));
+        }
+      }
+      depth[&op] = d;
+      if (members.contains(&op)) {
+        independent[d].push_back(cast<AllReduceOp>(op));
+      }
+    }
+    for (auto &[d, sums] : independent) {
+      if (sums.size() > 1) {
+        addTogether(sums);
+      }
+    }
+    blockSums.clear();
+  }
+
+  /// ZeRO-1's all-reduces of whole sums' blocks (ShardedUpdate::rewrite).
+  llvm::SmallVector<AllReduceOp> blockSums;
+  llvm::DenseSet<Operation *> members;
+
+  void addTogether(llvm::SmallVector<AllReduceOp> sums) {
+    // Earlier groups' moves may have reordered this one's.
+    AllReduceOp last = *llvm::max_element(sums, [](AllReduceOp a, AllReduceOp b) {
+      return a->isBeforeInBlock(b);
+    });
+    OpBuilder builder(last);
+    builder.setInsertionPointAfter(last);
+    GraphEmitter e(builder, last.getLoc());
+    llvm::SmallVector<Value> parts;
+    for (AllReduceOp sum : sums) {
+      parts.push_back(e.reshape(sum.getInput(), {1}));
+    }
+    Value joined = e.concat(parts, 0);
+    Value total = AllReduceOp::create(builder, last.getLoc(), joined.getType(),
+                                      joined, builder.getStringAttr("sum"))
+                      .getOutput();
+    llvm::SmallVector<Value> totals;
+    for (auto [i, sum] : llvm::enumerate(sums)) {
+      int64_t at = static_cast<int64_t>(i);
+      totals.push_back(e.reshape(e.slice(total, {at}, {at + 1}, {1}),
+                                 GraphEmitter::shapeOf(sum->getResult(0))));
+    }
+    // Readers of the sums that stand before the new all-reduce follow it.
+    Operation *anchor = totals.back().getDefiningOp();
+    llvm::SetVector<Operation *> readers;
+    for (AllReduceOp sum : sums) {
+      getForwardSlice(sum.getOutput(), &readers);
+    }
+    llvm::SmallVector<Operation *> early;
+    for (Operation *op : readers) {
+      if (op->isBeforeInBlock(anchor)) {
+        early.push_back(op);
+      }
+    }
+    llvm::sort(early, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    for (Operation *op : early) {
+      op->moveAfter(anchor);
+      anchor = op;
+    }
+    for (auto [sum, whole] : llvm::zip(sums, totals)) {
+      sum->getResult(0).replaceAllUsesWith(whole);
+      sum->erase();
     }
   }
 

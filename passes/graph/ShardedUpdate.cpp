@@ -221,7 +221,9 @@ bool ShardedUpdate::allUsesRewritten() const {
   return true;
 }
 
-llvm::SmallVector<ParameterBlock> ShardedUpdate::rewrite(Value gradientBlock) {
+llvm::SmallVector<ParameterBlock>
+ShardedUpdate::rewrite(Value gradientBlock,
+                       llvm::SmallVectorImpl<AllReduceOp> &blockSums) {
   IRMapping blocks;
   blocks.map(marker.getOutput(), gradientBlock);
   for (BlockArgument arg : state) {
@@ -260,11 +262,10 @@ llvm::SmallVector<ParameterBlock> ShardedUpdate::rewrite(Value gradientBlock) {
   for (Operation *sum : sums) {
     builder.setInsertionPoint(sum);
     Value partial = builder.clone(*sum, blocks)->getResult(0);
-    Value total = AllReduceOp::create(builder, sum->getLoc(),
-                                      partial.getType(), partial,
-                                      builder.getStringAttr("sum"))
-                      .getOutput();
-    sum->getResult(0).replaceAllUsesWith(total);
+    auto total = AllReduceOp::create(builder, sum->getLoc(), partial.getType(),
+                                     partial, builder.getStringAttr("sum"));
+    sum->getResult(0).replaceAllUsesWith(total.getOutput());
+    blockSums.push_back(total);
   }
   auto ret = llvm::cast<func::ReturnOp>(func.getBody().back().getTerminator());
   llvm::SmallVector<ParameterBlock> updated;

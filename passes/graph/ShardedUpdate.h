@@ -54,8 +54,11 @@ public:
   /// Rewrites the update to read `gradientBlock` (this worker's rows of
   /// the averaged gradient) in place of the marker, which it leaves for
   /// the caller to erase; the optimizer state arguments become blocks.
-  /// Returns the updated parameter's block, which the caller gathers.
-  llvm::SmallVector<ParameterBlock> rewrite(mlir::Value gradientBlock);
+  /// Returns the updated parameter's block, which the caller gathers, and
+  /// adds the all-reduces of the whole sums' blocks to `blockSums`.
+  llvm::SmallVector<ParameterBlock>
+  rewrite(mlir::Value gradientBlock,
+          llvm::SmallVectorImpl<kgraph::AllReduceOp> &blockSums);
 
 private:
   ShardedUpdate(kgraph::GradientOp marker, int64_t group)

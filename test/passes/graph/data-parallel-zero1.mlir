@@ -92,3 +92,44 @@ func.func @read_elsewhere(%w: tensor<8xf32> {kgraph.name = "p.w", kgraph.role = 
   %nw = kgraph.sub %w, %nm : tensor<8xf32>, tensor<8xf32>
   return %nw, %nm, %nm : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A global clipping norm over two sharded parameters: each worker sums
+// its blocks of both gradients' squares, and one all-reduce adds the two
+// sums (not one each); the norm's first reader, which stood between the
+// two sums, follows it.
+// CHECK-LABEL: func.func @global_norm
+// CHECK: %[[SW:.*]] = kgraph.reduce_sum %{{.*}}, [0, 1] : tensor<2x12xf32> -> tensor<f32>
+// CHECK: %[[SB:.*]] = kgraph.reduce_sum %{{.*}}, [0] : tensor<2xf32> -> tensor<f32>
+// CHECK: %[[FW:.*]] = kgraph.reshape %[[SW]] : tensor<f32> -> tensor<1xf32>
+// CHECK: %[[FB:.*]] = kgraph.reshape %[[SB]] : tensor<f32> -> tensor<1xf32>
+// CHECK: %[[BOTH:.*]] = kgraph.concat %[[FW]], %[[FB]] {dim = 0 : i64}
+// CHECK: %[[TOTAL:.*]] = kgraph.all_reduce %[[BOTH]] : tensor<2xf32>
+// CHECK: kgraph.slice %[[TOTAL]]
+// CHECK: kgraph.slice %[[TOTAL]]
+// CHECK: %[[NORM:.*]] = kgraph.add
+// CHECK: kgraph.rsqrt %[[NORM]]
+// CHECK-NOT: kgraph.all_reduce {{.*}} : tensor<f32>
+func.func @global_norm(%w: tensor<8x12xf32> {kgraph.name = "p.w", kgraph.role = "parameter"},
+                       %b: tensor<8xf32> {kgraph.name = "p.b", kgraph.role = "parameter"})
+    -> (tensor<8x12xf32> {kgraph.aliases = 0 : i64, kgraph.name = "next.p.w", kgraph.role = "updated_parameter"},
+        tensor<8xf32> {kgraph.aliases = 1 : i64, kgraph.name = "next.p.b", kgraph.role = "updated_parameter"}) {
+  %dw = kgraph.exp %w : tensor<8x12xf32>
+  %db = kgraph.exp %b : tensor<8xf32>
+  %gw = kgraph.gradient %dw {parameter = "p.w"} : tensor<8x12xf32>
+  %gb = kgraph.gradient %db {parameter = "p.b"} : tensor<8xf32>
+  %sqw = kgraph.mul %gw, %gw : tensor<8x12xf32>, tensor<8x12xf32>
+  %nw = kgraph.reduce_sum %sqw, [0, 1] : tensor<8x12xf32> -> tensor<f32>
+  %half = kgraph.constant dense<0.5> : tensor<f32>
+  %nw2 = kgraph.mul %nw, %half : tensor<f32>, tensor<f32>
+  %sqb = kgraph.mul %gb, %gb : tensor<8xf32>, tensor<8xf32>
+  %nb = kgraph.reduce_sum %sqb, [0] : tensor<8xf32> -> tensor<f32>
+  %norm = kgraph.add %nw2, %nb : tensor<f32>, tensor<f32>
+  %coef = kgraph.rsqrt %norm : tensor<f32>
+  %cw = kgraph.mul %gw, %coef : tensor<8x12xf32>, tensor<f32>
+  %cb = kgraph.mul %gb, %coef : tensor<8xf32>, tensor<f32>
+  %uw = kgraph.sub %w, %cw : tensor<8x12xf32>, tensor<8x12xf32>
+  %ub = kgraph.sub %b, %cb : tensor<8xf32>, tensor<8xf32>
+  return %uw, %ub : tensor<8x12xf32>, tensor<8xf32>
+}
