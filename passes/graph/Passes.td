@@ -273,7 +273,9 @@ def KGraphScheduleUpdates : Pass<"kgraph-schedule-updates", "mlir::func::FuncOp"
     - An update is an op, or a fusion group taken whole, whose results are
       returned and used nowhere else (AdamW's new parameter and moments),
       or only merged into a returned result by `scatter_rows` (the two
-      halves kgraph-sparse-table-updates splits a table's update into).
+      halves kgraph-sparse-table-updates splits a table's update into), or
+      packed into an `all_gather`'s bucket (ZeRO-1's updated parameter
+      blocks, which kgraph-data-parallel gathers).
     - It follows the ops that define its operands (for a value of a fusion
       group, the group's last op: the tile phase computes a group where its
       last op stands), and, for a result the function writes over an
@@ -283,7 +285,8 @@ def KGraphScheduleUpdates : Pass<"kgraph-schedule-updates", "mlir::func::FuncOp"
     - Units whose results are small (at most 128 elements: the optimizer's
       step scalars) and constants move up with the update that needs them,
       and so do the views (slice, reshape) that unpack a gradient from its
-      all-reduced bucket in a data-parallel step.
+      all-reduced bucket in a data-parallel step, and ZeRO-1's reads of a
+      worker's block of a parameter (`worker_shard`).
     - An update that reads an all-reduced gradient also follows the next
       bucket's `all_reduce`, if there is one. Right behind its own, its
       first loads would wait for the collective in flight and hold up the

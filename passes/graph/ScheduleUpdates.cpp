@@ -44,6 +44,19 @@ bool onlyMergesResults(Operation *op) {
          });
 }
 
+/// A view or join that packs a value into an all-gather's bucket (ZeRO-1's
+/// updated parameter blocks, kgraph-data-parallel), or the all-gather: the
+/// value is as good as returned.
+bool packsGatherBucket(Operation *op) {
+  if (llvm::isa<kiln::kgraph::AllGatherOp>(op)) {
+    return true;
+  }
+  return llvm::isa<kiln::kgraph::ReshapeOp, kiln::kgraph::ConcatOp>(op) &&
+         !op->use_empty() &&
+         llvm::all_of(op->getUsers(),
+                      [](Operation *user) { return packsGatherBucket(user); });
+}
+
 /// A collective that reduces a bucket of gradients (kgraph-data-parallel):
 /// an all-reduce, or a reduce-scatter for ZeRO-1.
 bool reducesBucket(Operation *op) {
@@ -193,7 +206,8 @@ private:
                           }));
         for (Value r : op->getResults()) {
           for (Operation *user : r.getUsers()) {
-            if (user == terminator || onlyMergesResults(user)) {
+            if (user == terminator || onlyMergesResults(user) ||
+                packsGatherBucket(user)) {
               returned = true;
             } else if (unitOf.lookup(user) != u) {
               onlyReturned = false;
@@ -205,7 +219,11 @@ private:
       // A view unpacking a gradient from its all-reduced bucket moves
       // nothing either: it goes with the update that reads it, instead of
       // holding the update back where the front end traced the optimizer.
-      bool unpacked = unit.ops.size() == 1 && reducedBucketOf(unit.ops.front());
+      // So does a worker's block of a parameter (ZeRO-1), which reads only
+      // the argument.
+      bool unpacked = unit.ops.size() == 1 &&
+                      (reducedBucketOf(unit.ops.front()) ||
+                       llvm::isa<kiln::kgraph::WorkerShardOp>(unit.ops.front()));
       unit.small = (small || unpacked) && !unit.update;
     }
   }

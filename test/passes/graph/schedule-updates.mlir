@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s --kgraph-fuse-elementwise --kgraph-schedule-updates | FileCheck %s
+// RUN: kiln-opt %s --kgraph-schedule-updates | FileCheck %s --check-prefix=ZERO
 
 // A front end traces the optimizer after the backward pass. Each update
 // moves up behind the last op it needs: w2's once its gradient exists and
@@ -129,4 +130,30 @@ func.func @buckets(
   %u3 = kgraph.mul %b, %lr : tensor<16x32xf32>, tensor<f32>
   %w3n = kgraph.sub %w3, %u3 : tensor<16x32xf32>, tensor<16x32xf32>
   return %w1n, %w2n, %w3n : tensor<16x16xf32>, tensor<16x32xf32>, tensor<16x32xf32>
+}
+
+// ZeRO-1: an update whose new parameter block is packed into an
+// all-gather's bucket is an update like one that is returned: it follows
+// the block of the gradient it reads, and the worker's block of the
+// parameter moves with it (it reads only the argument).
+// ZERO-LABEL: func.func @gathered_block
+// ZERO: %[[MINE:.*]] = kgraph.worker_shard %arg0
+// ZERO-NEXT: %[[G:.*]] = kgraph.reduce_scatter
+// ZERO-NEXT: kgraph.sub %[[MINE]], %[[G]]
+// ZERO-NEXT: kgraph.reshape
+// ZERO-NEXT: kgraph.all_gather
+func.func @gathered_block(
+    %w: tensor<64x32xf32> {kgraph.name = "p.w", kgraph.role = "parameter"},
+    %x: tensor<64x64xf32> {kgraph.name = "x", kgraph.role = "batch_input"})
+    -> (tensor<64x32xf32> {kgraph.aliases = 0 : i64, kgraph.name = "next.p.w", kgraph.role = "updated_parameter"},
+        tensor<64x64xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %d = kgraph.exp %w : tensor<64x32xf32>
+  %g = kgraph.reduce_scatter %d {reduction = "mean"} : tensor<64x32xf32> -> tensor<16x32xf32>
+  %y = kgraph.matmul %x, %x : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+  %mine = kgraph.worker_shard %w : tensor<64x32xf32> -> tensor<16x32xf32>
+  %new = kgraph.sub %mine, %g : tensor<16x32xf32>, tensor<16x32xf32>
+  %flat = kgraph.reshape %new : tensor<16x32xf32> -> tensor<512xf32>
+  %all = kgraph.all_gather %flat : tensor<512xf32> -> tensor<2048xf32>
+  %back = kgraph.reshape %all : tensor<2048xf32> -> tensor<64x32xf32>
+  return %back, %y : tensor<64x32xf32>, tensor<64x64xf32>
 }
