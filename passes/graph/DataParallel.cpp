@@ -125,10 +125,16 @@ struct KGraphDataParallel
               const llvm::DenseMap<Operation *, ShardedUpdate> &sharded) {
     llvm::SmallVector<llvm::SmallVector<GradientOp>> buckets;
     int64_t bucketSize = 0;
+    // A reduce-scatter bucket's parts are strided, so its gradients are
+    // copied in: one of half a bucket or more goes alone, uncopied.
+    auto alone = [&](GradientOp marker) {
+      return sharded.count(marker) && 2 * bytesOf(marker.getInput()) >= bucketBytes;
+    };
     for (GradientOp marker : markers) {
       int64_t size = bytesOf(marker.getInput());
       bool joins =
           !buckets.empty() && bucketSize + size <= bucketBytes &&
+          !alone(marker) && !alone(buckets.back().front()) &&
           GraphEmitter::elementOf(buckets.back().front().getInput()) ==
               GraphEmitter::elementOf(marker.getInput()) &&
           sharded.count(buckets.back().front()) == sharded.count(marker) &&

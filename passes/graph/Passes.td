@@ -34,8 +34,9 @@ def KGraphDataParallel : Pass<"kgraph-data-parallel", "mlir::func::FuncOp"> {
       state (its first dimension `d` split in W blocks) and updates only
       those rows: the optimizer state per worker is 1/W of the whole. The
       gradient is reduce-scattered (mean) instead of all-reduced, in
-      buckets like the all-reduces, so the worker receives the average of
-      its block; the update (the optimizer's elementwise formula) is
+      buckets like the all-reduces (a gradient of half a bucket or more
+      alone: a joined bucket's parts are strided, so its gradients are
+      copied in), so the worker receives the average of its block; the update (the optimizer's elementwise formula) is
       recomputed on blocks, reading the parameter's block with
       `worker_shard`, and each whole sum of the update's values (a
       clipping or LAMB trust-ratio norm) becomes the sum of the worker's

@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s --split-input-file --kgraph-data-parallel="world-size=4 shard-optimizer-state=1" | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kgraph-data-parallel="world-size=4 shard-optimizer-state=1 bucket-bytes=512" | FileCheck %s --check-prefix=HALF
 
 // ZeRO-1 over 4 workers. %w (8x12) and %b (8) have momentum updates whose
 // state becomes blocks of 2 rows; %c (3x8) stays whole (4 does not divide
@@ -39,6 +40,11 @@
 // CHECK: kgraph.slice %[[VIEW]] {limit = array<i64: 4, 26>, start = array<i64: 0, 24>, stride = array<i64: 1, 1>}
 // CHECK: kgraph.sub %arg2, %{{.*}} : tensor<3x8xf32>, tensor<3x8xf32>
 // CHECK-NOT: kgraph.gradient
+// A gradient of half a bucket or more (w's 384 bytes of 512) is
+// reduce-scattered alone, not copied into a joined bucket.
+// HALF-LABEL: func.func @step
+// HALF: kgraph.reduce_scatter %{{.*}} {reduction = "mean"} : tensor<8x12xf32> -> tensor<2x12xf32>
+// HALF: kgraph.reduce_scatter %{{.*}} {reduction = "mean"} : tensor<8xf32> -> tensor<2xf32>
 func.func @step(%w: tensor<8x12xf32> {kgraph.name = "p.w", kgraph.role = "parameter"},
                 %b: tensor<8xf32> {kgraph.name = "p.b", kgraph.role = "parameter"},
                 %c: tensor<3x8xf32> {kgraph.name = "p.c", kgraph.role = "parameter"},
