@@ -315,7 +315,7 @@ struct KGraphDataParallel
   /// after the last of them; what read them before that point moves after
   /// it, in order.
   void batchBlockSums(func::FuncOp func) {
-    members.clear();
+    llvm::DenseSet<Operation *> members;
     for (AllReduceOp sum : blockSums) {
       members.insert(sum);
     }
@@ -343,7 +343,6 @@ struct KGraphDataParallel
 
   /// ZeRO-1's all-reduces of whole sums' blocks (ShardedUpdate::rewrite).
   llvm::SmallVector<AllReduceOp> blockSums;
-  llvm::DenseSet<Operation *> members;
 
   void addTogether(llvm::SmallVector<AllReduceOp> sums) {
     // Earlier groups' moves may have reordered this one's.
