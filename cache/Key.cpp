@@ -96,7 +96,9 @@ llvm::Expected<Key> deriveKey(const proto::Graph &graph,
   key.fields.push_back(
       {"target",
        t->name.str() + " cores=1 topology=" +
-           (collective && options.worldSize > 1 ? "ring" : "single"),
+           (collective && (options.worldSize > 1 || options.tensorParallel > 1)
+                ? "ring"
+                : "single"),
        "target kind, cores per artifact and topology"});
   // Options every artifact depends on first, then those that change only
   // the graphs with collectives, or only data-parallel compiles: "n/a"

@@ -111,6 +111,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   }
   engine_passes::ConvertKTileToKisaOptions engine;
   engine.worldSize = options.worldSize;
+  engine.tensorParallel = options.tensorParallel;
   engine.schedule = options.optLevel >= 1;
   pm.addPass(engine_passes::createConvertKTileToKisa(engine));
   return llvm::Error::success();

@@ -83,6 +83,9 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program) {
   if (program.getWorldSize() > 1) {
     m.set_world_size(static_cast<uint32_t>(program.getWorldSize()));
   }
+  if (program.getTensorParallel() > 1) {
+    m.set_tensor_parallel(static_cast<uint32_t>(program.getTensorParallel()));
+  }
 
   std::map<std::pair<int, int>, artifact::Stream> streams;
   for (Operation &op : program.getBody().front()) {
@@ -140,7 +143,8 @@ OwningOpRef<ModuleOp> disassembleArtifact(const artifact::Artifact &a,
   const kneff::Manifest &m = a.manifest;
   auto program = kisa::ProgramOp::create(
       builder, loc, m.name(), m.target(), m.hbm_bytes(), m.semaphores(),
-      std::max<uint64_t>(1, m.world_size()));
+      std::max<uint64_t>(1, m.world_size()),
+      std::max<uint64_t>(1, m.tensor_parallel()));
   builder.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   for (const kneff::Buffer &b : m.buffers()) {
     Type dtype = kisa::toMlirType(&context, static_cast<isa::DType>(b.dtype()));

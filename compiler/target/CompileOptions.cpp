@@ -68,6 +68,15 @@ const CompileOptionInfo kOptions[] = {
        return setNumber(o.worldSize, value, "world-size", 1, false,
                         "a positive integer");
      }},
+    {"tensor-parallel", "", "N",
+     "workers of the tensor-parallel group (the job has world-size times "
+     "as many)",
+     KeyUse::GroupSize,
+     [](const CompileOptions &o) { return std::to_string(o.tensorParallel); },
+     [](CompileOptions &o, llvm::StringRef value) {
+       return setNumber(o.tensorParallel, value, "tensor-parallel", 1, false,
+                        "a positive integer");
+     }},
     {"bucket-bytes", "", "BYTES",
      "largest gradient bucket one all-reduce averages (data-parallel "
      "compiles)",

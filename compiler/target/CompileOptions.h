@@ -33,6 +33,9 @@ struct CompileOptions {
   /// Workers of the data-parallel group; only graphs with collectives are
   /// compiled differently for different sizes.
   int worldSize = 1;
+  /// Workers of the tensor-parallel group (isa::CollectiveGroup): a job of
+  /// worldSize * tensorParallel workers, tensor-parallel groups innermost.
+  int tensorParallel = 1;
   /// The largest bucket of gradients one all-reduce averages (data-parallel
   /// compiles only). 16 MiB: on trn1 a ring all-reduce of 4 workers pays
   /// 60 us of hop latency, which one of 16 MiB about matches in transfer

@@ -185,8 +185,9 @@ defset list<IsaInstruction> IsaInstructions = {
       "a load (HBM to SBUF), a store (SBUF to HBM) or an SBUF to SBUF move, with dtype conversion",
       [IsaOperand<"dst">, IsaOperand<"src">]>;
   def : IsaInstruction<"collective", [IsaDma],
-      "all-reduce (sum, mean), all-gather or reduce-scatter of HBM buffers",
-      [IsaOperand<"dst">, IsaOperand<"src">, IsaCollective<"kind">]>;
+      "all-reduce (sum, mean), all-gather or reduce-scatter of HBM buffers across the group `group` names (isa::CollectiveGroup: 0 the data-parallel group, 1 the tensor-parallel group)",
+      [IsaOperand<"dst">, IsaOperand<"src">, IsaCollective<"kind">,
+       IsaOptional<IsaI64<"group">>]>;
   def : IsaInstruction<"random", [IsaGpSimd],
       "dst[p, i] = uniform(seed[p], counter + partition_step * p + free_step * i + group_step * (i / n)), n the innermost dim's size (group_step a whole number)",
       [IsaOperand<"dst">, IsaOperand<"seed">, IsaOptional<IsaI64<"counter">>,

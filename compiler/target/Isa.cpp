@@ -389,6 +389,12 @@ Error checkCopyShapes(const Instruction &inst) {
 }
 
 Error checkCollectiveShapes(const Instruction &inst) {
+  if (inst.int0 < 0 || inst.int0 >= kCollectiveGroups) {
+    return ("a collective's group is 0 (data-parallel) or 1 "
+            "(tensor-parallel), not " +
+            llvm::Twine(inst.int0))
+        .str();
+  }
   auto kind = static_cast<CollectiveKind>(inst.op0);
   if (kind != CollectiveKind::AllGather && !keepsOneBlock(kind)) {
     return checkCopyShapes(inst);
@@ -607,6 +613,10 @@ std::optional<DType> dtypeNamed(llvm::StringRef name) {
 }
 int64_t dtypeBytes(DType d) {
   return d == DType::BF16 || d == DType::F16 ? 2 : 4;
+}
+
+llvm::StringRef collectiveGroupName(CollectiveGroup group) {
+  return group == CollectiveGroup::Tensor ? "tensor" : "data";
 }
 
 llvm::StringRef fieldValueName(FieldKind kind, uint8_t value) {

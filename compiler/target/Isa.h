@@ -112,6 +112,30 @@ inline bool keepsOneBlock(CollectiveKind kind) {
          kind == CollectiveKind::WorkerShard;
 }
 
+/// Which of a worker's groups a collective runs across (its `group`
+/// argument). A job of W workers with tensor-parallel degree T is laid
+/// out as W / T tensor-parallel groups of T consecutive ranks; rank r's
+/// data-parallel group holds the ranks with its place r mod T in theirs.
+enum class CollectiveGroup : int64_t { Data = 0, Tensor = 1 };
+inline constexpr int kCollectiveGroups = 2;
+llvm::StringRef collectiveGroupName(CollectiveGroup group);
+
+/// The size of each group a program's collectives run across.
+struct GroupSizes {
+  /// A data-parallel group of `data` (a plain int converts: the
+  /// data-parallel size alone).
+  constexpr GroupSizes(int data = 1, int tensor = 1)
+      : data(data), tensor(tensor) {}
+  int data;
+  int tensor;
+  int of(CollectiveGroup group) const {
+    return group == CollectiveGroup::Tensor ? tensor : data;
+  }
+  bool operator==(const GroupSizes &o) const {
+    return data == o.data && tensor == o.tensor;
+  }
+};
+
 inline constexpr int kMaxRank = 4;
 inline constexpr int kMaxOperands = 3;
 inline constexpr int kMaxWaits = 4;
@@ -159,6 +183,12 @@ struct Instruction {
   bool accumulate() const { return flags & 1; }
   bool operator==(const Instruction &other) const;
 };
+
+/// The group a collective instruction runs across (its `group` argument,
+/// which is int0).
+inline CollectiveGroup collectiveGroupOf(const Instruction &inst) {
+  return static_cast<CollectiveGroup>(inst.int0);
+}
 
 /// How one opcode uses the Instruction fields: the dialects' attribute
 /// names, the encoding and the disassembly, generated from

@@ -54,7 +54,8 @@ double dmaBytes(const Instruction &inst) {
 }
 
 double instructionSeconds(const isa::Instruction &inst,
-                          const target::TargetDescription &t, int worldSize) {
+                          const target::TargetDescription &t,
+                          const GroupSizes &groups) {
   const isa::AccessPattern &dst = inst.operands[0];
   auto src = [&](int i) -> const isa::AccessPattern & {
     return inst.operands[i];
@@ -126,8 +127,13 @@ double instructionSeconds(const isa::Instruction &inst,
   case isa::Opcode::Collective: {
     double bytes = static_cast<double>(
         src(1).partitions * src(1).freeElements() * src(1).elementBytes());
-    double w = worldSize;
-    if (worldSize <= 1) {
+    // Both groups are charged the target's link figures: a tensor-parallel
+    // group lies inside one instance, and so do the data-parallel groups
+    // the timing model knows of (machine-model.md's cluster placement is
+    // not modelled yet).
+    int size = groups.of(collectiveGroupOf(inst));
+    double w = size;
+    if (size <= 1) {
       return 0;
     }
     auto kind = static_cast<CollectiveKind>(inst.op0);
@@ -155,8 +161,9 @@ double instructionSeconds(const isa::Instruction &inst,
 }
 
 double streamSeconds(const Instruction &inst,
-                     const target::TargetDescription &t, int worldSize) {
-  double seconds = instructionSeconds(inst, t, worldSize);
+                     const target::TargetDescription &t,
+                     const GroupSizes &groups) {
+  double seconds = instructionSeconds(inst, t, groups);
   return isTransfer(inst.opcode) && !t.dmaLatencyHoldsQueue
              ? seconds - t.dmaFixedLatencySeconds
              : seconds;

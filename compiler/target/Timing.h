@@ -11,14 +11,15 @@ namespace kiln::isa {
 /// signals), waits aside.
 double instructionSeconds(const Instruction &inst,
                           const target::TargetDescription &target,
-                          int worldSize);
+                          const GroupSizes &groups);
 
 /// Modelled seconds `inst` keeps its engine or DMA queue from starting the
 /// next instruction: all of instructionSeconds, less a transfer's fixed
 /// latency where the target lets a queue overlap it
 /// (TargetDescription::dmaLatencyHoldsQueue).
 double streamSeconds(const Instruction &inst,
-                     const target::TargetDescription &target, int worldSize);
+                     const target::TargetDescription &target,
+                     const GroupSizes &groups);
 
 /// The bytes a dma_copy or dma_gather moves: a converting transfer moves
 /// its wider side's (a load that narrows f32 to bf16 reads four bytes an

@@ -102,6 +102,9 @@ def KGraph_GeluApproximation : KGraph_StrEnum<["none", "tanh"]>;
 def KGraph_CompareDirection : KGraph_StrEnum<["eq", "ne", "lt", "le", "gt", "ge"]>;
 def KGraph_LossReduction : KGraph_StrEnum<["none", "mean", "sum"]>;
 def KGraph_AllReduceKind : KGraph_StrEnum<["sum", "mean"]>;
+// The group a collective runs across: the data-parallel group (the
+// replicas) or the tensor-parallel group (the shards of one replica).
+def KGraph_CollectiveGroup : KGraph_StrEnum<["data", "tensor"]>;
 
 def KGraph_Probability : ConfinedAttr<F64Attr, [AttrConstraint<
     CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "

@@ -550,15 +550,26 @@ def KGraph_DropoutOp : KGraph_PureOp<"dropout",
 //===----------------------------------------------------------------------===//
 
 def KGraph_AllReduceOp : KGraph_Op<"all_reduce", [SameOperandsAndResultType]> {
-  let summary = "All-reduce across the data-parallel group (sum or mean)";
+  let summary = "All-reduce across a group of workers (sum or mean)";
   let description = [{
     Every worker of the group contributes its operand and receives the
     reduction. Not pure: each worker must execute every all-reduce, in the
     same order, so it is never removed or merged. In a single-worker run it is
     the identity.
+
+    `group` names the group, as for every collective: `data` (the default)
+    is the data-parallel group, whose workers hold replicas of the model;
+    `tensor` the tensor-parallel group, whose workers hold shards of one
+    replica's layers (a row-parallel linear layer sums its partial products
+    across it).
+
+    ```mlir
+    %y = kgraph.all_reduce %partial {group = "tensor"} : tensor<8x512xf32>
+    ```
   }];
   let arguments = (ins KGraph_NumericTensor:$input,
-                   DefaultValuedAttr<KGraph_AllReduceKind, "\"sum\"">:$reduction);
+                   DefaultValuedAttr<KGraph_AllReduceKind, "\"sum\"">:$reduction,
+                   DefaultValuedAttr<KGraph_CollectiveGroup, "\"data\"">:$group);
   let results = (outs KGraph_NumericTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
@@ -578,7 +589,8 @@ def KGraph_AllGatherOp : KGraph_Op<"all_gather"> {
     %all = kgraph.all_gather %ids : tensor<1024xi32> -> tensor<4096xi32>
     ```
   }];
-  let arguments = (ins KGraph_NumericTensor:$input);
+  let arguments = (ins KGraph_NumericTensor:$input,
+                   DefaultValuedAttr<KGraph_CollectiveGroup, "\"data\"">:$group);
   let results = (outs KGraph_NumericTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
@@ -601,7 +613,8 @@ def KGraph_ReduceScatterOp : KGraph_Op<"reduce_scatter"> {
     ```
   }];
   let arguments = (ins KGraph_FloatTensor:$input,
-                   DefaultValuedAttr<KGraph_AllReduceKind, "\"sum\"">:$reduction);
+                   DefaultValuedAttr<KGraph_AllReduceKind, "\"sum\"">:$reduction,
+                   DefaultValuedAttr<KGraph_CollectiveGroup, "\"data\"">:$group);
   let results = (outs KGraph_FloatTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
@@ -621,7 +634,8 @@ def KGraph_WorkerShardOp : KGraph_Op<"worker_shard"> {
     %mine = kgraph.worker_shard %w : tensor<1024x48xf32> -> tensor<256x48xf32>
     ```
   }];
-  let arguments = (ins KGraph_NumericTensor:$input);
+  let arguments = (ins KGraph_NumericTensor:$input,
+                   DefaultValuedAttr<KGraph_CollectiveGroup, "\"data\"">:$group);
   let results = (outs KGraph_NumericTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;

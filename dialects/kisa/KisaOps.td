@@ -13,15 +13,17 @@ def Kisa_ProgramOp : Op<Kisa_Dialect, "program", [
   let summary = "One engine program: HBM buffers and instructions";
   let description = [{
     `hbm_bytes` is the size of the program's HBM space; `semaphores` how many
-    semaphores its instructions use (ids 0 .. semaphores-1); `world_size` the
-    data-parallel group its collectives were compiled for. The body holds
+    semaphores its instructions use (ids 0 .. semaphores-1); `world_size` and
+    `tensor_parallel` the sizes of the data-parallel and tensor-parallel
+    groups its collectives were compiled for. The body holds
     `kisa.buffer` declarations and instructions; each engine's stream is its
     instructions in body order.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        DefaultValuedAttr<StrAttr, "\"trn1\"">:$target,
                        I64Attr:$hbm_bytes, I64Attr:$semaphores,
-                       DefaultValuedAttr<I64Attr, "1">:$world_size);
+                       DefaultValuedAttr<I64Attr, "1">:$world_size,
+                       DefaultValuedAttr<I64Attr, "1">:$tensor_parallel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -49,7 +49,8 @@ void computeDependencies(std::vector<Node> &nodes);
 /// follow the merged one.
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &target,
-                                    int worldSize, bool listSchedule,
+                                    const isa::GroupSizes &groups,
+                                    bool listSchedule,
                                     bool mergePieces = false);
 
 /// The list schedule with and without merging split transfers' pieces,
@@ -58,7 +59,7 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
 /// TensorE-bound step waits for.
 std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
                                    const target::TargetDescription &target,
-                                   int worldSize);
+                                   const isa::GroupSizes &groups);
 
 /// Makes the shared ports' holders follow each other in the schedule's
 /// order: each instruction that holds a port VectorE shares with another

@@ -119,9 +119,11 @@ struct ConvertKTileToKisa
     }
     // 2-4.
     computeDependencies(nodes);
+    isa::GroupSizes groups{static_cast<int>(worldSize),
+                           static_cast<int>(tensorParallel)};
     std::vector<uint32_t> order =
-        schedule ? scheduleBest(nodes, *t, worldSize)
-                 : scheduleNodes(nodes, *t, worldSize, /*listSchedule=*/false);
+        schedule ? scheduleBest(nodes, *t, groups)
+                 : scheduleNodes(nodes, *t, groups, /*listSchedule=*/false);
     if (schedule) {
       orderSharedPorts(nodes, order, *t);
     }
@@ -173,7 +175,8 @@ struct ConvertKTileToKisa
     auto program = kisa::ProgramOp::create(
         b, func.getLoc(), func.getName(), t->name,
         static_cast<uint64_t>(hbmBytes.getInt()),
-        static_cast<uint64_t>(*semaphores), static_cast<uint64_t>(worldSize));
+        static_cast<uint64_t>(*semaphores), static_cast<uint64_t>(worldSize),
+        static_cast<uint64_t>(tensorParallel));
     Block *body = new Block();
     program.getBody().push_back(body);
     b.setInsertionPointToStart(body);

@@ -66,6 +66,8 @@ def ConvertKTileToKisa : Pass<"convert-ktile-to-kisa", "mlir::ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int", "1",
            "Workers of the data-parallel group (collective timing)">,
+    Option<"tensorParallel", "tensor-parallel", "int", "1",
+           "Workers of the tensor-parallel group (collective timing)">,
     Option<"schedule", "schedule", "bool", "true",
            "List-schedule; off keeps program order (for debugging)">,
   ];

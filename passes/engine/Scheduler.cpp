@@ -88,10 +88,10 @@ llvm::SmallVector<isa::Engine, 3> candidates(const isa::Instruction &inst) {
 }
 
 double secondsOn(const isa::Instruction &inst, isa::Engine engine,
-                 const target::TargetDescription &t, int worldSize) {
+                 const target::TargetDescription &t, const isa::GroupSizes &groups) {
   isa::Instruction on = inst;
   on.engine = engine;
-  return isa::instructionSeconds(on, t, worldSize);
+  return isa::instructionSeconds(on, t, groups);
 }
 
 struct ByPriority {
@@ -120,7 +120,7 @@ int kindOfStream(int stream) {
 class StreamScheduler {
 public:
   StreamScheduler(std::vector<Node> &nodes, const target::TargetDescription &t,
-                  int worldSize);
+                  const isa::GroupSizes &groups);
 
   /// Each instruction in program order on the stream where it finishes
   /// soonest.
@@ -137,7 +137,7 @@ private:
   /// How long a placed instruction keeps its stream (a queue may start its
   /// next transfer before the last completes, when the target says so).
   double heldFor(uint32_t i) const {
-    return isa::streamSeconds(nodes[i].inst, t, worldSize);
+    return isa::streamSeconds(nodes[i].inst, t, groups);
   }
 
   void computeLevels();
@@ -153,7 +153,7 @@ private:
 
   std::vector<Node> &nodes;
   const target::TargetDescription &t;
-  int worldSize;
+  isa::GroupSizes groups;
   uint32_t n;
   int streams;
   std::vector<llvm::SmallVector<isa::Engine, 3>> engines;
@@ -182,14 +182,14 @@ private:
 
 StreamScheduler::StreamScheduler(std::vector<Node> &nodes,
                                  const target::TargetDescription &t,
-                                 int worldSize)
-    : nodes(nodes), t(t), worldSize(worldSize),
+                                 const isa::GroupSizes &groups)
+    : nodes(nodes), t(t), groups(groups),
       n(static_cast<uint32_t>(nodes.size())),
       streams(kDmaStream + static_cast<int>(t.dmaQueues)), engines(n), cost(n),
       streamFree(streams, 0.0) {
   for (uint32_t i = 0; i < n; ++i) {
     engines[i] = candidates(nodes[i].inst);
-    cost[i] = secondsOn(nodes[i].inst, engines[i][0], t, worldSize);
+    cost[i] = secondsOn(nodes[i].inst, engines[i][0], t, groups);
   }
   order.reserve(n);
 }
@@ -211,7 +211,7 @@ void StreamScheduler::place(uint32_t i, int stream, double start) {
   node.inst.queue =
       static_cast<uint8_t>(stream >= kDmaStream ? stream - kDmaStream : 0);
   node.start = start;
-  node.finish = start + isa::instructionSeconds(node.inst, t, worldSize);
+  node.finish = start + isa::instructionSeconds(node.inst, t, groups);
   unsigned ports = isa::sharedPorts(node.inst, t);
   for (int b = 0; b < 2; ++b) {
     if (ports & (1u << b)) {
@@ -236,7 +236,7 @@ std::vector<uint32_t> StreamScheduler::inProgramOrder() {
       for (int s = first; s < last; ++s) {
         double start =
             std::max({ready, streamFree[s], portsFreeAt(portsOn(i, s))});
-        double finish = start + secondsOn(nodes[i].inst, e, t, worldSize);
+        double finish = start + secondsOn(nodes[i].inst, e, t, groups);
         if (best < 0 || finish < bestFinish) {
           best = s;
           bestFinish = finish;
@@ -478,9 +478,9 @@ void StreamScheduler::followMergedPieces() {
 
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const target::TargetDescription &t,
-                                    int worldSize, bool listSchedule,
+                                    const isa::GroupSizes &groups, bool listSchedule,
                                     bool mergePieces) {
-  StreamScheduler scheduler(nodes, t, worldSize);
+  StreamScheduler scheduler(nodes, t, groups);
   return listSchedule ? scheduler.byPriority(mergePieces)
                       : scheduler.inProgramOrder();
 }
@@ -504,7 +504,7 @@ void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
 
 std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
                                    const target::TargetDescription &t,
-                                   int worldSize) {
+                                   const isa::GroupSizes &groups) {
   auto makespan = [](const std::vector<Node> &scheduled,
                      llvm::ArrayRef<uint32_t> order) {
     double end = 0;
@@ -515,13 +515,13 @@ std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
   };
   if (llvm::none_of(nodes, [](const Node &n) { return n.pieceOf >= 0; })) {
     // No split transfer: merging would change nothing.
-    return scheduleNodes(nodes, t, worldSize, /*listSchedule=*/true);
+    return scheduleNodes(nodes, t, groups, /*listSchedule=*/true);
   }
   std::vector<Node> merging = nodes;
   std::vector<uint32_t> order =
-      scheduleNodes(nodes, t, worldSize, /*listSchedule=*/true);
+      scheduleNodes(nodes, t, groups, /*listSchedule=*/true);
   std::vector<uint32_t> mergedOrder = scheduleNodes(
-      merging, t, worldSize, /*listSchedule=*/true, /*mergePieces=*/true);
+      merging, t, groups, /*listSchedule=*/true, /*mergePieces=*/true);
   if (makespan(merging, mergedOrder) < makespan(nodes, order)) {
     nodes = std::move(merging);
     return mergedOrder;

@@ -58,10 +58,13 @@ bool packsGatherBucket(Operation *op) {
 }
 
 /// A collective that reduces a bucket of gradients (kgraph-data-parallel):
-/// an all-reduce, or a reduce-scatter for ZeRO-1.
+/// an all-reduce, or a reduce-scatter for ZeRO-1, across the data-parallel
+/// group. A tensor-parallel all-reduce is part of a layer's computation.
 bool reducesBucket(Operation *op) {
-  return llvm::isa_and_present<kiln::kgraph::AllReduceOp,
-                               kiln::kgraph::ReduceScatterOp>(op);
+  if (auto sum = llvm::dyn_cast_if_present<kiln::kgraph::AllReduceOp>(op)) {
+    return sum.getGroup() == "data";
+  }
+  return llvm::isa_and_present<kiln::kgraph::ReduceScatterOp>(op);
 }
 
 /// The collective whose bucket `op` unpacks a gradient from, when `op` is

@@ -66,7 +66,12 @@ private:
   void interleaveRows(mlir::Value value, HbmView &dst);
   mlir::LogicalResult lowerReturn(mlir::func::ReturnOp ret);
   mlir::LogicalResult lowerCollective(mlir::Value input, mlir::Value output,
-                                      llvm::StringRef kind);
+                                      llvm::StringRef kind,
+                                      llvm::StringRef group);
+  /// A collective instruction's `kind`, and its `group` where that is not
+  /// the data-parallel group (the instruction's default).
+  llvm::SmallVector<mlir::NamedAttribute, 2>
+  collectiveArguments(llvm::StringRef kind, llvm::StringRef group);
   HbmView freshBuffer(mlir::Value result);
   void dropUnwritten(mlir::Value value, const HbmView &view);
   /// See SpreadTableUpdates.cpp.

@@ -170,15 +170,29 @@ LogicalResult FunctionLowering::lowerIota(IotaOp iota) {
 /// each one partition of all its elements (an all-gather's output holds
 /// the group's size times the input's).
 LogicalResult FunctionLowering::lowerCollective(Value input, Value output,
-                                                llvm::StringRef kind) {
+                                                llvm::StringRef kind,
+                                                llvm::StringRef group) {
   HbmView src = lowering.materialize(lowering.operandOf(input),
                                      tensorType(input).getShape());
   HbmView dst = freshBuffer(output);
   tb.emit("collective",
           {{dst.buffer, tb.pattern(dst, dst.offset, 1, 0, dst.elements(), 1)},
            {src.buffer, tb.pattern(src, src.offset, 1, 0, src.elements(), 1)}},
-          {builder.getNamedAttr("kind", builder.getStringAttr(kind))});
+          collectiveArguments(kind, group));
   bindView(output, std::move(dst));
   return success();
 }
 
+
+llvm::SmallVector<NamedAttribute, 2>
+FunctionLowering::collectiveArguments(llvm::StringRef kind,
+                                      llvm::StringRef group) {
+  llvm::SmallVector<NamedAttribute, 2> arguments = {
+      builder.getNamedAttr("kind", builder.getStringAttr(kind))};
+  if (group == isa::collectiveGroupName(isa::CollectiveGroup::Tensor)) {
+    arguments.push_back(builder.getNamedAttr(
+        "group", builder.getI64IntegerAttr(
+                     static_cast<int64_t>(isa::CollectiveGroup::Tensor))));
+  }
+  return arguments;
+}

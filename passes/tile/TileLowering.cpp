@@ -235,21 +235,23 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
       .Case([&](AllReduceOp ar) {
         return lowerCollective(ar.getInput(), ar.getOutput(),
                                ar.getReduction() == "mean" ? "all_reduce_mean"
-                                                           : "all_reduce_sum");
+                                                           : "all_reduce_sum",
+                               ar.getGroup());
       })
       .Case([&](AllGatherOp gather) {
         return lowerCollective(gather.getInput(), gather.getOutput(),
-                               "all_gather");
+                               "all_gather", gather.getGroup());
       })
       .Case([&](ReduceScatterOp rs) {
         return lowerCollective(rs.getInput(), rs.getOutput(),
                                rs.getReduction() == "mean"
                                    ? "reduce_scatter_mean"
-                                   : "reduce_scatter_sum");
+                                   : "reduce_scatter_sum",
+                               rs.getGroup());
       })
       .Case([&](WorkerShardOp shard) {
         return lowerCollective(shard.getInput(), shard.getOutput(),
-                               "worker_shard");
+                               "worker_shard", shard.getGroup());
       })
       .Case([&](func::ReturnOp ret) { return lowerReturn(ret); })
       .Default([&](Operation *other) {

@@ -370,21 +370,31 @@ llvm::Error Parser::checkHeader() const {
 llvm::Error Parser::checkSchema() const {
   // Minor versions only append opcodes and field values, so an older
   // minor's instructions mean what they meant: accept its schema too.
-  static const llvm::StringLiteral kOlderSchemas[] = {
-      "c4a81381e11467c124abbf1578d4fc2f0426903a5949ded1e8571ffe3a86c7dd",
-      "2c2fc8b6fec3bcf7b2cf18055fe42e4703ed9be2b1fc2fe56d41e76b38dd50f0",
-      "706908289f1378bff4d6cb0481f802b24a46627d78135ce7c96c37f1c3c15dfd",
-      "e470e46cfbbcad6bb111663bad126e3a1d7b3867ab840eb154b9cf275436a96e",
-      "ee2bbd48246b2c2f254c9849eef73843bd7aa82b24047c40adf29639032dc2ae",
-      "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c",
-      "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e",
-      "f192ccd6815024c1ff0f03fbdadceffaf5af6a6b29d1ea9e57a8da2e129422a2"};
+  struct OlderSchema {
+    uint16_t minor;
+    llvm::StringLiteral hash;
+  };
+  // Minor 8 changed the cache, not the instructions: its schema is 7's.
+  static const OlderSchema kOlderSchemas[] = {
+      {0, "c4a81381e11467c124abbf1578d4fc2f0426903a5949ded1e8571ffe3a86c7dd"},
+      {1, "2c2fc8b6fec3bcf7b2cf18055fe42e4703ed9be2b1fc2fe56d41e76b38dd50f0"},
+      {2, "706908289f1378bff4d6cb0481f802b24a46627d78135ce7c96c37f1c3c15dfd"},
+      {3, "e470e46cfbbcad6bb111663bad126e3a1d7b3867ab840eb154b9cf275436a96e"},
+      {4, "ee2bbd48246b2c2f254c9849eef73843bd7aa82b24047c40adf29639032dc2ae"},
+      {5, "d442a6917135ce1d12d50b5e80b91eeb92c7d2b5250d69dc8aebeef8254e588c"},
+      {6, "7d001be95b5707daf72022658f45daba7e8d2d0c529cdc4676aec9ce3223488e"},
+      {7, "f192ccd6815024c1ff0f03fbdadceffaf5af6a6b29d1ea9e57a8da2e129422a2"},
+      {8, "f192ccd6815024c1ff0f03fbdadceffaf5af6a6b29d1ea9e57a8da2e129422a2"},
+      {9, "611e023f21d8f303bc19bc174a0342bceaec81b7a24a37be3b24b1db78967c1b"}};
   uint16_t minor = read16le(bytes.data() + kOffMinor);
-  llvm::StringRef recorded(bytes.data() + kOffSchemaHash, 32);
-  bool knownOlder =
-      minor < std::size(kOlderSchemas) &&
-      llvm::toHex(recorded, /*LowerCase=*/true) == kOlderSchemas[minor];
-  if (schemaHash() != recorded && !knownOlder) {
+  std::string recorded =
+      llvm::toHex(llvm::StringRef(bytes.data() + kOffSchemaHash, 32),
+                  /*LowerCase=*/true);
+  bool knownOlder = llvm::any_of(kOlderSchemas, [&](const OlderSchema &o) {
+    return o.minor == minor && recorded == o.hash;
+  });
+  if (schemaHash() != llvm::StringRef(bytes.data() + kOffSchemaHash, 32) &&
+      !knownOlder) {
     return fail(
         "instruction schema differs from this Kiln's; recompile the graph");
   }

@@ -25,7 +25,7 @@
 namespace kiln::artifact {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 9;
+inline constexpr uint16_t kFormatMinor = 10;
 inline constexpr uint32_t kKnownFeatures = 0;
 inline constexpr size_t kHeaderBytes = 192;
 inline constexpr size_t kSectionEntryBytes = 32;

@@ -88,6 +88,9 @@ void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
   if (m.world_size() > 1) {
     os << ", collectives across " << m.world_size() << " workers";
   }
+  if (m.tensor_parallel() > 1) {
+    os << ", tensor-parallel groups of " << m.tensor_parallel();
+  }
   os << "\n";
   os << "buffers:\n";
   for (const kneff::Buffer &b : m.buffers()) {

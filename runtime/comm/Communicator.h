@@ -14,12 +14,15 @@
 #ifndef KILN_RUNTIME_COMM_COMMUNICATOR_H
 #define KILN_RUNTIME_COMM_COMMUNICATOR_H
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::comm {
 
@@ -47,6 +50,29 @@ public:
   /// Copies `bytes` bytes from rank `root` to every other rank.
   virtual llvm::Error broadcast(void *data, size_t bytes, int root) = 0;
   virtual llvm::Error barrier() = 0;
+  /// The communicator of a group of this group's ranks `members` (in the
+  /// new group's rank order), this rank among them: every member calls it
+  /// with the same list and `name`, and the ranks outside call it for
+  /// their own groups (disjoint from this one). It rendezvous through the
+  /// same store and keeps its own connections.
+  virtual llvm::Expected<std::unique_ptr<Communicator>>
+  subgroup(llvm::ArrayRef<int> members, llvm::StringRef name) = 0;
+};
+
+/// A job of `size` workers laid out for tensor parallelism of degree
+/// `tensorParallel`: tensor-parallel groups of consecutive ranks (so that
+/// one stays inside an instance, as Megatron and neuronx-distributed lay
+/// them out), and data-parallel groups of the ranks at one place in theirs.
+struct Layout {
+  int size = 1;
+  int tensorParallel = 1;
+
+  /// The layout, or an error when `tensorParallel` does not divide `size`.
+  static llvm::Expected<Layout> of(int size, int tensorParallel);
+  int dataParallel() const { return size / tensorParallel; }
+  /// The ranks of `rank`'s tensor-parallel and data-parallel groups.
+  std::vector<int> tensorGroup(int rank) const;
+  std::vector<int> dataGroup(int rank) const;
 };
 
 /// Where a worker stands in its group, as its launcher described it.

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <netdb.h>
+#include <numeric>
 #include <optional>
 #include <sys/socket.h>
 #include <thread>
@@ -112,10 +113,38 @@ std::string joinKey(const std::string &prefix, int rank) {
   return prefix + "join/" + std::to_string(rank);
 }
 
+/// This rank's place in `group` (ranks of a group of `size`, this one
+/// `me`), or what is wrong with it.
+llvm::Expected<int> checkSubgroup(llvm::ArrayRef<int> group, int me,
+                                  size_t size, llvm::StringRef name) {
+  std::vector<int> sorted(group.begin(), group.end());
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = !group.empty() &&
+               std::adjacent_find(sorted.begin(), sorted.end()) ==
+                   sorted.end() &&
+               sorted.front() >= 0 &&
+               sorted.back() < static_cast<int>(size);
+  auto at = std::find(group.begin(), group.end(), me);
+  if (!valid || at == group.end()) {
+    return llvm::createStringError(
+        "the " + name + " group of rank " + std::to_string(me) +
+        " must list distinct ranks below " + std::to_string(size) +
+        ", this one among them");
+  }
+  return static_cast<int>(at - group.begin());
+}
+
 class SingleCommunicator : public Communicator {
 public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  llvm::Expected<std::unique_ptr<Communicator>>
+  subgroup(llvm::ArrayRef<int> group, llvm::StringRef name) override {
+    if (auto mine = checkSubgroup(group, 0, 1, name); !mine) {
+      return mine.takeError();
+    }
+    return std::make_unique<SingleCommunicator>();
+  }
   llvm::Error allReduce(float *, size_t, Reduction) override {
     return llvm::Error::success();
   }
@@ -140,14 +169,74 @@ public:
   llvm::Error barrier() override { return llvm::Error::success(); }
 };
 
+/// What a group's communicator shares with the job's other groups: the
+/// rendezvous store and the transport device.
+struct Rendezvous {
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  std::shared_ptr<gloo::transport::Device> device;
+  /// This attempt's keys in the store (see attemptPrefix).
+  std::string attempt;
+};
+
+/// Connects a Gloo context of `size` ranks, this one `rank`, through the
+/// store's keys under `prefix`.
+std::shared_ptr<gloo::Context> connectMesh(const Rendezvous &shared,
+                                           const std::string &prefix, int rank,
+                                           int size,
+                                           std::chrono::milliseconds timeout) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  // See MeshStore: Gloo waits five times this for each connection.
+  context->setTimeout(
+      std::max<std::chrono::milliseconds>(timeout / 5, std::chrono::milliseconds(1)));
+  MeshStore meshStore(*shared.store, prefix + "gloo/", timeout);
+  std::shared_ptr<gloo::transport::Device> device = shared.device;
+  context->connectFullMesh(meshStore, device);
+  context->setTimeout(timeout);
+  return context;
+}
+
 class GlooCommunicator : public Communicator {
 public:
+  /// `world` is this group as a world of its own (its rank and size);
+  /// `members` the job's ranks it holds, `prefix` its keys in the store.
   GlooCommunicator(World world, std::shared_ptr<gloo::Context> context,
-                   std::unique_ptr<gloo::rendezvous::Store> store,
-                   std::string prefix, std::string rank0)
+                   Rendezvous shared, std::string prefix, std::string rank0,
+                   std::vector<int> members, std::string where)
       : world(std::move(world)), context(std::move(context)),
-        store(std::move(store)), prefix(std::move(prefix)),
-        rank0(std::move(rank0)) {}
+        shared(std::move(shared)), store(this->shared.store),
+        prefix(std::move(prefix)), rank0(std::move(rank0)),
+        members(std::move(members)), where(std::move(where)) {}
+
+  llvm::Expected<std::unique_ptr<Communicator>>
+  subgroup(llvm::ArrayRef<int> group, llvm::StringRef name) override {
+    auto mine = checkSubgroup(group, world.rank, members.size(), name);
+    if (!mine) {
+      return mine.takeError();
+    }
+    std::vector<int> jobRanks;
+    for (int r : group) {
+      jobRanks.push_back(members[r]);
+    }
+    World sub = world;
+    sub.rank = *mine;
+    sub.size = static_cast<int>(group.size());
+    std::string subPrefix = prefix + "group/" + name.str() + "/" +
+                            std::to_string(jobRanks.front()) + "/";
+    std::string subWhere = where + " (rank " + std::to_string(sub.rank) +
+                           " of its " + name.str() + " group of " +
+                           std::to_string(sub.size) + ")";
+    try {
+      auto subContext =
+          connectMesh(shared, subPrefix, sub.rank, sub.size, world.timeout);
+      return std::make_unique<GlooCommunicator>(
+          sub, std::move(subContext), shared, subPrefix, "",
+          std::move(jobRanks), subWhere);
+    } catch (const std::exception &e) {
+      return llvm::createStringError("connecting the " + name +
+                                     " group's Gloo mesh failed on " + where +
+                                     ": " + oneLine(e.what()));
+    }
+  }
 
   int rank() const override { return world.rank; }
   int size() const override { return world.size; }
@@ -280,7 +369,7 @@ private:
         (timedOut ? " timed out after " +
                         std::to_string(world.timeout.count() / 1000) + " s"
                   : std::string(" failed")) +
-        " on " + world.describe();
+        " on " + where;
     std::optional<std::string> waited = waitedFor(tag);
     if (!waited) {
       return llvm::createStringError(
@@ -302,7 +391,7 @@ private:
     std::string who = rank == 0 ? rank0 : "";
     if (who.empty()) {
       try {
-        std::string key = joinKey(prefix, rank);
+        std::string key = joinKey(shared.attempt, members[rank]);
         if (auto *tcp = dynamic_cast<TcpStore *>(store.get())) {
           who = tcp->lookup(key, deadline).value_or("");
         } else if (isSet(*store, key, deadline)) {
@@ -312,7 +401,7 @@ private:
       } catch (const std::exception &) {
       }
     }
-    return "rank " + std::to_string(rank) +
+    return "rank " + std::to_string(members[rank]) +
            (who.empty() ? "" : " (" + who + ")");
   }
 
@@ -382,12 +471,18 @@ private:
 
   World world;
   std::shared_ptr<gloo::Context> context;
-  std::unique_ptr<gloo::rendezvous::Store> store;
-  /// This attempt's keys in the store.
+  Rendezvous shared;
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  /// This group's keys in the store.
   std::string prefix;
   /// Rank 0's identity, read at rendezvous: the store may not answer when
   /// rank 0 is the rank waited for.
   std::string rank0;
+  /// The job's rank of each of the group's ranks.
+  std::vector<int> members;
+  /// This rank, as messages name it: "rank 2 of 4", with its place in the
+  /// group for a subgroup's.
+  std::string where;
   uint32_t nextTag = 1;
 };
 
@@ -580,18 +675,15 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
     attr.hostname = route.empty() ? localHostName() : route;
   }
   try {
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    Rendezvous shared{std::shared_ptr<gloo::rendezvous::Store>(std::move(*store)),
+                      gloo::transport::tcp::CreateDevice(attr), prefix};
     auto context =
-        std::make_shared<gloo::rendezvous::Context>(world.rank, world.size);
-    // See MeshStore: Gloo waits five times this for each connection.
-    context->setTimeout(std::max<std::chrono::milliseconds>(
-        world.timeout / 5, std::chrono::milliseconds(1)));
-    MeshStore meshStore(**store, prefix + "gloo/", world.timeout);
-    context->connectFullMesh(meshStore, device);
-    context->setTimeout(world.timeout);
-    return std::make_unique<GlooCommunicator>(world, std::move(context),
-                                              std::move(*store), prefix,
-                                              std::move(*rank0));
+        connectMesh(shared, prefix, world.rank, world.size, world.timeout);
+    std::vector<int> members(world.size);
+    std::iota(members.begin(), members.end(), 0);
+    return std::make_unique<GlooCommunicator>(
+        world, std::move(context), std::move(shared), prefix,
+        std::move(*rank0), std::move(members), world.describe());
   } catch (const std::exception &e) {
     return llvm::createStringError("connecting the Gloo mesh failed on " +
                                    world.describe() + ": " +

@@ -126,3 +126,34 @@ llvm::Expected<World> World::fromEnvironment() {
 }
 
 } // namespace kiln::comm
+
+namespace kiln::comm {
+
+llvm::Expected<Layout> Layout::of(int size, int tensorParallel) {
+  if (tensorParallel < 1 || size % tensorParallel != 0) {
+    return llvm::createStringError(
+        "a job of " + std::to_string(size) +
+        " workers cannot be laid out in tensor-parallel groups of " +
+        std::to_string(tensorParallel) + " (it must divide the world size)");
+  }
+  return Layout{size, tensorParallel};
+}
+
+std::vector<int> Layout::tensorGroup(int rank) const {
+  std::vector<int> group;
+  int first = rank / tensorParallel * tensorParallel;
+  for (int r = first; r < first + tensorParallel; ++r) {
+    group.push_back(r);
+  }
+  return group;
+}
+
+std::vector<int> Layout::dataGroup(int rank) const {
+  std::vector<int> group;
+  for (int r = rank % tensorParallel; r < size; r += tensorParallel) {
+    group.push_back(r);
+  }
+  return group;
+}
+
+} // namespace kiln::comm

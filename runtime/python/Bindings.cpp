@@ -154,9 +154,32 @@ void bindGroup(py::module_ &m) {
             return py::bytes(data);
           },
           py::arg("data"), py::arg("root") = 0)
-      .def("barrier", [](comm::Communicator &c) {
-        withoutGil([&] { return c.barrier(); });
-      });
+      .def("barrier",
+           [](comm::Communicator &c) {
+             withoutGil([&] { return c.barrier(); });
+           })
+      .def(
+          "subgroup",
+          [](comm::Communicator &c, const std::vector<int> &members,
+             const std::string &name) {
+            py::gil_scoped_release release;
+            return std::shared_ptr<comm::Communicator>(
+                take(c.subgroup(members, name)));
+          },
+          py::arg("members"), py::arg("name"),
+          "The communicator of a group of these ranks (this one among them); "
+          "every member calls it with the same list and name.");
+
+  m.def(
+      "layout_groups",
+      [](int size, int tensorParallel, int rank) {
+        comm::Layout layout = take(comm::Layout::of(size, tensorParallel));
+        return py::make_tuple(layout.tensorGroup(rank),
+                              layout.dataGroup(rank));
+      },
+      py::arg("size"), py::arg("tensor_parallel"), py::arg("rank"),
+      "(tensor-parallel group, data-parallel group) of `rank`: tensor-"
+      "parallel groups of consecutive ranks.");
 
   m.def(
       "connect",
@@ -197,17 +220,20 @@ void bindSession(py::module_ &m) {
       .def(py::init([](const py::bytes &graph,
                        const std::vector<std::string> &flags,
                        const std::string &cacheRoot, bool checkHazards,
-                       std::shared_ptr<comm::Communicator> communicator) {
+                       std::shared_ptr<comm::Communicator> communicator,
+                       std::shared_ptr<comm::Communicator> tensorCommunicator) {
              proto::Graph g = parse(graph);
              runtime::SessionOptions options = sessionOptions(flags, cacheRoot);
              options.checkHazards = checkHazards;
              options.communicator = std::move(communicator);
+             options.tensorCommunicator = std::move(tensorCommunicator);
              py::gil_scoped_release release;
              return take(runtime::Session::open(std::move(g), options));
            }),
            py::arg("graph"), py::arg("flags") = std::vector<std::string>(),
            py::arg("cache_root") = "", py::arg("check_hazards") = false,
-           py::arg("communicator") = nullptr)
+           py::arg("communicator") = nullptr,
+           py::arg("tensor_communicator") = nullptr)
       .def(
           "set_input",
           [](runtime::Session &s, const std::string &name,

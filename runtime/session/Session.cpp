@@ -68,6 +68,40 @@ llvm::Error takeBlockShape(Session::Place &where, const kneff::Buffer &buffer,
   return llvm::Error::success();
 }
 
+/// The artifact runs only in the layout its collectives were compiled for:
+/// a tensor-parallel program's all-reduces sum partial products of the
+/// other shards, which another layout does not hold.
+/// Only the groups the program's collectives use count: a graph without
+/// them has one artifact for every layout.
+llvm::Error checkLayout(const artifact::Artifact &a, const CompileOptions &job) {
+  const kneff::Manifest &m = a.manifest;
+  int compiledTensor = std::max<int>(1, static_cast<int>(m.tensor_parallel()));
+  int compiledData = std::max<int>(1, static_cast<int>(m.world_size()));
+  bool usesData = false, usesTensor = false;
+  for (const artifact::Stream &s : a.streams) {
+    for (const isa::Instruction &inst : s.instructions) {
+      if (inst.opcode == isa::Opcode::Collective) {
+        bool tensor =
+            isa::collectiveGroupOf(inst) == isa::CollectiveGroup::Tensor;
+        usesTensor |= tensor;
+        usesData |= !tensor;
+      }
+    }
+  }
+  if ((!usesTensor || compiledTensor == job.tensorParallel) &&
+      (!usesData || compiledData == job.worldSize)) {
+    return llvm::Error::success();
+  }
+  return llvm::createStringError(
+      "the artifact was compiled for a job of " +
+      std::to_string(compiledData) + " data-parallel x " +
+      std::to_string(compiledTensor) +
+      " tensor-parallel workers, but this job is laid out as " +
+      std::to_string(job.worldSize) + " x " +
+      std::to_string(job.tensorParallel) +
+      "; compile the step for this layout");
+}
+
 /// The graph type of value `value` (inputs first, then node results).
 std::optional<proto::TensorType> valueType(const proto::Graph &graph,
                                            uint32_t value) {
@@ -164,6 +198,9 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   if (o.communicator && !o.collectOnly) {
     session->options.compile.worldSize = o.communicator->size();
   }
+  if (o.tensorCommunicator && !o.collectOnly) {
+    session->options.compile.tensorParallel = o.tensorCommunicator->size();
+  }
   auto key = cache::deriveKey(g, o.compile);
   if (!key) {
     return fail(key.takeError());
@@ -211,6 +248,10 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   session->compileTime = result->compileSeconds;
   session->artifact =
       std::make_unique<artifact::Artifact>(std::move(result->artifact));
+  if (llvm::Error error =
+          checkLayout(*session->artifact, session->options.compile)) {
+    return fail(std::move(error));
+  }
 
   // Where each input and output lives on the device.
   llvm::StringMap<const kneff::Buffer *> buffers;
@@ -257,6 +298,7 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   simOptions.stochasticRounding = o.stochasticRounding;
   // The group size comes with the artifact (its manifest).
   simOptions.communicator = o.communicator.get();
+  simOptions.tensorCommunicator = o.tensorCommunicator.get();
   session->simulator =
       std::make_unique<sim::Simulator>(*session->artifact, simOptions);
   return session;

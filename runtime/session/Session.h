@@ -53,6 +53,10 @@ struct SessionOptions {
   /// the compile's world size. Null: a group of one (and collection mode,
   /// which needs no peers, keeps compile.worldSize as given).
   std::shared_ptr<comm::Communicator> communicator;
+  /// The tensor-parallel group (the workers holding the other shards of
+  /// this worker's layers); its size is the compile's tensor parallelism.
+  /// Null: no tensor parallelism (in collection mode, compile's as given).
+  std::shared_ptr<comm::Communicator> tensorCommunicator;
   /// Defaults from the environment (KILN_CC_FLAGS, KILN_EXTRACT_GRAPHS_ONLY,
   /// KILN_GRAPHS_DIR, KILN_STOCHASTIC_ROUNDING) on top of `base`.
   static llvm::Expected<SessionOptions> fromEnvironment(SessionOptions base);

@@ -52,6 +52,10 @@ Simulator::Simulator(const artifact::Artifact &artifact, SimOptions options)
   if (artifact.manifest.world_size() > 1) {
     this->options.worldSize = static_cast<int>(artifact.manifest.world_size());
   }
+  if (artifact.manifest.tensor_parallel() > 1) {
+    this->options.tensorParallel =
+        static_cast<int>(artifact.manifest.tensor_parallel());
+  }
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
     buffers[b.name()] = &b;
     if (b.role() == kneff::CONSTANT) {
@@ -218,6 +222,15 @@ llvm::Error Execution::checkRunnable() const {
         " workers but the group has " +
         std::to_string(options.communicator->size()));
   }
+  int tensorGroup =
+      options.tensorCommunicator ? options.tensorCommunicator->size() : 1;
+  if (options.tensorParallel > 1 && tensorGroup != options.tensorParallel &&
+      (options.tensorCommunicator || options.communicator)) {
+    return llvm::createStringError(
+        "the program was compiled for tensor-parallel groups of " +
+        std::to_string(options.tensorParallel) + " workers but the job's have " +
+        std::to_string(tensorGroup));
+  }
   for (const kneff::Buffer &b : artifact.manifest.buffers()) {
     if (!options.timingOnly &&
         (b.role() == kneff::INPUT || b.role() == kneff::INOUT) &&
@@ -357,9 +370,9 @@ Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
   }
   int64_t event = static_cast<int64_t>(result.trace.size());
   lastEvent[s] = event;
-  double duration = isa::instructionSeconds(inst, target, options.worldSize);
+  double duration = isa::instructionSeconds(inst, target, options.groups());
   double end = start + duration;
-  double held = isa::streamSeconds(inst, target, options.worldSize);
+  double held = isa::streamSeconds(inst, target, options.groups());
   if (sbufPort) {
     sbufPortHolder = event;
     sbufPortFree = end;
@@ -462,7 +475,8 @@ llvm::Error Execution::apply(size_t s, size_t index,
     return llvm::Error::success();
   }
   if (inst.opcode == isa::Opcode::Collective) {
-    return executeCollective(machine, inst, options.communicator);
+    return executeCollective(
+        machine, inst, options.communicatorOf(isa::collectiveGroupOf(inst)));
   }
   if (isa::indexedOperand(inst.opcode) >= 0) {
     if (auto e = executeIndexed(machine, inst)) {

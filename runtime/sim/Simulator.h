@@ -36,6 +36,17 @@ struct SimOptions {
   int worldSize = 1;
   /// Runs collectives across the group when worldSize > 1 (not owned).
   comm::Communicator *communicator = nullptr;
+  /// The same for the tensor-parallel group; the manifest's
+  /// tensor_parallel overrides the size.
+  int tensorParallel = 1;
+  comm::Communicator *tensorCommunicator = nullptr;
+
+  isa::GroupSizes groups() const { return {worldSize, tensorParallel}; }
+  /// The communicator of a collective's group (null: a group of one).
+  comm::Communicator *communicatorOf(isa::CollectiveGroup group) const {
+    return group == isa::CollectiveGroup::Tensor ? tensorCommunicator
+                                                 : communicator;
+  }
   /// Models the artifact on this variant of its target instead (not owned):
   /// a what-if, such as twice the DMA bandwidth (kiln-bench-compile
   /// --what-if). Its memories must be at least the artifact's target's.

@@ -139,6 +139,12 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
   CompileOptions zero = world;
   zero.zeroStage = 1;
   EXPECT_NE(key(*dp, world), key(*dp, zero));
+  // So does the tensor-parallel group's size, and only where there are
+  // collectives.
+  CompileOptions tensor;
+  tensor.tensorParallel = 2;
+  EXPECT_NE(key(*dp, {}), key(*dp, tensor));
+  EXPECT_EQ(key(*local, {}), key(*local, tensor));
   // Every field is named, and the default options are written out.
   auto explained = deriveKey(g, {}, "");
   std::vector<std::string> names;
@@ -149,7 +155,8 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
             (std::vector<std::string>{
                 "graph", "compiler", "target", "option.target",
                 "option.opt-level", "option.auto-cast", "option.sbuf-bytes",
-                "world-size", "bucket-bytes", "zero-stage", "salt"}));
+                "world-size", "tensor-parallel", "bucket-bytes", "zero-stage",
+                "salt"}));
 }
 
 TEST_F(CacheTest, MissCompilesPublishesAndThenHits) {

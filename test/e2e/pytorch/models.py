@@ -269,6 +269,19 @@ class LlamaLM(nn.Module):
         return self.head(self.norm(x))
 
 
+def llama_tp_plan():
+    """LlamaLM split by heads, SwiGLU columns and vocabulary (kiln.parallel)."""
+    import kiln
+    return {
+        "tokens": "embedding",
+        "layers.*.attn.q": "column", "layers.*.attn.k": "column",
+        "layers.*.attn.v": "column", "layers.*.attn.o": "row",
+        "layers.*.attn": kiln.parallel.Divide("heads", "kv_heads"),
+        "layers.*.gate": "column", "layers.*.up": "column", "layers.*.down": "row",
+        "head": "column",
+    }
+
+
 class LstmLM(nn.Module):
     def __init__(self, vocab=40, embed=24, hidden=36, layers=2):
         super().__init__()

@@ -162,6 +162,24 @@ def _gradient(cx, node):
     return cx.w.one("gradient", [x], x.dtype, x.shape, parameter=node.args[1])
 
 
+@converts("all_reduce")
+def _all_reduce(cx, node):
+    # kiln.all_reduce (kiln.parallel): a sum across the named group.
+    x = cx.v(node.args[0])
+    return cx.w.one("all_reduce", [x], x.dtype, x.shape, reduction="sum",
+                    group=node.args[1])
+
+
+@converts("all_gather", "worker_shard")
+def _group_blocks(cx, node):
+    # kiln.all_gather / kiln.worker_shard (kiln.parallel): the group's
+    # operands joined along the first dimension, or this worker's block.
+    x = cx.v(node.args[0])
+    dtype, shape = cx.out()
+    return cx.w.one(node.target.overloadpacket.__name__, [x], dtype, shape,
+                    group=node.args[1])
+
+
 @converts("_to_copy", "to")
 def _to_copy(cx, node):
     dtype, _ = cx.out()

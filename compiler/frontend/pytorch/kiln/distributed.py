@@ -70,71 +70,115 @@ def world():
     return _world
 
 
-_communicator = None
+_communicators = {}
 
 
-def communicator():
-    """The group's communicator, joined on first use (rendezvous with every
-    other rank; an error names the ranks that never arrived)."""
-    global _communicator
-    if _communicator is None:
-        _communicator = _kiln.connect()
-    return _communicator
+def has_communicators():
+    """Whether this process has joined its groups."""
+    return bool(_communicators)
 
 
-def all_reduce(tensor, mean=True):
-    """`tensor` (float32) summed or averaged over the group, on every rank."""
+def _layout():
+    from . import parallel  # the layout lives with the layers it shards
+    return parallel
+
+
+def communicator(group="data"):
+    """The communicator of this worker's `group`, joined on first use
+    (rendezvous with every other rank; an error names the ranks that never
+    arrived): "data" (the data-parallel group: the whole job without tensor
+    parallelism), "tensor" (kiln.parallel's tensor-parallel group) or
+    "world"."""
+    if group not in ("data", "tensor", "world"):
+        raise ValueError(f"no group '{group}' (data, tensor or world)")
+    if "world" not in _communicators:
+        _communicators["world"] = _kiln.connect()
+    if group not in _communicators:
+        world_communicator = _communicators["world"]
+        tensor, data = _layout().groups()
+        if len(tensor) == 1:
+            _communicators["tensor"] = world_communicator.subgroup(tensor, "tensor")
+            _communicators["data"] = world_communicator
+        else:
+            # Every rank joins both of its groups, in one order.
+            _communicators["tensor"] = world_communicator.subgroup(tensor, "tensor")
+            _communicators["data"] = world_communicator.subgroup(data, "data")
+    return _communicators[group]
+
+
+def group_rank(group="data"):
+    """This worker's rank in its `group`."""
+    layout = _layout()
+    if group == "tensor":
+        return layout.tensor_parallel_rank()
+    if group == "data":
+        return layout.data_parallel_rank()
+    return world().rank
+
+
+def group_size(group="data"):
+    layout = _layout()
+    if group == "world":
+        return world().size
+    return layout.group_size(group)
+
+
+def all_reduce(tensor, mean=True, group="data"):
+    """`tensor` (float32) summed or averaged over `group`, on every rank."""
     flat = tensor.detach().to(torch.float32).contiguous().reshape(-1)
-    if world().size == 1:
+    if group_size(group) == 1:
         return flat.reshape(tensor.shape).clone()
-    data = communicator().all_reduce(flat.numpy().tobytes(), mean)
+    data = communicator(group).all_reduce(flat.numpy().tobytes(), mean)
     return torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(tensor.shape)
 
 
-def broadcast(tensor, root=0):
-    """Rank `root`'s `tensor`, on every rank (same shape and dtype)."""
-    if world().size == 1:
+def broadcast(tensor, root=0, group="data"):
+    """The `tensor` of `group`'s rank `root`, on every rank of it (same
+    shape and dtype)."""
+    if group_size(group) == 1:
         return tensor
     t = tensor.detach().contiguous()
     flat = t.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
     raw = flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8)
-    data = communicator().broadcast(raw.numpy().tobytes(), root)
+    data = communicator(group).broadcast(raw.numpy().tobytes(), root)
     out = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     if t.dtype == torch.bool:
         return out.to(torch.bool).reshape(t.shape)
     return out.view(t.dtype).reshape(t.shape)
 
 
-def all_gather_rows(tensor):
+def all_gather_rows(tensor, group="data"):
     """Every rank's `tensor` (one shape and dtype on all), joined along the
-    first dimension in rank order, on every rank."""
-    if world().size == 1:
+    first dimension in rank order, on every rank of `group`."""
+    size = group_size(group)
+    if size == 1:
         return tensor
     t = tensor.detach().contiguous()
-    data = communicator().all_gather(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    data = communicator(group).all_gather(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     out = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(t.dtype)
-    return out.reshape(world().size * t.shape[0], *t.shape[1:])
+    return out.reshape(size * t.shape[0], *t.shape[1:])
 
 
-def rows_of_rank(tensor, rows):
+def rows_of_rank(tensor, rows, group="data"):
     """This rank's block of `rows` rows of `tensor`: ZeRO-1's share of a
     tensor whose first dimension the group splits evenly."""
-    rank = world().rank
+    rank = group_rank(group)
     return tensor[rank * rows:(rank + 1) * rows]
 
 
 def barrier():
     if world().size > 1:
-        communicator().barrier()
+        communicator("world").barrier()
 
 
 def sampler(dataset, shuffle=True, seed=0, drop_last=True):
     """torch's DistributedSampler for this worker: a disjoint shard of every
-    epoch, reshuffled per epoch from `seed` (call ``set_epoch``)."""
-    w = world()
+    epoch for each data-parallel rank (the workers of one tensor-parallel
+    group train on the same one), reshuffled per epoch from `seed` (call
+    ``set_epoch``)."""
     return torch.utils.data.distributed.DistributedSampler(
-        dataset, num_replicas=w.size, rank=w.rank, shuffle=shuffle, seed=seed,
-        drop_last=drop_last)
+        dataset, num_replicas=group_size("data"), rank=group_rank("data"),
+        shuffle=shuffle, seed=seed, drop_last=drop_last)
 
 
 _MASK64 = (1 << 64) - 1

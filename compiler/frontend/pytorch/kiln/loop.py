@@ -53,7 +53,7 @@ def train(step, loader, steps, sampler=None, checkpoints=None, metrics=None,
             done += 1
             losses[done] = loss
             if metrics is not None:
-                size = samples_per_step or len(batch[0]) * distributed.world().size
+                size = samples_per_step or len(batch[0]) * distributed.group_size("data")
                 metrics.step(done, loss, step.last_stats, samples=size)
             if collecting() and done >= per_update:
                 return losses
@@ -68,7 +68,7 @@ def group_compiles(step):
     """Graphs compiled at train time by every worker of the group together
     (zero after `kiln precompile`); every rank must call it."""
     mine = torch.tensor([float(step.cache_stats().get("compiles", 0))])
-    return int(distributed.all_reduce(mine, mean=False).item())
+    return int(distributed.all_reduce(mine, mean=False, group="world").item())
 
 
 def modelled_summary(step, samples_per_step):

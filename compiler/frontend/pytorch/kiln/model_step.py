@@ -21,7 +21,7 @@ import contextlib
 import torch
 from torch.nn.utils.stateless import functional_call
 
-from . import distributed
+from . import distributed, parallel
 from .aten_to_kgraph import ConversionError
 
 ACCUMULATE, UPDATE = "accumulate", "update"
@@ -33,11 +33,22 @@ ACCUMULATOR = "accumulated_grad"
 CLIP_EPSILON = 1e-6
 
 
-def clip_by_global_norm(grads, max_norm):
+def clip_by_global_norm(grads, max_norm, sharded=None):
     """(clipped grads, the pre-clip global L2 norm), as
-    ``torch.nn.utils.clip_grad_norm_(params, max_norm)`` computes them."""
+    ``torch.nn.utils.clip_grad_norm_(params, max_norm)`` computes them.
+    Under tensor parallelism (`sharded`: which grads are a shard of their
+    parameter's) the norm is the whole model's: the shards' squares are
+    summed across the tensor-parallel group, the replicated parameters
+    counted once."""
     norms = [torch.linalg.vector_norm(g.float()) for g in grads]
-    total = torch.linalg.vector_norm(torch.stack(norms))
+    if sharded and any(sharded):
+        squares = torch.stack(norms) ** 2
+        mask = torch.tensor(sharded)
+        local = squares.masked_fill(~mask, 0.0).sum()
+        replicated = squares.masked_fill(mask, 0.0).sum()
+        total = (replicated + parallel.all_reduce_tensor_parallel(local)).sqrt()
+    else:
+        total = torch.linalg.vector_norm(torch.stack(norms))
     coefficient = torch.clamp(max_norm / (total + CLIP_EPSILON), max=1.0)
     return [(g.float() * coefficient).to(g.dtype) for g in grads], total
 
@@ -45,6 +56,7 @@ def clip_by_global_norm(grads, max_norm):
 def model_step(model, loss_fn, optimizer, buffer_names, accumulation=1,
                max_grad_norm=None):
     """The spec's `build`: the flat step function for a phase."""
+    partition_dims = parallel.partition_dims(model)
     def build(pnames, fnames, snames, hnames, nbatch, phase):
         def flat_step(*flat):
             it = iter(flat)
@@ -91,7 +103,8 @@ def model_step(model, loss_fn, optimizer, buffer_names, accumulation=1,
                 summed.append(distributed.mark_gradient(g, "p." + n))
             metrics = []
             if max_grad_norm is not None:
-                summed, norm = clip_by_global_norm(summed, max_grad_norm)
+                sharded = [n in partition_dims for n in trained]
+                summed, norm = clip_by_global_norm(summed, max_grad_norm, sharded)
                 metrics.append(norm)
             new_params, new_state = dict.fromkeys(grads), {}
             for n, g in zip(trained, summed):

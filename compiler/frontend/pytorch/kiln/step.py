@@ -25,7 +25,7 @@ import torch
 from torch.nn.utils.stateless import functional_call
 
 from . import _kiln
-from . import distributed
+from . import distributed, parallel
 from . import kgraph_pb2 as pb
 from .aten_to_kgraph import Context, convert_nodes, uses_randomness
 from .graph_writer import TORCH_DTYPES, GraphWriter
@@ -82,6 +82,9 @@ class _Spec:
         self.accumulation = 1     # micro-batches per optimizer update
         self.accumulators = set() # the state names holding summed gradients
         self.metrics = ()         # names of the update graph's metric outputs
+        # Tensor parallelism: parameter or state name -> the dimension its
+        # tensor-parallel group splits (kiln.parallel's sharded layers).
+        self.partition_dims = {}
 
     def state_for(self, phase):
         """The state tensors the `phase` graph reads: all for an update; the
@@ -95,14 +98,18 @@ class CompiledStep:
                  data_parallel=None, zero_stage=0):
         self._spec = spec
         self.world = distributed.world()
+        self.tensor_parallel = parallel.tensor_parallel_size()
+        replicas = distributed.group_size("data")
         if data_parallel is None:
-            data_parallel = self.world.size > 1
-        self.data_parallel = bool(data_parallel) and self.world.size > 1
+            data_parallel = replicas > 1
+        self.data_parallel = bool(data_parallel) and replicas > 1
         self._flags = list(flags)
         if self.data_parallel:
-            self._flags.append(f"--world-size={self.world.size}")
+            self._flags.append(f"--world-size={replicas}")
             if zero_stage:
                 self._flags.append(f"--zero-stage={zero_stage}")
+        if self.tensor_parallel > 1:
+            self._flags.append(f"--tensor-parallel={self.tensor_parallel}")
         self._communicator = None
         self._trace_path = ""
         self._cache_root = cache_root or ""
@@ -139,7 +146,10 @@ class CompiledStep:
         for i, tensor in enumerate(batch):
             session.set_input(f"b.{i}", _tensor_bytes(tensor))
         if compiled.has_seed:
-            seed = distributed.worker_seed(self._seed, self.world.rank, micro)
+            # The workers of a tensor-parallel group hold one replica: they
+            # draw the same masks.
+            seed = distributed.worker_seed(self._seed, distributed.group_rank("data"),
+                                           micro)
             session.set_input("seed", _tensor_bytes(torch.tensor(seed)))
         self.last_stats = session.run(self._trace_path)
         self._last = compiled
@@ -165,18 +175,21 @@ class CompiledStep:
                 "micro_steps": self.micro_steps, "seed": self._seed}
 
     def load_checkpoint_state(self, saved):
-        """Resumes from checkpoint_state(); the next step is saved["steps"]+1."""
+        """Resumes from checkpoint_state(); the next step is saved["steps"]+1.
+        The checkpoint holds whole tensors: a tensor-parallel worker takes
+        its shard of each, whatever layout saved them."""
         missing = set(self._host) - set(saved["state"])
         if missing:
             raise KeyError(f"the checkpoint lacks {sorted(missing)[:3]}")
         for name in self._host:
-            want = self._host[name]
+            want = self._whole_shape(name)
             got = saved["state"][name]
-            if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+            if tuple(got.shape) != want or got.dtype != self._host[name].dtype:
                 raise ValueError(f"checkpoint tensor '{name}' is {got.dtype}"
                                  f"{tuple(got.shape)}, the step has "
-                                 f"{want.dtype}{tuple(want.shape)}")
-        self._host = {name: saved["state"][name].clone() for name in self._host}
+                                 f"{self._host[name].dtype}{want}")
+        self._host = {name: self._shard(name, saved["state"][name])
+                      for name in self._host}
         self._fresh = {name: set() for name in self._host}
         self._synchronized = True
         self.steps = int(saved["steps"])
@@ -185,16 +198,20 @@ class CompiledStep:
         self._seed = int(saved["seed"])
 
     def state_dict(self):
-        """Current parameters and optimizer state, by name, on the host."""
-        return {name: self._value(name) for name in self._host}
+        """Current parameters and optimizer state, by name, on the host:
+        whole tensors, gathered from the shards of ZeRO-1 and tensor
+        parallelism (every rank must call it)."""
+        return {name: self._whole(name) for name in self._host}
 
     def parameters(self):
-        """The current parameters, by name (whole on every rank)."""
-        return {name: self._value(name) for name in self._spec.params}
+        """The current parameters, by name (whole on every rank; under
+        tensor parallelism every rank must call it)."""
+        return {name: self._whole(name) for name in self._spec.params}
 
     def copy_to(self, model):
         """Copies the trained parameters and the buffers the step updates
-        (batch norm's running statistics) into `model` (same names)."""
+        (batch norm's running statistics) into `model` (same names; a
+        tensor-parallel model's own shards)."""
         values = {name: self._value(name) for name in
                   [*self._spec.params, *self._spec.buffers]}
         with torch.no_grad():
@@ -248,21 +265,22 @@ class CompiledStep:
         compiled = self._sessions.get(signature)
         if compiled is None:
             graph = build_graph(self._spec, batch, phase)
-            communicator = None
-            if self.data_parallel and not collecting():
-                communicator = distributed.communicator()
+            communicator = tensor_communicator = None
+            if not collecting():
+                if self.data_parallel:
+                    communicator = distributed.communicator("data")
+                if self.tensor_parallel > 1:
+                    tensor_communicator = distributed.communicator("tensor")
             compiled = _Compiled(graph, self._flags, self._cache_root,
-                                 self._check_hazards, communicator)
+                                 self._check_hazards, communicator,
+                                 tensor_communicator)
             self._sessions[signature] = compiled
         return compiled
 
     def _bind_state(self, compiled):
         """Gives `compiled` the current value of every tensor it reads."""
-        if self.data_parallel and not collecting() and not self._synchronized:
-            # As DDP does: every worker starts from rank 0's values, whatever
-            # each initialised.
-            self._host = {n: distributed.broadcast(t) for n, t in self._host.items()}
-            self._synchronized = True
+        if not collecting() and not self._synchronized:
+            self._synchronize()
         for name in compiled.reads:
             holders = self._fresh[name]
             if compiled in holders:
@@ -295,12 +313,43 @@ class CompiledStep:
             value = distributed.all_gather_rows(value)
         return value
 
+    def _synchronize(self):
+        """As DDP does: every replica starts from the first one's values,
+        whatever each initialised; within a tensor-parallel group, each
+        shard is its own and the tensors every worker holds whole
+        (replicated) are the group's first worker's."""
+        if self.data_parallel:
+            self._host = {n: distributed.broadcast(t) for n, t in self._host.items()}
+        if self.tensor_parallel > 1:
+            self._host = {n: t if n in self._spec.partition_dims
+                          else distributed.broadcast(t, group="tensor")
+                          for n, t in self._host.items()}
+        self._synchronized = True
+
+    def _whole(self, name):
+        """`name`'s current value, gathered from its tensor-parallel shards."""
+        value = self._value(name)
+        dim = self._spec.partition_dims.get(name)
+        return value if dim is None else parallel.gather_shards(value, dim)
+
+    def _whole_shape(self, name):
+        shape = list(self._host[name].shape)
+        dim = self._spec.partition_dims.get(name)
+        if dim is not None:
+            shape[dim] *= self.tensor_parallel
+        return tuple(shape)
+
+    def _shard(self, name, whole):
+        dim = self._spec.partition_dims.get(name)
+        return whole.clone() if dim is None else parallel.shard(whole, dim)
+
     def _output(self, compiled, name):
         return _tensor_from(compiled.session.read(name), *compiled.outputs[name])
 
 
 class _Compiled:
-    def __init__(self, graph, flags, cache_root, check_hazards, communicator):
+    def __init__(self, graph, flags, cache_root, check_hazards, communicator,
+                 tensor_communicator):
         self.graph = graph
         self.inputs = {i.name: (TORCH_DTYPES[i.type.dtype], tuple(i.type.shape))
                        for i in graph.inputs}
@@ -317,7 +366,7 @@ class _Compiled:
         self.frozen_bound = False
         self.session = _kiln.Session(graph.SerializeToString(deterministic=True),
                                      flags, cache_root, check_hazards,
-                                     communicator)
+                                     communicator, tensor_communicator)
         # ZeRO-1: the optimizer state the artifact holds a block of rows of.
         self._blocks = {}
         for name in self.reads:
@@ -495,6 +544,7 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
         spec.accumulation = accumulation_steps
         spec.accumulators = set(summed)
         spec.metrics = ("grad_norm",) if max_grad_norm is not None else ()
+        spec.partition_dims = _partition_dims(model, init_state)
     elif callable(model_or_fn):
         if max_grad_norm is not None or accumulation_steps != 1:
             raise TypeError("max_grad_norm and accumulation_steps apply to "
@@ -511,6 +561,19 @@ def compile_step(model_or_fn, loss_fn=None, optimizer=None, *, params=None,
         raise TypeError("compile_step takes an nn.Module or a step function")
     return CompiledStep(spec, flags, cache_root, check_hazards, seed, data_parallel,
                         zero_stage)
+
+
+def _partition_dims(model, state):
+    """The dimension each sharded parameter's tensor-parallel group splits,
+    and its optimizer state's (the state tensors named after it, of its
+    shape)."""
+    dims = parallel.partition_dims(model)
+    params = dict(model.named_parameters())
+    for name in state:
+        owner = max((p for p in dims if name.startswith(p + ".")), key=len, default=None)
+        if owner is not None and state[name].shape == params[owner].shape:
+            dims[name] = dims[owner]
+    return dims
 
 
 def collecting():
