@@ -72,8 +72,12 @@ llvm::Error takeBlockShape(Session::Place &where, const kneff::Buffer &buffer,
 /// a tensor-parallel program's all-reduces sum partial products of the
 /// other shards, which another layout does not hold.
 /// Only the groups the program's collectives use count: a graph without
-/// them has one artifact for every layout.
-llvm::Error checkLayout(const artifact::Artifact &a, const CompileOptions &job) {
+/// them has one artifact for every layout. `job` is the layout the
+/// session's communicators give (a session without a tensor-parallel
+/// communicator is a group of one; one without a data-parallel
+/// communicator may simulate a data-parallel program alone).
+llvm::Error checkLayout(const artifact::Artifact &a, const CompileOptions &job,
+                        bool dataGroupKnown) {
   const kneff::Manifest &m = a.manifest;
   int compiledTensor = std::max<int>(1, static_cast<int>(m.tensor_parallel()));
   int compiledData = std::max<int>(1, static_cast<int>(m.world_size()));
@@ -89,7 +93,7 @@ llvm::Error checkLayout(const artifact::Artifact &a, const CompileOptions &job) 
     }
   }
   if ((!usesTensor || compiledTensor == job.tensorParallel) &&
-      (!usesData || compiledData == job.worldSize)) {
+      (!usesData || !dataGroupKnown || compiledData == job.worldSize)) {
     return llvm::Error::success();
   }
   return llvm::createStringError(
@@ -248,8 +252,10 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   session->compileTime = result->compileSeconds;
   session->artifact =
       std::make_unique<artifact::Artifact>(std::move(result->artifact));
+  CompileOptions job = session->options.compile;
+  job.tensorParallel = o.tensorCommunicator ? o.tensorCommunicator->size() : 1;
   if (llvm::Error error =
-          checkLayout(*session->artifact, session->options.compile)) {
+          checkLayout(*session->artifact, job, o.communicator != nullptr)) {
     return fail(std::move(error));
   }
 

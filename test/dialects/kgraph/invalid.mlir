@@ -534,6 +534,14 @@ func.func @all_reduce_kind(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @collective_group(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'group' failed to satisfy constraint: string attribute one of: data, tensor}}
+  %0 = kgraph.all_reduce %x {group = "pipeline"} : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @all_gather_shape(%x: tensor<4x2xi32>) {
   // expected-error @+1 {{gathers a whole number of its operand 'tensor<4x2xi32>' along the first dimension, not 'tensor<10x2xi32>'}}
   %0 = kgraph.all_gather %x : tensor<4x2xi32> -> tensor<10x2xi32>

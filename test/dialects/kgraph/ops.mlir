@@ -158,5 +158,12 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %logi
   %8 = kgraph.reduce_scatter %gw {reduction = "mean"} : tensor<8xf32> -> tensor<2xf32>
   // CHECK: kgraph.worker_shard %{{.*}} : tensor<8xf32> -> tensor<4xf32>
   %9 = kgraph.worker_shard %gw : tensor<8xf32> -> tensor<4xf32>
+  // The tensor-parallel group is named; the data-parallel one is the default.
+  // CHECK: kgraph.all_reduce %{{.*}} {group = "tensor"} : tensor<8xf32>
+  %t0 = kgraph.all_reduce %gw {group = "tensor"} : tensor<8xf32>
+  // CHECK: kgraph.worker_shard %{{.*}} {group = "tensor"} : tensor<8xf32> -> tensor<2xf32>
+  %t1 = kgraph.worker_shard %gw {group = "tensor"} : tensor<8xf32> -> tensor<2xf32>
+  // CHECK: kgraph.all_reduce %{{.*}} : tensor<8xf32>
+  %t2 = kgraph.all_reduce %gw {group = "data"} : tensor<8xf32>
   return
 }

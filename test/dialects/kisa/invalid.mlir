@@ -67,6 +67,14 @@ kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} 
 
 // -----
 
+// A collective's group is the data-parallel (0) or tensor-parallel (1) one.
+kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
+  // expected-error @+1 {{a collective's group is 0 (data-parallel) or 1 (tensor-parallel), not 2}}
+  kisa.collective {kind = "all_reduce_sum", group = 2, dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 64]>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 1024, dims = [1 x 64]>}
+}
+
+// -----
+
 // An unknown collective.
 kisa.program @p attributes {target = "trn1", hbm_bytes = 65536, semaphores = 4} {
   // expected-error @+1 {{'kind' is 'broadcast', not one of: all_reduce_sum}}

@@ -50,6 +50,8 @@ kisa.program @all_ops attributes {target = "trn1", hbm_bytes = 65536, semaphores
   kisa.collective {kind = "all_gather", queue = 5, dst = #kisa.ap<hbm, i32, p = 0:1, offset = 12288, dims = [1 x 256]>, src = #kisa.ap<hbm, i32, p = 0:1, offset = 8192, dims = [1 x 64]>}
   // CHECK: kisa.collective {dst = {{.*}}, kind = "reduce_scatter_mean"
   kisa.collective {kind = "reduce_scatter_mean", queue = 5, dst = #kisa.ap<hbm, f32, p = 0:1, offset = 4096, dims = [1 x 16]>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 8192, dims = [1 x 64]>}
+  // CHECK: kisa.collective {dst = {{.*}}, group = 1 : i64, kind = "all_reduce_sum"
+  kisa.collective {kind = "all_reduce_sum", group = 1, queue = 5, dst = #kisa.ap<hbm, f32, p = 0:1, offset = 4096, dims = [1 x 64]>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 8192, dims = [1 x 64]>}
   // CHECK: kisa.collective {dst = {{.*}}, kind = "worker_shard"
   kisa.collective {kind = "worker_shard", queue = 5, dst = #kisa.ap<hbm, f32, p = 0:1, offset = 4096, dims = [1 x 16]>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 8192, dims = [1 x 64]>}
 }

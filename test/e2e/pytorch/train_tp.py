@@ -66,18 +66,19 @@ if args.eager:
                     "step": torch.tensor(float(start)),
                     "exp_avg": saved["state"][f"{n}.exp_avg"].clone(),
                     "exp_avg_sq": saved["state"][f"{n}.exp_avg_sq"].clone()}
-    losses = []
+    losses, norms = [], []
     for u in range(start, start + args.updates):
         ids, targets = global_batch(u)
         loss = lm_loss(model(ids), targets)
         optimizer.zero_grad()
         loss.backward()
         if args.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                              args.clip)))
         optimizer.step()
         losses.append(float(loss))
     with open(args.out, "w") as f:
-        json.dump({"losses": losses}, f)
+        json.dump({"losses": losses, "grad_norms": norms}, f)
     raise SystemExit(0)
 
 kiln.parallel.initialize(tensor_parallel=args.tp)
@@ -94,12 +95,16 @@ if args.resume:
     step.load_checkpoint_state(saved)
     first = saved["steps"]
 
-losses = []
+losses, norms = [], []
 per_replica = args.batch // replicas
 for u in range(first, first + args.updates):
     ids, targets = global_batch(u)
     mine = slice(rank * per_replica, (rank + 1) * per_replica)
     losses.append(float(step(ids[mine], targets[mine])))
+    if args.clip:
+        norms.append(step.metrics["grad_norm"])
+    if kiln.collecting():
+        raise SystemExit(0)  # kiln precompile: the graph is recorded
     if args.save_at and u + 1 == args.save_at:
         state = step.checkpoint_state()  # every rank: it gathers the shards
         if kiln.distributed.world().rank == 0:
@@ -108,6 +113,6 @@ for u in range(first, first + args.updates):
 final = step.state_dict()
 if kiln.distributed.world().rank == 0:
     with open(args.out, "w") as f:
-        json.dump({"losses": losses, "compiles": step.cache_stats().get("compiles", 0),
+        json.dump({"losses": losses, "grad_norms": norms, "compiles": step.cache_stats().get("compiles", 0),
                    "shapes": {n: list(t.shape) for n, t in final.items()},
                    "hbm": step.hbm_bytes}, f)

@@ -222,6 +222,103 @@ TEST_F(CommTest, CollectivesAndBarrierOverTcp) {
   }
 }
 
+TEST_F(CommTest, LayoutsPutTensorParallelGroupsOnConsecutiveRanks) {
+  auto layout = Layout::of(8, 2);
+  ASSERT_TRUE(static_cast<bool>(layout)) << llvm::toString(layout.takeError());
+  EXPECT_EQ(layout->dataParallel(), 4);
+  EXPECT_EQ(layout->tensorGroup(5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(layout->dataGroup(5), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(layout->dataGroup(0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(llvm::toString(Layout::of(6, 4).takeError()),
+            "a job of 6 workers cannot be laid out in tensor-parallel groups "
+            "of 4 (it must divide the world size)");
+}
+
+TEST_F(CommTest, SubgroupsRunTheirOwnCollectives) {
+  // Four ranks as 2 x 2: tensor-parallel groups {0, 1}, {2, 3} and
+  // data-parallel groups {0, 2}, {1, 3}, all over one store.
+  int port = freePort();
+  std::vector<World> worlds;
+  for (int r = 0; r < 4; ++r) {
+    worlds.push_back(tcpWorld(r, 4, port));
+  }
+  std::vector<float> tensorSums(4), dataSums(4), worldSums(4);
+  std::vector<int> tensorRanks(4), dataRanks(4);
+  runGroup(worlds, [&](int rank,
+                       llvm::Expected<std::unique_ptr<Communicator>> comm) {
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    Layout layout = *Layout::of(4, 2);
+    auto tensor = (*comm)->subgroup(layout.tensorGroup(rank), "tensor");
+    ASSERT_TRUE(static_cast<bool>(tensor)) << llvm::toString(tensor.takeError());
+    auto data = (*comm)->subgroup(layout.dataGroup(rank), "data");
+    ASSERT_TRUE(static_cast<bool>(data)) << llvm::toString(data.takeError());
+    float x = static_cast<float>(1 << rank);
+    ASSERT_FALSE(static_cast<bool>((*tensor)->allReduce(&x, 1, Reduction::Sum)));
+    tensorSums[rank] = x;
+    float y = static_cast<float>(1 << rank);
+    ASSERT_FALSE(static_cast<bool>((*data)->allReduce(&y, 1, Reduction::Sum)));
+    dataSums[rank] = y;
+    // The whole job's communicator still works beside its subgroups.
+    float z = 1;
+    ASSERT_FALSE(static_cast<bool>((*comm)->allReduce(&z, 1, Reduction::Sum)));
+    worldSums[rank] = z;
+    tensorRanks[rank] = (*tensor)->rank();
+    dataRanks[rank] = (*data)->rank();
+    EXPECT_EQ((*tensor)->size(), 2);
+  });
+  EXPECT_EQ(tensorSums, (std::vector<float>{3, 3, 12, 12}));
+  EXPECT_EQ(dataSums, (std::vector<float>{5, 10, 5, 10}));
+  EXPECT_EQ(worldSums, (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(tensorRanks, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(dataRanks, (std::vector<int>{0, 0, 1, 1}));
+}
+
+TEST_F(CommTest, SubgroupTimeoutNamesTheJobsRank) {
+  // Ranks 2 and 3 form a tensor-parallel group; rank 3 never reaches the
+  // all-reduce. Rank 2's error names rank 3 as the job numbers it.
+  int port = freePort();
+  std::vector<World> worlds;
+  for (int r = 0; r < 4; ++r) {
+    worlds.push_back(tcpWorld(r, 4, port, 2));
+  }
+  std::mutex mutex;
+  std::condition_variable done;
+  bool failed = false;
+  std::string error;
+  runGroup(worlds, [&](int rank,
+                       llvm::Expected<std::unique_ptr<Communicator>> comm) {
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    auto tensor = (*comm)->subgroup(Layout::of(4, 2)->tensorGroup(rank), "tensor");
+    ASSERT_TRUE(static_cast<bool>(tensor)) << llvm::toString(tensor.takeError());
+    std::unique_lock<std::mutex> lock(mutex);
+    if (rank != 2) {
+      // Rank 0 serves the store: it stays until rank 2 has its diagnosis.
+      done.wait(lock, [&] { return failed; });
+      return;
+    }
+    lock.unlock();
+    float x = 1;
+    error = llvm::toString((*tensor)->allReduce(&x, 1, Reduction::Sum));
+    lock.lock();
+    failed = true;
+    done.notify_all();
+  });
+  EXPECT_NE(error.find("all-reduce of 1 floats timed out after 2 s on rank 2 "
+                       "of 4 (rank 0 of its tensor group of 2) waiting for "
+                       "rank 3 (pid "),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(CommTest, SubgroupsMustHoldTheirRank) {
+  auto comm = connect(World{});
+  ASSERT_TRUE(static_cast<bool>(comm));
+  EXPECT_EQ(llvm::toString((*comm)->subgroup({1}, "tensor").takeError()),
+            "the tensor group of rank 0 must list distinct ranks below 1, "
+            "this one among them");
+  EXPECT_TRUE(static_cast<bool>((*comm)->subgroup({0}, "tensor")));
+}
+
 TEST_F(CommTest, RendezvousTimeoutNamesTheMissingRank) {
   int port = freePort();
   std::vector<std::string> errors(3);

@@ -161,6 +161,13 @@ TEST(CostModel, DmaAndCollectives) {
   shard.op0 = static_cast<uint8_t>(isa::CollectiveKind::WorkerShard);
   EXPECT_DOUBLE_EQ(seconds(shard, 4),
                    2e-6 + (1 << 20) / (27.0 * 1024 * 1024 * 1024));
+  // A collective of the tensor-parallel group is charged for that group's
+  // size, not the data-parallel one's.
+  auto tensor = ar;
+  tensor.int0 = static_cast<int64_t>(isa::CollectiveGroup::Tensor);
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {4, 1}), 0.0);
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {1, 4}),
+                   seconds(ar, 4));
 }
 
 TEST(CostModel, WhatIfVariantsOfTheTarget) {
