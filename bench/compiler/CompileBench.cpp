@@ -7,6 +7,7 @@
 //
 //   build/bin/kiln-bench-compile [--no-sim] [--breakdown] [--what-if]
 //                                [--runs N] [--world-size N] [--zero-stage N]
+//                                [--tensor-parallel N]
 //                                [--profile DIR]
 //                                [--check-hazards] [--graph NAME=FILE]...
 //
@@ -24,7 +25,9 @@
 // (bench/pytorch/BertBaseGraph.py writes it), is one; --world-size N
 // compiles the graph files for a data-parallel group of N workers (their
 // gradients all-reduced in the step; one worker's time), --zero-stage 1 with
-// their optimizer state sharded (ZeRO-1). --breakdown adds, per
+// their optimizer state sharded (ZeRO-1), --tensor-parallel N for one
+// worker of a tensor-parallel group of N (a graph traced with kiln.parallel's
+// sharded layers). --breakdown adds, per
 // artifact, each engine's busy fraction and its costliest instruction kinds:
 // where the modelled time goes. --profile writes each simulated run's engine
 // timelines to DIR/NAME.json (Chrome/Perfetto trace); --runs sets how many
@@ -163,7 +166,10 @@ void printBreakdown(const artifact::Artifact &artifact,
       }
       const isa::AccessPattern &dst = inst.operands[0];
       double bytes = 0;
-      double seconds = isa::instructionSeconds(inst, target, /*worldSize=*/1);
+      double seconds = isa::instructionSeconds(
+          inst, target,
+          {std::max(1, static_cast<int>(artifact.manifest.world_size())),
+           std::max(1, static_cast<int>(artifact.manifest.tensor_parallel()))});
       if (isa::isTransfer(inst.opcode)) {
         // Direction, and whether the transfer runs at full bandwidth.
         const isa::AccessPattern &src = inst.operands[1];
@@ -317,6 +323,7 @@ struct BenchOptions {
   int worldSize = 1;
   /// ZeRO stage of the graph files' data-parallel compiles.
   int zeroStage = 0;
+  int tensorParallel = 1;
   std::string profileDir;
   /// Where each artifact's figures go (--table, --against).
   FigureTable *figures = nullptr;
@@ -534,6 +541,11 @@ int main(int argc, char **argv) {
                     .getAsInteger(10, benchOptions.worldSize) &&
                benchOptions.worldSize > 0) {
       ++i;
+    } else if (arg == "--tensor-parallel" && i + 1 < argc &&
+               !llvm::StringRef(argv[i + 1])
+                    .getAsInteger(10, benchOptions.tensorParallel) &&
+               benchOptions.tensorParallel > 0) {
+      ++i;
     } else if (arg == "--zero-stage" && i + 1 < argc &&
                (llvm::StringRef(argv[i + 1]) == "0" ||
                 llvm::StringRef(argv[i + 1]) == "1")) {
@@ -563,7 +575,8 @@ int main(int argc, char **argv) {
           stderr,
           "usage: kiln-bench-compile [--no-sim] [--breakdown] [--what-if] "
           "[--no-builtin] [--bf16-only|--f32-only] [--runs N] "
-          "[--world-size N] [--zero-stage 0|1] [--profile DIR] "
+          "[--world-size N] [--zero-stage 0|1] [--tensor-parallel N] "
+          "[--profile DIR] "
           "[--check-hazards] "
           "[--random N] [--table FILE] [--against FILE] "
           "[--graph NAME=FILE]...\n");
@@ -610,6 +623,7 @@ int main(int argc, char **argv) {
   }
   f32.worldSize = bf16.worldSize = benchOptions.worldSize;
   f32.zeroStage = bf16.zeroStage = benchOptions.zeroStage;
+  f32.tensorParallel = bf16.tensorParallel = benchOptions.tensorParallel;
   for (auto &[name, path] : files) {
     auto read = [&] { return graph::readGraphFile(path); };
     if (wantF32) {

@@ -46,8 +46,13 @@ TargetDescription makeTrn1() {
   t.dmaFixedLatencySeconds = assumed(2e-6);
   t.dmaSmallTransferBytes = assumed(32 * kKiB);
   t.dmaMinEfficientRunBytes = assumed(512);
+  t.coresPerInstance = 32; // trn1.32xlarge: 16 chips
+  t.chipCopyBytesPerSecond = assumed(820e9);
+  t.chipHopLatencySeconds = assumed(2e-6);
   t.linkBytesPerSecond = published(384e9);
   t.collectiveHopLatencySeconds = assumed(10e-6);
+  t.efaBytesPerSecond = published(100e9); // 800 Gbps
+  t.efaHopLatencySeconds = assumed(30e-6);
   t.semaphores = assumed(32);
   return t;
 }
@@ -68,6 +73,8 @@ TargetDescription makeTrn2() {
   // machine-model.md gives no trn2 link figure; NeuronLink-v3 is faster than
   // trn1's, and we assume twice its bandwidth until a published figure is in.
   t.linkBytesPerSecond = assumed(768e9);
+  t.coresPerInstance = 64; // trn2.48xlarge, as machine-model.md places ranks
+  t.chipCopyBytesPerSecond = assumed(2.9e12);
   // machine-model.md states the shared ports for trn1 only.
   t.vectorGpsimdShareSbufPort = false;
   t.vectorScalarSharePsumPort = false;
@@ -201,11 +208,20 @@ void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {
       si(t.dmaSmallTransferBytes, "B") + " / " +
           si(t.dmaMinEfficientRunBytes, "B"),
       t.dmaSmallTransferBytes.assumed);
+  row(os, "cores per instance", llvm::Twine(t.coresPerInstance), false);
+  row(os, "collectives inside a chip: bandwidth per chip",
+      si(t.chipCopyBytesPerSecond, "B/s"), t.chipCopyBytesPerSecond.assumed);
+  row(os, "collectives inside a chip: latency per hop",
+      si(t.chipHopLatencySeconds * 1e6, "us"), t.chipHopLatencySeconds.assumed);
   row(os, "collective link bandwidth", si(t.linkBytesPerSecond, "B/s"),
       t.linkBytesPerSecond.assumed);
   row(os, "collective latency per hop",
       si(t.collectiveHopLatencySeconds * 1e6, "us"),
       t.collectiveHopLatencySeconds.assumed);
+  row(os, "collectives across instances: EFA per instance",
+      si(t.efaBytesPerSecond, "B/s"), t.efaBytesPerSecond.assumed);
+  row(os, "collectives across instances: latency per hop",
+      si(t.efaHopLatencySeconds * 1e6, "us"), t.efaHopLatencySeconds.assumed);
   row(os, "semaphores", llvm::Twine(static_cast<int64_t>(t.semaphores)),
       t.semaphores.assumed);
 }

@@ -76,9 +76,17 @@ struct TargetDescription {
   Figure dmaSmallTransferBytes;   // below this, half bandwidth
   Figure dmaMinEfficientRunBytes; // element runs below this, half bandwidth
 
-  // Collectives.
+  // Collectives (machine-model.md, "Collectives across a cluster"): what a
+  // worker's ring step gets where its group lies. Inside one chip, a copy
+  // between its cores' HBM; inside one instance, NeuronLink (per chip);
+  // across instances, EFA (per instance).
+  int64_t coresPerInstance = 0;
+  Figure chipCopyBytesPerSecond;
+  Figure chipHopLatencySeconds;
   Figure linkBytesPerSecond;
   Figure collectiveHopLatencySeconds;
+  Figure efaBytesPerSecond;
+  Figure efaHopLatencySeconds;
 
   // Synchronisation.
   Figure semaphores;

@@ -53,6 +53,85 @@ double dmaBytes(const Instruction &inst) {
                              std::max(dst.elementBytes(), src.elementBytes()));
 }
 
+namespace {
+
+/// What a worker's ring step gets: bandwidth and latency per hop.
+struct Link {
+  double bytesPerSecond;
+  double hopSeconds;
+};
+
+/// A ring of `n` workers over `link`: an all-reduce of `bytes`, or the
+/// reduce-scatter of a `bytes` source or all-gather of a `bytes` result
+/// (half of it).
+double ringSeconds(bool half, double bytes, int n, const Link &link) {
+  if (n <= 1) {
+    return 0;
+  }
+  double steps = (half ? 1.0 : 2.0) * (n - 1);
+  return steps / n * bytes / link.bytesPerSecond + steps * link.hopSeconds;
+}
+
+} // namespace
+
+/// machine-model.md, "Collectives across a cluster": ranks are placed in
+/// order (rank r on core r mod coresPerInstance of instance r /
+/// coresPerInstance, tensor-parallel groups innermost), so a group's
+/// stride and size say where it lies. Every worker of the job runs the
+/// instruction at once, each in its own group: a chip's link is shared by
+/// all of its cores in the job, an instance's EFA by all of its workers.
+double collectiveSeconds(const Instruction &inst,
+                         const target::TargetDescription &t,
+                         const GroupSizes &groups) {
+  const AccessPattern &src = inst.operands[1];
+  double bytes = static_cast<double>(src.partitions * src.freeElements() *
+                                     src.elementBytes());
+  CollectiveGroup group = collectiveGroupOf(inst);
+  int n = groups.of(group);
+  if (n <= 1) {
+    return 0;
+  }
+  auto kind = static_cast<CollectiveKind>(inst.op0);
+  if (kind == CollectiveKind::WorkerShard) {
+    // A copy within the worker's own HBM.
+    return t.dmaFixedLatencySeconds + bytes / n / t.dmaBytesPerSecondPerQueue;
+  }
+  // The whole buffer the ring moves: a gather's result is n sources.
+  if (kind == CollectiveKind::AllGather) {
+    bytes *= n;
+  }
+  bool half = kind != CollectiveKind::AllReduceSum &&
+              kind != CollectiveKind::AllReduceMean;
+  int64_t stride = group == CollectiveGroup::Tensor ? 1 : groups.tensor;
+  int64_t job = static_cast<int64_t>(groups.data) * groups.tensor;
+  int64_t span = (n - 1) * stride + 1;
+  int64_t chipCores = t.coresPerChip;
+  if (span <= chipCores) {
+    Link chip{t.chipCopyBytesPerSecond / chipCores, t.chipHopLatencySeconds};
+    return ringSeconds(half, bytes, n, chip);
+  }
+  Link instance{t.linkBytesPerSecond / std::min(chipCores, job),
+                t.collectiveHopLatencySeconds};
+  if (span <= t.coresPerInstance) {
+    return ringSeconds(half, bytes, n, instance);
+  }
+  // Hierarchically: reduce-scatter inside each instance among its k
+  // workers of the group, a ring across the i instances of each worker's
+  // shard, all-gather inside each instance.
+  int k = static_cast<int>(std::max<int64_t>(1, t.coresPerInstance / stride));
+  int i = std::max(1, n / k);
+  Link efa{t.efaBytesPerSecond / std::min<int64_t>(t.coresPerInstance, job),
+           t.efaHopLatencySeconds};
+  double inside = ringSeconds(true, bytes, k, instance);
+  double across = ringSeconds(half, bytes / k, i, efa);
+  // A reduce-scatter ends after its reduce half; an all-gather only has
+  // its gather half; an all-reduce has both.
+  return kind == CollectiveKind::AllReduceSum ||
+                 kind == CollectiveKind::AllReduceMean
+             ? 2 * inside + across
+             : inside + across;
+}
+
 double instructionSeconds(const isa::Instruction &inst,
                           const target::TargetDescription &t,
                           const GroupSizes &groups) {
@@ -124,38 +203,8 @@ double instructionSeconds(const isa::Instruction &inst,
     }
     return t.dmaFixedLatencySeconds + bytes / bandwidth;
   }
-  case isa::Opcode::Collective: {
-    double bytes = static_cast<double>(
-        src(1).partitions * src(1).freeElements() * src(1).elementBytes());
-    // Both groups are charged the target's link figures: a tensor-parallel
-    // group lies inside one instance, and so do the data-parallel groups
-    // the timing model knows of (machine-model.md's cluster placement is
-    // not modelled yet).
-    int size = groups.of(collectiveGroupOf(inst));
-    double w = size;
-    if (size <= 1) {
-      return 0;
-    }
-    auto kind = static_cast<CollectiveKind>(inst.op0);
-    if (kind == CollectiveKind::WorkerShard) {
-      // A copy within the worker's own HBM.
-      return t.dmaFixedLatencySeconds + bytes / w / t.dmaBytesPerSecondPerQueue;
-    }
-    if (kind == CollectiveKind::AllGather) {
-      // A ring passes each worker's source on w - 1 times: half an
-      // all-reduce of the gathered result.
-      return (w - 1) * bytes / t.linkBytesPerSecond +
-             (w - 1) * t.collectiveHopLatencySeconds;
-    }
-    if (keepsOneBlock(kind)) {
-      // The reduce half of a ring all-reduce: each worker sends w - 1 of
-      // its source's w blocks once.
-      return (w - 1) / w * bytes / t.linkBytesPerSecond +
-             (w - 1) * t.collectiveHopLatencySeconds;
-    }
-    return 2 * (w - 1) / w * bytes / t.linkBytesPerSecond +
-           2 * (w - 1) * t.collectiveHopLatencySeconds;
-  }
+  case isa::Opcode::Collective:
+    return collectiveSeconds(inst, t, groups);
   }
   return (cycles + t.instructionOverheadCycles) / engineHz(inst.engine, t);
 }

@@ -13,6 +13,12 @@ double instructionSeconds(const Instruction &inst,
                           const target::TargetDescription &target,
                           const GroupSizes &groups);
 
+/// Modelled seconds of a collective instruction, by where its group lies
+/// in the job's layout (machine-model.md, "Collectives across a cluster").
+double collectiveSeconds(const Instruction &inst,
+                         const target::TargetDescription &target,
+                         const GroupSizes &groups);
+
 /// Modelled seconds `inst` keeps its engine or DMA queue from starting the
 /// next instruction: all of instructionSeconds, less a transfer's fixed
 /// latency where the target lets a queue overlap it

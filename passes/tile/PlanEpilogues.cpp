@@ -553,6 +553,7 @@ struct EpilogueFeed {
     auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
     if (auto reshape = llvm::dyn_cast<ReshapeOp>(def)) {
       return tensorType(reshape.getInput()).getRank() > 0 &&
+             tensorType(reshape.getOutput()).getRank() > 0 &&
              lastDim(reshape.getInput()) == lastDim(reshape.getOutput()) &&
              inside(reshape.getInput());
     }

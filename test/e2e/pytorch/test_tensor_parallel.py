@@ -123,6 +123,32 @@ class TensorParallelTest(unittest.TestCase):
                       "tensor-parallel workers, but this job is laid out as 1 x 1",
                       message)
 
+    def test_sharded_layers_in_one_worker_match_eager(self):
+        # The vocabulary block's start is a rank-0 value between the
+        # logits' row chain and the head's matmul epilogue (the tile
+        # planner read the last dimension of its empty shape).
+        def make():
+            torch.manual_seed(3)
+            return LlamaLM(vocab=64, hidden=64, heads=4, kv_heads=4, ffn=96, layers=1,
+                           seq=32)
+        ids = torch.randint(0, 64, (2, 33), generator=torch.Generator().manual_seed(5))
+        x, y = ids[:, :-1], ids[:, 1:]
+        eager = make()
+        optimizer = torch.optim.AdamW(eager.parameters(), lr=1e-2)
+        want = []
+        for _ in range(3):
+            loss = torch.nn.functional.cross_entropy(eager(x).reshape(-1, 64), y.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(eager.parameters(), 1.0)
+            optimizer.step()
+            want.append(float(loss))
+        model = kiln.parallel.parallelize(make(), llama_tp_plan())
+        step = kiln.compile_step(model, lambda logits, t: kiln.parallel.parallel_cross_entropy(
+            logits.reshape(-1, 64), t.reshape(-1)), kiln.optim.AdamW(lr=1e-2),
+            max_grad_norm=1.0, cache_root=os.path.join(self.dir, "alone"))
+        self.assert_matches([float(step(x, y)) for _ in range(3)], want)
+
     def test_plans_that_match_nothing_are_refused(self):
         with self.assertRaisesRegex(ValueError, "'layers.*.attn.query' matches no module"):
             kiln.parallel.parallelize(LlamaLM(vocab=64, hidden=32, heads=4, kv_heads=4,

@@ -140,34 +140,66 @@ TEST(CostModel, DmaAndCollectives) {
       make(Opcode::Collective, Engine::Dma,
            {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 20)});
   EXPECT_DOUBLE_EQ(seconds(ar, 1), 0.0);
-  // Ring all-reduce: 2(n-1)/n * bytes / 384 GB/s + 2(n-1) * 10 us.
-  EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 384e9 + 6 * 10e-6);
+  // 4 workers lie on two chips of one instance: a ring all-reduce over
+  // NeuronLink, 2(n-1)/n * bytes / bw + 2(n-1) * 10 us, each chip's 384
+  // GB/s shared by its two cores.
+  EXPECT_DOUBLE_EQ(seconds(ar, 4), 2.0 * 3 / 4 * (4 << 20) / 192e9 + 6 * 10e-6);
   // Ring all-gather of 4 workers' 1 MiB parts: each passes on 3 times.
   auto ag =
       make(Opcode::Collective, Engine::Dma,
            {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 18)});
   ag.op0 = static_cast<uint8_t>(isa::CollectiveKind::AllGather);
   EXPECT_DOUBLE_EQ(seconds(ag, 1), 0.0);
-  EXPECT_DOUBLE_EQ(seconds(ag, 4), 3.0 * (1 << 20) / 384e9 + 3 * 10e-6);
+  EXPECT_DOUBLE_EQ(seconds(ag, 4), 3.0 / 4 * (4 << 20) / 192e9 + 3 * 10e-6);
   // Reduce-scatter of a 4 MiB source into 4 workers' 1 MiB blocks: the
   // reduce half of the ring all-reduce.
   auto rs =
       make(Opcode::Collective, Engine::Dma,
            {tile(Memory::Hbm, 1, 1 << 18), tile(Memory::Hbm, 1, 1 << 20)});
   rs.op0 = static_cast<uint8_t>(isa::CollectiveKind::ReduceScatterMean);
-  EXPECT_DOUBLE_EQ(seconds(rs, 4), 3.0 / 4 * (4 << 20) / 384e9 + 3 * 10e-6);
+  EXPECT_DOUBLE_EQ(seconds(rs, 4), 3.0 / 4 * (4 << 20) / 192e9 + 3 * 10e-6);
   // A worker's own block: a copy within its HBM.
   auto shard = rs;
   shard.op0 = static_cast<uint8_t>(isa::CollectiveKind::WorkerShard);
   EXPECT_DOUBLE_EQ(seconds(shard, 4),
                    2e-6 + (1 << 20) / (27.0 * 1024 * 1024 * 1024));
-  // A collective of the tensor-parallel group is charged for that group's
-  // size, not the data-parallel one's.
+}
+
+TEST(CostModel, CollectivesCostWhereTheirGroupLies) {
+  auto ar =
+      make(Opcode::Collective, Engine::Dma,
+           {tile(Memory::Hbm, 1, 1 << 20), tile(Memory::Hbm, 1, 1 << 20)});
+  double bytes = 4 << 20;
+  // The two cores of one chip: a copy between their HBM, 820 GB/s shared.
+  EXPECT_DOUBLE_EQ(seconds(ar, 2), 1.0 * bytes / 410e9 + 2 * 2e-6);
+  // A tensor-parallel group is charged for its own size and place: with
+  // groups of 2, its collectives stay inside a chip whatever the job.
   auto tensor = ar;
   tensor.int0 = static_cast<int64_t>(isa::CollectiveGroup::Tensor);
   EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {4, 1}), 0.0);
-  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {1, 4}),
-                   seconds(ar, 4));
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {16, 2}),
+                   seconds(ar, 2));
+  // ... and its data-parallel groups (ranks 2 apart) span chips.
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(ar, trn1, {4, 2}),
+                   2.0 * 3 / 4 * bytes / 192e9 + 6 * 10e-6);
+  // 128 workers as TP 8 x DP 16: each data-parallel group has 4 workers
+  // on each of 4 instances. Reduce-scatter inside each instance, a ring
+  // all-reduce of each worker's quarter across instances over EFA (100
+  // GB/s shared by the instance's 32 workers), all-gather inside.
+  double inside = 3.0 / 4 * bytes / 192e9 + 3 * 10e-6;
+  double across = 2.0 * 3 / 4 * (bytes / 4) / (100e9 / 32) + 6 * 30e-6;
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(ar, trn1, {16, 8}),
+                   2 * inside + across);
+  // Its reduce-scatter is the reduce halves alone.
+  auto rs = ar;
+  rs.op0 = static_cast<uint8_t>(isa::CollectiveKind::ReduceScatterSum);
+  rs.operands[0] = tile(Memory::Hbm, 1, 1 << 16);
+  double acrossHalf = 3.0 / 4 * (bytes / 4) / (100e9 / 32) + 3 * 30e-6;
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(rs, trn1, {16, 8}),
+                   inside + acrossHalf);
+  // A tensor-parallel group of a whole instance stays on NeuronLink.
+  EXPECT_DOUBLE_EQ(isa::instructionSeconds(tensor, trn1, {1, 32}),
+                   2.0 * 31 / 32 * bytes / 192e9 + 62 * 10e-6);
 }
 
 TEST(CostModel, WhatIfVariantsOfTheTarget) {

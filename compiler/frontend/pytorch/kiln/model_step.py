@@ -42,11 +42,14 @@ def clip_by_global_norm(grads, max_norm, sharded=None):
     counted once."""
     norms = [torch.linalg.vector_norm(g.float()) for g in grads]
     if sharded and any(sharded):
-        squares = torch.stack(norms) ** 2
-        mask = torch.tensor(sharded)
-        local = squares.masked_fill(~mask, 0.0).sum()
-        replicated = squares.masked_fill(mask, 0.0).sum()
-        total = (replicated + parallel.all_reduce_tensor_parallel(local)).sqrt()
+        def squares(which):
+            picked = [n for n, s in zip(norms, sharded) if s == which]
+            return (torch.stack(picked) ** 2).sum() if picked else None
+        local, replicated = squares(True), squares(False)
+        total = parallel.all_reduce_tensor_parallel(local)
+        if replicated is not None:
+            total = total + replicated
+        total = total.sqrt()
     else:
         total = torch.linalg.vector_norm(torch.stack(norms))
     coefficient = torch.clamp(max_norm / (total + CLIP_EPSILON), max=1.0)
@@ -154,11 +157,16 @@ def _rnn_weights(model, tensors):
 def check_parameters_traced(gm, model):
     """A parameter the trace captured as a constant would silently never
     train: the model reads it through a reference the step cannot swap."""
-    pointers = {p.data_ptr(): n for n, p in model.named_parameters()
-                if p.requires_grad and p.numel()}
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.numel()]
+    # Meta tensors (a model traced without its data) share one null address:
+    # those are told apart by identity.
+    pointers = {p.data_ptr(): n for n, p in trained if not p.is_meta}
+    identities = {id(p): n for n, p in trained if p.is_meta}
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            name = pointers.get(getattr(gm, node.target).data_ptr())
+            value = getattr(gm, node.target)
+            name = (identities.get(id(value)) if value.is_meta
+                    else pointers.get(value.data_ptr()))
             if name is not None:
                 raise ConversionError(
                     f"parameter '{name}' is read through a reference the step "

@@ -270,17 +270,18 @@ class ColumnParallelLinear(torch.nn.Module):
     next layer (a RowParallelLinear, or parallel_cross_entropy) wants."""
 
     def __init__(self, in_features, out_features, bias=True,
-                 gather_output=False, dtype=None):
+                 gather_output=False, dtype=None, device=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.gather_output = gather_output
         local = _divide(out_features, "out_features")
-        full = torch.empty(out_features, in_features, dtype=dtype)
+        full = torch.empty(out_features, in_features, dtype=dtype, device=device)
         torch.nn.init.kaiming_uniform_(full, a=math.sqrt(5))
         self.weight = _parameter(_shard_of(full, 0), 0)
         if bias:
             bound = 1 / math.sqrt(in_features) if in_features else 0
-            b = torch.empty(out_features, dtype=dtype).uniform_(-bound, bound)
+            b = torch.empty(out_features, dtype=dtype, device=device).uniform_(
+                -bound, bound)
             self.bias = _parameter(_shard_of(b, 0), 0)
         else:
             self.register_parameter("bias", None)
@@ -291,7 +292,7 @@ class ColumnParallelLinear(torch.nn.Module):
         """This worker's shard of a whole ``torch.nn.Linear``."""
         layer = cls(linear.in_features, linear.out_features,
                     bias=linear.bias is not None, gather_output=gather_output,
-                    dtype=linear.weight.dtype)
+                    dtype=linear.weight.dtype, device=linear.weight.device)
         with torch.no_grad():
             layer.weight.copy_(_shard_of(linear.weight, 0))
             if linear.bias is not None:
@@ -311,18 +312,18 @@ class RowParallelLinear(torch.nn.Module):
     every worker."""
 
     def __init__(self, in_features, out_features, bias=True,
-                 input_is_parallel=True, dtype=None):
+                 input_is_parallel=True, dtype=None, device=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.input_is_parallel = input_is_parallel
         _divide(in_features, "in_features")
-        full = torch.empty(out_features, in_features, dtype=dtype)
+        full = torch.empty(out_features, in_features, dtype=dtype, device=device)
         torch.nn.init.kaiming_uniform_(full, a=math.sqrt(5))
         self.weight = _parameter(_shard_of(full, 1), 1)
         if bias:
             bound = 1 / math.sqrt(in_features) if in_features else 0
-            self.bias = _parameter(
-                torch.empty(out_features, dtype=dtype).uniform_(-bound, bound), None)
+            self.bias = _parameter(torch.empty(out_features, dtype=dtype, device=device)
+                                   .uniform_(-bound, bound), None)
         else:
             self.register_parameter("bias", None)
 
@@ -331,7 +332,7 @@ class RowParallelLinear(torch.nn.Module):
         layer = cls(linear.in_features, linear.out_features,
                     bias=linear.bias is not None,
                     input_is_parallel=input_is_parallel,
-                    dtype=linear.weight.dtype)
+                    dtype=linear.weight.dtype, device=linear.weight.device)
         with torch.no_grad():
             layer.weight.copy_(_shard_of(linear.weight, 1))
             if linear.bias is not None:
@@ -350,18 +351,18 @@ class ParallelEmbedding(torch.nn.Module):
     each worker looks up the tokens in its block (zeros for the others) and
     the group sums the lookups."""
 
-    def __init__(self, num_embeddings, embedding_dim, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, dtype=None, device=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.rows = _divide(num_embeddings, "num_embeddings")
-        full = torch.empty(num_embeddings, embedding_dim, dtype=dtype)
+        full = torch.empty(num_embeddings, embedding_dim, dtype=dtype, device=device)
         torch.nn.init.normal_(full)
         self.weight = _parameter(_shard_of(full, 0), 0)
 
     @classmethod
     def from_embedding(cls, embedding):
         layer = cls(embedding.num_embeddings, embedding.embedding_dim,
-                    dtype=embedding.weight.dtype)
+                    dtype=embedding.weight.dtype, device=embedding.weight.device)
         with torch.no_grad():
             layer.weight.copy_(_shard_of(embedding.weight, 0))
         return layer
@@ -378,8 +379,10 @@ def _block_start(rows):
     the artifact serves every rank of the group, so the rank picks it when
     the step runs (a worker_shard of every block's start)."""
     size = tensor_parallel_size()
+    # A constant of the graph, hence on the host even when the model's
+    # tensors are meta tensors; one element, so it combines with any.
     starts = torch.arange(size, dtype=torch.int64) * rows
-    return torch.ops.kiln.worker_shard(starts, TENSOR, size)
+    return torch.ops.kiln.worker_shard(starts, TENSOR, size).reshape(())
 
 
 def _local_ids(ids, rows):
