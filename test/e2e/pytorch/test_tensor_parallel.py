@@ -75,6 +75,21 @@ class TensorParallelTest(unittest.TestCase):
         self.assertEqual(run["shapes"]["head.weight"], [64, 32])
         self.assertEqual(run["shapes"]["layers.0.down.weight.exp_avg"], [32, 48])
 
+    def test_gradient_accumulation_and_auto_cast_compose(self):
+        eager = self.run_worker(None, "eager-accumulate.json", "--eager", "--clip", "0.5",
+                                "--accumulate", "2", "--updates", "6")
+        run = self.run_worker(4, "tp2dp2-accumulate.json", "--tp", "2", "--zero-stage", "1",
+                              "--clip", "0.5", "--accumulate", "2", "--updates", "6")
+        self.assert_matches(run["losses"], eager["losses"])
+        # Mixed precision: bf16 matmul inputs, within the auto-cast
+        # tolerance of the f32 run (docs/pytorch.md, "Numerics").
+        env = dict(self.env, KILN_CC_FLAGS="--auto-cast=bf16")
+        mixed = self.run_worker(4, "tp2dp2-bf16.json", "--tp", "2", "--zero-stage", "1",
+                                "--clip", "0.5", "--accumulate", "2", "--updates", "6",
+                                env=env)
+        for got, want in zip(mixed["losses"], eager["losses"]):
+            self.assertLess(abs(got - want) / want, 2e-2)
+
     def test_tp4_matches_one_worker(self):
         run = self.run_worker(4, "tp4.json", "--tp", "4", "--clip", "0.5")
         self.assert_matches(run["losses"], self.eager)

@@ -27,6 +27,7 @@ parser.add_argument("--batch", type=int, default=8, help="global batch")
 parser.add_argument("--updates", type=int, default=20)
 parser.add_argument("--zero-stage", type=int, default=0)
 parser.add_argument("--clip", type=float, default=0.0)
+parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per update")
 parser.add_argument("--save-at", type=int, default=0)
 parser.add_argument("--checkpoint")
 parser.add_argument("--resume")
@@ -68,15 +69,16 @@ if args.eager:
                     "exp_avg_sq": saved["state"][f"{n}.exp_avg_sq"].clone()}
     losses, norms = [], []
     for u in range(start, start + args.updates):
-        ids, targets = global_batch(u)
-        loss = lm_loss(model(ids), targets)
         optimizer.zero_grad()
-        loss.backward()
+        for j in range(args.accumulate):
+            ids, targets = global_batch(u * args.accumulate + j)
+            loss = lm_loss(model(ids), targets)
+            (loss / args.accumulate).backward()
+            losses.append(float(loss))
         if args.clip:
             norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                               args.clip)))
         optimizer.step()
-        losses.append(float(loss))
     with open(args.out, "w") as f:
         json.dump({"losses": losses, "grad_norms": norms}, f)
     raise SystemExit(0)
@@ -88,7 +90,8 @@ rank = kiln.parallel.data_parallel_rank()
 step = kiln.compile_step(model, lambda logits, targets: kiln.parallel.parallel_cross_entropy(
                              logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)),
                          kiln.optim.AdamW(lr=1e-2), zero_stage=args.zero_stage,
-                         max_grad_norm=args.clip or None, name="llama_tp")
+                         max_grad_norm=args.clip or None,
+                         accumulation_steps=args.accumulate, name="llama_tp")
 first = 0
 if args.resume:
     saved = torch.load(args.resume)
@@ -97,10 +100,11 @@ if args.resume:
 
 losses, norms = [], []
 per_replica = args.batch // replicas
+mine = slice(rank * per_replica, (rank + 1) * per_replica)
 for u in range(first, first + args.updates):
-    ids, targets = global_batch(u)
-    mine = slice(rank * per_replica, (rank + 1) * per_replica)
-    losses.append(float(step(ids[mine], targets[mine])))
+    for j in range(args.accumulate):
+        ids, targets = global_batch(u * args.accumulate + j)
+        losses.append(float(step(ids[mine], targets[mine])))
     if args.clip:
         norms.append(step.metrics["grad_norm"])
     if kiln.collecting():
