@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <zip.h>
@@ -24,6 +25,87 @@
 #include <unistd.h>
 
 namespace kiln::cache {
+
+namespace {
+
+/// The mount table's type of the file system holding `path` (the longest
+/// mount point above it), e.g. "ext4", "nfs4", "fuse.sshfs"; empty when
+/// the table cannot be read.
+std::string mountType(llvm::StringRef path) {
+  auto table = llvm::MemoryBuffer::getFileAsStream("/proc/self/mounts");
+  if (!table) {
+    return "";
+  }
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(path, real)) {
+    real = path;
+  }
+  std::string best, type;
+  llvm::SmallVector<llvm::StringRef> lines, fields;
+  (*table)->getBuffer().split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines) {
+    fields.clear();
+    line.split(fields, ' ', -1, false);
+    if (fields.size() < 3) {
+      continue;
+    }
+    // The table writes a space in a mount point as \040.
+    std::string point;
+    for (llvm::StringRef rest = fields[1]; !rest.empty();) {
+      if (rest.starts_with("\\040")) {
+        point += ' ';
+        rest = rest.drop_front(4);
+      } else {
+        point += rest.front();
+        rest = rest.drop_front();
+      }
+    }
+    llvm::StringRef r(real);
+    bool above = point == "/" || r == point ||
+                 (r.starts_with(point) && r.size() > point.size() &&
+                  r[point.size()] == '/');
+    if (above && point.size() >= best.size()) {
+      best = point;
+      type = fields[2].str();
+    }
+  }
+  return type;
+}
+
+} // namespace
+
+std::string describeFileSystem(llvm::StringRef dir) {
+  std::string type = mountType(dir);
+  llvm::StringRef t(type);
+  std::string shared = " (shared: per-host event logs, no WAL)";
+  if (t.starts_with("nfs")) {
+    return "NFS, " + type + shared;
+  }
+  if (t == "lustre") {
+    return "Lustre" + shared;
+  }
+  if (t.starts_with("fuse")) {
+    return "FUSE, " + type +
+           " (often a network file system: shared between hosts only if it "
+           "keeps O_EXCL creates and link() atomic across them, which the "
+           "checks above tried from this host alone)";
+  }
+  if (t == "tmpfs") {
+    return "tmpfs (not shared between hosts)";
+  }
+  struct statfs fs;
+  if (type.empty() && ::statfs(dir.str().c_str(), &fs) == 0) {
+    switch (static_cast<uint32_t>(fs.f_type)) {
+    case 0x6969:
+      return "NFS" + shared;
+    case 0x0BD00BD0:
+      return "Lustre" + shared;
+    case 0x65735546:
+      return "FUSE (often a network file system)";
+    }
+  }
+  return "local" + (type.empty() ? std::string() : ", " + type);
+}
 
 namespace {
 
@@ -403,22 +485,7 @@ std::vector<DoctorCheck> diagnose(const Store &store) {
         llvm::formatv("{0:f1} GiB free", free / (1 << 30)).str() +
             (free > 1e9 ? "" : ": under 1 GB, publishing may fail"));
   }
-  struct statfs type;
-  if (::statfs(store.dir().str().c_str(), &type) == 0) {
-    std::string kind = "local";
-    switch (static_cast<uint32_t>(type.f_type)) {
-    case 0x6969:
-      kind = "NFS (shared: per-host event logs, no WAL)";
-      break;
-    case 0x0BD00BD0:
-      kind = "Lustre (shared: per-host event logs, no WAL)";
-      break;
-    case 0x01021994:
-      kind = "tmpfs (not shared between hosts)";
-      break;
-    }
-    add("filesystem", true, kind);
-  }
+  add("filesystem", true, describeFileSystem(store.dir()));
   std::vector<std::string> layout = store.layoutProblems();
   add("layout", layout.empty(),
       layout.empty() ? "every directory of " + store.dir().str() + " is sound"

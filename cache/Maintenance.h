@@ -74,6 +74,11 @@ struct DoctorCheck {
 /// exclusivity, free space, filesystem type, the index.
 std::vector<DoctorCheck> diagnose(const Store &store);
 
+/// The file system holding `dir`, as the doctor names it: its type from
+/// the mount table (NFS, Lustre, FUSE, tmpfs or local, with the table's
+/// name) and what that means for a cache shared between hosts.
+std::string describeFileSystem(llvm::StringRef dir);
+
 } // namespace kiln::cache
 
 #endif // KILN_CACHE_MAINTENANCE_H

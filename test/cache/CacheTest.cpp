@@ -449,6 +449,20 @@ TEST_F(CacheTest, DoctorPassesOnALocalDirectory) {
   }
 }
 
+TEST_F(CacheTest, DoctorNamesTheFileSystemFromTheMountTable) {
+  // The mount table's own words: a tmpfs where the machine has one, and a
+  // named type for the root.
+  if (llvm::sys::fs::is_directory("/dev/shm")) {
+    std::string shm = describeFileSystem("/dev/shm");
+    EXPECT_TRUE(shm == "tmpfs (not shared between hosts)" ||
+                llvm::StringRef(shm).starts_with("local, "))
+        << shm;
+  }
+  std::string root = describeFileSystem("/");
+  EXPECT_NE(root, "local") << "the mount table gave no type for /";
+  EXPECT_EQ(describeFileSystem("/proc/self"), "local, proc");
+}
+
 TEST_F(CacheTest, AnEntryFiledUnderAnotherKeyIsCorruptNeverServed) {
   Cache cache = open();
   Result a = get(cache, makeGraph("a", 1.0));
