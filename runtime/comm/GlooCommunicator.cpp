@@ -36,11 +36,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// Gloo's file store, asked without waiting whether keys are set (its
-/// wait() polls for at least a second before it gives up on a key).
+/// wait() polls for at least a second before it gives up on a key). A key
+/// left by an earlier attempt under the same name is replaced, not an
+/// error: Gloo's own set() refuses an existing file.
 class FileStore : public gloo::rendezvous::FileStore {
 public:
   using gloo::rendezvous::FileStore::FileStore;
   using gloo::rendezvous::FileStore::check;
+
+  void set(const std::string &key, const std::vector<char> &data) override {
+    ::unlink(objectPath(key).c_str());
+    gloo::rendezvous::FileStore::set(key, data);
+  }
 };
 
 /// Whether `key` is set in `store` now, asking no later than `deadline`.
@@ -530,12 +537,37 @@ std::string addressTowards(const std::string &host) {
   return result;
 }
 
-/// Keys that tell this attempt from earlier ones on a file store that
-/// outlives them (torchrun restarts, reruns with the same run id).
-std::string attemptPrefix() {
-  const char *restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  return std::string("kiln/attempt-") + (restart && *restart ? restart : "0") +
-         "/";
+/// Keys that tell this attempt from others sharing the store. Rank 0
+/// serves a TCP store afresh for every attempt, so its keys need nothing
+/// more. A file store on shared storage outlives attempts: its keys go
+/// under what every rank of one attempt agrees on and no other attempt
+/// shares. A worker's own restart count is not that: after a node is
+/// replaced the survivors count 1 and the newcomer 0. Torchrun's agents
+/// agree on each rendezvous round's master address and port; mpirun gives
+/// each launch a job id; KILN_RUN_ATTEMPT names an attempt explicitly.
+std::string attemptPrefix(const World &world) {
+  if (world.fileStore.empty()) {
+    return "kiln/";
+  }
+  auto variable = [](const char *name) -> std::string {
+    const char *value = std::getenv(name);
+    return value && *value ? value : "";
+  };
+  std::string attempt = variable("KILN_RUN_ATTEMPT");
+  if (attempt.empty() && world.launcher == "torchrun" &&
+      !variable("MASTER_ADDR").empty()) {
+    attempt = variable("MASTER_ADDR") + ":" + variable("MASTER_PORT");
+  }
+  for (const char *name : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"}) {
+    if (attempt.empty()) {
+      attempt = variable(name);
+    }
+  }
+  if (attempt.empty()) {
+    attempt = "0";
+  }
+  std::replace(attempt.begin(), attempt.end(), '/', '_');
+  return "kiln/attempt-" + attempt + "/";
 }
 
 std::string fileStoreDirectory(const World &world) {
@@ -658,7 +690,7 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
   if (!store) {
     return store.takeError();
   }
-  std::string prefix = attemptPrefix();
+  std::string prefix = attemptPrefix(world);
   llvm::Expected<std::string> rank0 = join(**store, world, prefix);
   if (!rank0) {
     return rank0.takeError();

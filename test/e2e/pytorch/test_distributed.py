@@ -402,6 +402,44 @@ class DistributedTest(unittest.TestCase):
         tcp = self.train(2, 16, "tcp.json", "--steps", "6")
         self.assertEqual(load(self.path("f0.json"))["losses"], tcp["losses"])
 
+    def all_reduce_workers(self, envs):
+        """One process per environment, each joining the group and summing
+        its rank + 1 across it; returns their outputs."""
+        code = ("import kiln, torch; w = kiln.distributed.world(); "
+                "print(float(kiln.distributed.all_reduce(torch.tensor([w.rank + 1.0]), "
+                "mean=False)[0]))")
+        workers = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=HERE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True) for env in envs]
+        outputs = []
+        for w in workers:
+            output, _ = w.communicate(timeout=120)
+            self.assertEqual(w.returncode, 0, output[-3000:])
+            outputs.append(output.strip().splitlines()[-1])
+        return outputs
+
+    def test_workers_of_different_restart_counts_rendezvous(self):
+        # After a node is replaced, torchrun's survivors are on restart 1 and
+        # the newcomer on restart 0: one rendezvous round all the same.
+        port = str(free_port())
+        envs = [dict(self.env, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=port, TORCHELASTIC_RUN_ID="elastic",
+                     TORCHELASTIC_RESTART_COUNT=str(1 - r), KILN_COMM_TIMEOUT="20")
+                for r in range(2)]
+        self.assertEqual(self.all_reduce_workers(envs), ["3.0", "3.0"])
+
+    def test_file_store_rendezvous_reruns_with_the_same_run_id(self):
+        # Two mpirun launches resuming one run (KILN_RUN_ID) share the file
+        # store's directory; each launch is its own attempt.
+        store = "file:" + self.path("rdzv-rerun")
+        for job in ("1234", "1235"):
+            envs = [dict(self.env, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_SIZE="2",
+                         OMPI_COMM_WORLD_LOCAL_RANK=str(r), OMPI_MCA_ess_base_jobid=job,
+                         KILN_RUN_ID="resumed", KILN_RENDEZVOUS=store,
+                         KILN_COMM_TIMEOUT="20")
+                    for r in range(2)]
+            self.assertEqual(self.all_reduce_workers(envs), ["3.0", "3.0"])
+
     def test_two_hosts_share_one_cache(self):
         # Two process trees with different host identities: torchrun
         # multi-node (2 nodes x 2 workers) with the cache on "shared storage".
