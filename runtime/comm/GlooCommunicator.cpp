@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -604,12 +605,18 @@ openStore(const World &world) {
   return std::unique_ptr<gloo::rendezvous::Store>(std::move(*tcp));
 }
 
+/// What the rendezvous learnt of the group.
+struct Joined {
+  /// How rank 0 announced itself ("pid 4711 on host-a").
+  std::string rank0;
+  /// Whether rank 0 or the last rank is on another host than this one.
+  bool otherHosts = false;
+};
+
 /// Every rank announces itself and waits for the others, so that a missing
-/// rank is named here rather than as a Gloo pair timeout. Returns how rank 0
-/// announced itself ("pid 4711 on host-a").
-llvm::Expected<std::string> join(gloo::rendezvous::Store &store,
-                                  const World &world,
-                                  const std::string &prefix) {
+/// rank is named here rather than as a Gloo pair timeout.
+llvm::Expected<Joined> join(gloo::rendezvous::Store &store,
+                            const World &world, const std::string &prefix) {
   std::string me =
       "pid " + std::to_string(::getpid()) + " on " + localHostName();
   std::vector<std::string> keys;
@@ -633,8 +640,16 @@ llvm::Expected<std::string> join(gloo::rendezvous::Store &store,
       store.set(keys[world.rank], std::vector<char>(me.begin(), me.end()));
     }
     store.wait(keys, world.timeout);
-    std::vector<char> rank0 = store.get(keys[0]);
-    return std::string(rank0.begin(), rank0.end());
+    std::vector<char> first = store.get(keys[0]);
+    std::vector<char> last = store.get(keys.back());
+    Joined joined{std::string(first.begin(), first.end())};
+    std::string here = " on " + localHostName();
+    for (llvm::StringRef who :
+         {llvm::StringRef(joined.rank0),
+          llvm::StringRef(last.data(), last.size())}) {
+      joined.otherHosts |= !who.ends_with(here);
+    }
+    return joined;
   } catch (const std::exception &e) {
     std::vector<std::string> missing;
     if (const auto *timeout = dynamic_cast<const StoreTimeout *>(&e)) {
@@ -676,6 +691,28 @@ llvm::Expected<std::string> join(gloo::rendezvous::Store &store,
 
 } // namespace
 
+/// A rank that would advertise a loopback address to peers on other hosts
+/// (a host name that resolves to 127.0.1.1, as Debian sets it up, or
+/// GLOO_SOCKET_IFNAME=lo) says so: its peers cannot reach it, and which
+/// side connects decides whether the job notices. Called when the
+/// rendezvous saw another host.
+void warnOfLoopback(const World &world, llvm::StringRef device,
+                    llvm::StringRef chosenBy) {
+  auto loopback = [](llvm::StringRef address) {
+    return address.starts_with("127.") || address.starts_with("[127.") ||
+           address.contains("::1]") || address == "::1" ||
+           address.starts_with("localhost");
+  };
+  if (loopback(device)) {
+    std::fprintf(stderr,
+                 "kiln: warning: %s advertises the loopback address %s "
+                 "(chosen by %s); ranks on other hosts cannot reach it: set "
+                 "GLOO_SOCKET_IFNAME or KILN_COMM_HOST\n",
+                 world.describe().c_str(), device.str().c_str(),
+                 chosenBy.str().c_str());
+  }
+}
+
 llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
   if (world.size == 1) {
     return std::make_unique<SingleCommunicator>();
@@ -691,35 +728,50 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
     return store.takeError();
   }
   std::string prefix = attemptPrefix(world);
-  llvm::Expected<std::string> rank0 = join(**store, world, prefix);
-  if (!rank0) {
-    return rank0.takeError();
+  llvm::Expected<Joined> joined = join(**store, world, prefix);
+  if (!joined) {
+    return joined.takeError();
   }
   gloo::transport::tcp::attr attr;
+  // How this rank's address was chosen, for the errors and warnings that
+  // name it.
+  std::string chosenBy;
   if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
     attr.iface = iface;
+    chosenBy = std::string("GLOO_SOCKET_IFNAME=") + iface;
   } else if (const char *host = std::getenv("KILN_COMM_HOST");
              host && *host) {
     attr.hostname = host;
+    chosenBy = std::string("KILN_COMM_HOST=") + host;
   } else {
     std::string route =
         world.masterAddr.empty() ? "" : addressTowards(world.masterAddr);
     attr.hostname = route.empty() ? localHostName() : route;
+    chosenBy = route.empty() ? "this host's name"
+                             : "the route to MASTER_ADDR=" + world.masterAddr;
   }
+  std::string address = chosenBy;
   try {
     Rendezvous shared{std::shared_ptr<gloo::rendezvous::Store>(std::move(*store)),
                       gloo::transport::tcp::CreateDevice(attr), prefix};
+    address = shared.device->str() + " (chosen by " + chosenBy + ")";
+    if (joined->otherHosts) {
+      warnOfLoopback(world, shared.device->str(), chosenBy);
+    }
     auto context =
         connectMesh(shared, prefix, world.rank, world.size, world.timeout);
     std::vector<int> members(world.size);
     std::iota(members.begin(), members.end(), 0);
     return std::make_unique<GlooCommunicator>(
         world, std::move(context), std::move(shared), prefix,
-        std::move(*rank0), std::move(members), world.describe());
+        std::move(joined->rank0), std::move(members), world.describe());
   } catch (const std::exception &e) {
-    return llvm::createStringError("connecting the Gloo mesh failed on " +
-                                   world.describe() + ": " +
-                                   oneLine(e.what()));
+    return llvm::createStringError(
+        "connecting the Gloo mesh failed on " + world.describe() +
+        " at address " + address + ": " + oneLine(e.what()) +
+        "; if the other hosts cannot reach that address, set "
+        "GLOO_SOCKET_IFNAME to an interface they reach, or KILN_COMM_HOST "
+        "to this host's address on it");
   }
 }
 

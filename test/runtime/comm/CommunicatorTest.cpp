@@ -25,7 +25,8 @@ const char *const kVariables[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
     "KILN_RENDEZVOUS", "KILN_COMM_TIMEOUT", "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "GLOO_SOCKET_IFNAME",
+    "KILN_COMM_HOST", "KILN_RUN_ATTEMPT"};
 
 /// Clears every variable World reads, and restores them afterwards.
 class CommTest : public ::testing::Test {
@@ -317,6 +318,37 @@ TEST_F(CommTest, SubgroupsMustHoldTheirRank) {
             "the tensor group of rank 0 must list distinct ranks below 1, "
             "this one among them");
   EXPECT_TRUE(static_cast<bool>((*comm)->subgroup({0}, "tensor")));
+}
+
+TEST_F(CommTest, MeshFailureNamesTheAddressAndWhatChoseIt) {
+  ::setenv("GLOO_SOCKET_IFNAME", "nosuch0", 1);
+  int port = freePort();
+  std::vector<std::string> errors(2);
+  runGroup({tcpWorld(0, 2, port, 5), tcpWorld(1, 2, port, 5)},
+           [&](int rank, llvm::Expected<std::unique_ptr<Communicator>> comm) {
+             ASSERT_FALSE(static_cast<bool>(comm));
+             errors[rank] = llvm::toString(comm.takeError());
+           });
+  // Rank 0 fails as it makes its device; rank 1 the same way, or, when
+  // rank 0 (which serves the store) is gone first, on the store.
+  EXPECT_TRUE(errors[1].find("at address GLOO_SOCKET_IFNAME=nosuch0") !=
+                  std::string::npos ||
+              errors[1].find("closed the connection (did rank 0 exit?)") !=
+                  std::string::npos)
+      << errors[1];
+  for (const std::string &error : {errors[0]}) {
+    EXPECT_NE(error.find("connecting the Gloo mesh failed on rank "),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("at address GLOO_SOCKET_IFNAME=nosuch0"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("set GLOO_SOCKET_IFNAME to an interface they reach, "
+                         "or KILN_COMM_HOST"),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
 }
 
 TEST_F(CommTest, RendezvousTimeoutNamesTheMissingRank) {
