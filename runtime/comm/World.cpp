@@ -79,6 +79,19 @@ llvm::Expected<World> World::fromEnvironment() {
     world.launcher = "torchrun";
   }
 
+  // `kiln precompile --world-sizes` collects the graphs of several sizes:
+  // while collecting (nothing connects), the group is the size it names.
+  if (const char *collect = variable("KILN_COLLECT_WORLD_SIZE");
+      collect && llvm::StringRef(variable("KILN_EXTRACT_GRAPHS_ONLY")
+                                     ? variable("KILN_EXTRACT_GRAPHS_ONLY")
+                                     : "") == "1") {
+    if (auto e = readInt("KILN_COLLECT_WORLD_SIZE", world.size, 1, kMaxRanks)) {
+      return std::move(e);
+    }
+    world.rank %= world.size;
+    world.localRank %= world.size;
+  }
+
   int timeoutSeconds = 300;
   if (auto e = readInt("KILN_COMM_TIMEOUT", timeoutSeconds, 1, 86400)) {
     return std::move(e);

@@ -202,16 +202,21 @@ std::string minutesSeconds(double seconds) {
 } // namespace
 
 llvm::Expected<int> collectGraphs(llvm::ArrayRef<std::string> command,
-                                  const PrecompileOptions &options) {
+                                  const PrecompileOptions &options,
+                                  int worldSize) {
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
     llvm::StringRef entry(*e);
     if (entry.starts_with("KILN_EXTRACT_GRAPHS_ONLY=") ||
         entry.starts_with("KILN_GRAPHS_DIR=") ||
-        entry.starts_with("KILN_CACHE_URL=")) {
+        entry.starts_with("KILN_CACHE_URL=") ||
+        entry.starts_with("KILN_COLLECT_WORLD_SIZE=")) {
       continue;
     }
     env.push_back(entry.str());
+  }
+  if (worldSize > 0) {
+    env.push_back("KILN_COLLECT_WORLD_SIZE=" + std::to_string(worldSize));
   }
   env.push_back("KILN_EXTRACT_GRAPHS_ONLY=1");
   env.push_back("KILN_GRAPHS_DIR=" + options.graphsDir);

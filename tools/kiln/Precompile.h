@@ -32,6 +32,9 @@ struct PrecompileOptions {
   std::string reportPath;
   /// Print a live progress line (a terminal) or one line per graph.
   bool live = false;
+  /// Collect once per world size, each run seeing that many workers
+  /// (KILN_COLLECT_WORLD_SIZE); empty: the command's own.
+  std::vector<int> worldSizes;
 };
 
 /// One collected graph and what compiling it did.
@@ -49,11 +52,12 @@ struct GraphJob {
   int attempts = 0;
 };
 
-/// Runs `command` with KILN_EXTRACT_GRAPHS_ONLY=1 and KILN_GRAPHS_DIR set;
-/// returns its exit status (128 + signal when killed), or an error when it
-/// could not start.
+/// Runs `command` with KILN_EXTRACT_GRAPHS_ONLY=1 and KILN_GRAPHS_DIR set
+/// (and KILN_COLLECT_WORLD_SIZE=`worldSize`, when above 0); returns its exit
+/// status (128 + signal when killed), or an error when it could not start.
 llvm::Expected<int> collectGraphs(llvm::ArrayRef<std::string> command,
-                                  const PrecompileOptions &options);
+                                  const PrecompileOptions &options,
+                                  int worldSize = 0);
 
 /// Every graph in the graphs directory, one per key, sorted by key.
 /// Unreadable graphs come back as failed jobs naming the file.

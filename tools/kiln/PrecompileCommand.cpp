@@ -48,6 +48,9 @@ unique graph into the cache in parallel.
   --timeout SECONDS     per-graph compile time limit, > 0 (default 3600)
   --keep-going          compile the rest after a failure
   --retry-failed        compile graphs the cache remembers as failed
+  --world-sizes A,B,... collect once per world size (a job that resizes,
+                        as elastic training does): each run's workers see
+                        that many workers in all (KILN_COLLECT_WORLD_SIZE)
   --shard I/N           compile only shard I of N (0-based), for job arrays
   --report FILE         write a JSON report: graph, key, status, seconds, bytes
   --no-progress         one line per graph instead of a live progress line
@@ -185,6 +188,25 @@ applyOption(llvm::StringRef name, llvm::StringRef arg,
         options.shardIndex < 0 || options.shardIndex >= options.shardCount) {
       return usageError("--shard takes I/N with 0 <= I < N, e.g. 0/4");
     }
+  } else if (name == "--world-sizes") {
+    auto v = value();
+    llvm::SmallVector<llvm::StringRef> sizes;
+    if (v) {
+      llvm::StringRef(*v).split(sizes, ',');
+    }
+    options.worldSizes.clear();
+    for (llvm::StringRef size : sizes) {
+      int n = 0;
+      if (size.trim().getAsInteger(10, n) || n < 1) {
+        return usageError("--world-sizes takes positive integers joined by "
+                          "commas, e.g. 1,2,4");
+      }
+      options.worldSizes.push_back(n);
+    }
+    if (options.worldSizes.empty()) {
+      return usageError("--world-sizes takes positive integers joined by "
+                        "commas, e.g. 1,2,4");
+    }
   } else if (name == "--report") {
     auto v = value();
     if (!v) {
@@ -319,13 +341,21 @@ int collectAndCompile(const Request &request) {
   double start = now();
   int collectStatus = 0;
   if (request.collects()) {
-    llvm::errs() << "precompile: collecting graphs: "
-                 << llvm::join(request.training, " ") << "\n";
-    auto status = collectGraphs(request.training, options);
-    if (!status) {
-      return reportError(status.takeError());
+    std::vector<int> sizes = options.worldSizes;
+    if (sizes.empty()) {
+      sizes.push_back(0); // the command's own
     }
-    collectStatus = *status;
+    for (int size : sizes) {
+      llvm::errs() << "precompile: collecting graphs"
+                   << (size > 0 ? " at world size " + std::to_string(size)
+                                : std::string())
+                   << ": " << llvm::join(request.training, " ") << "\n";
+      auto status = collectGraphs(request.training, options, size);
+      if (!status) {
+        return reportError(status.takeError());
+      }
+      collectStatus = collectStatus ? collectStatus : *status;
+    }
   }
   auto jobs = listGraphs(options);
   if (!jobs) {

@@ -236,6 +236,30 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(four["stats"]["compiles"], 0)
         self.assertEqual(four["stats"]["hits"], 1)
 
+    def test_resized_job_resumes_where_the_data_stopped_from_precompiled_graphs(self):
+        # A job of 4 checkpoints at step 8 and stops; it restarts with 2
+        # workers (a node left), which `kiln precompile --world-sizes 2,4`
+        # compiled ahead: the resize is reported, no graph is compiled, and
+        # the data order goes on at the sample the 4 workers had reached.
+        out = subprocess.run([KILN, "precompile", "--no-progress", "--world-sizes", "2,4",
+                              "--", *self.torchrun(4, "--batch", "8", "--steps", "3")],
+                             env=self.env, cwd=HERE, capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("collecting graphs at world size 2", out.stderr)
+        checkpoints = self.path("resize-checkpoints")
+        self.train(4, 8, "four.json", "--steps", "8", "--checkpoints", checkpoints,
+                   "--every", "4")
+        two = self.run_ok(self.torchrun(2, "--batch", "8", "--steps", "12", "--out",
+                                        self.path("two.json"), "--checkpoints",
+                                        checkpoints, "--every", "4"))
+        self.assertIn("kiln: resized from 4 to 2 data-parallel workers: resumed from the "
+                      "step-8 checkpoint at sample 256 of the data order (epoch 0), "
+                      "global batch 32 -> 16", two.stdout + two.stderr)
+        self.assertIn("kiln: the step's graph for this size came from the cache",
+                      two.stdout + two.stderr)
+        self.assertEqual(load(self.path("two.json"))["stats"]["compiles"], 0)
+
     def test_killed_worker_resumes_from_the_last_checkpoint(self):
         reference = self.train(2, 8, "reference.json", "--steps", "24")
         pids, checkpoints = self.path("pids"), self.path("checkpoints")

@@ -94,6 +94,7 @@ class Slow:
 
     def __init__(self, loader):
         self.loader = loader
+        self.batch_size = loader.batch_size
 
     def __len__(self):
         return len(self.loader)

@@ -26,7 +26,8 @@ const char *const kVariables[] = {
     "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
     "KILN_RENDEZVOUS", "KILN_COMM_TIMEOUT", "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "GLOO_SOCKET_IFNAME",
-    "KILN_COMM_HOST", "KILN_RUN_ATTEMPT"};
+    "KILN_COMM_HOST", "KILN_RUN_ATTEMPT", "KILN_EXTRACT_GRAPHS_ONLY",
+    "KILN_COLLECT_WORLD_SIZE"};
 
 /// Clears every variable World reads, and restores them afterwards.
 class CommTest : public ::testing::Test {
@@ -128,6 +129,24 @@ TEST_F(CommTest, ReadsTorchrunAndMpiEnvironments) {
   EXPECT_EQ(world->launcher, "mpirun");
   EXPECT_EQ(world->rank, 1);
   EXPECT_EQ(world->fileStore, "/shared/rdzv");
+}
+
+TEST_F(CommTest, CollectionSeesTheWorldSizePrecompileAsksFor) {
+  ::setenv("RANK", "3", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("KILN_COLLECT_WORLD_SIZE", "2", 1);
+  // Outside collection the launcher's size stands.
+  auto running = World::fromEnvironment();
+  ASSERT_TRUE(static_cast<bool>(running));
+  EXPECT_EQ(running->size, 4);
+  ::setenv("KILN_EXTRACT_GRAPHS_ONLY", "1", 1);
+  auto collecting = World::fromEnvironment();
+  ASSERT_TRUE(static_cast<bool>(collecting));
+  EXPECT_EQ(collecting->size, 2);
+  EXPECT_EQ(collecting->rank, 1);
+  ::setenv("KILN_COLLECT_WORLD_SIZE", "0", 1);
+  EXPECT_EQ(llvm::toString(World::fromEnvironment().takeError()),
+            "KILN_COLLECT_WORLD_SIZE='0' is not an integer in [1, 1048576]");
 }
 
 TEST_F(CommTest, BadEnvironmentsNameTheVariable) {
