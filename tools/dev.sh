@@ -30,6 +30,8 @@ PACKAGES=(
   # eager comparisons in the tests would be ~20x slower.
   libopenblas0-pthread
   libgloo-dev fortunes-min
+  # mpirun, which the distributed tests launch workers with beside torchrun.
+  openmpi-bin
   dataset-fashion-mnist
 )
 

@@ -442,6 +442,22 @@ class DistributedTest(unittest.TestCase):
             outputs.append(output.strip().splitlines()[-1])
         return outputs
 
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun is not installed (openmpi-bin)")
+    def test_mpirun_workers_match_torchrun_workers(self):
+        # Open MPI's own variables describe the group; the rendezvous address
+        # travels with -x. On this 2-core machine the workers oversubscribe.
+        env = dict(self.env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                   OMPI_MCA_rmaps_base_oversubscribe="1")
+        self.run_ok(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                     "-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH",
+                     "-x", "KILN_CACHE_URL", "-x", "OMP_NUM_THREADS",
+                     sys.executable, WORKER, "--batch", "8", "--steps", "6",
+                     "--out", self.path("mpi.json")], env=env)
+        mpi = load(self.path("mpi.json"))
+        self.assertEqual(mpi["world"], 2)
+        tcp = self.train(2, 8, "torchrun.json", "--steps", "6")
+        self.assertEqual(mpi["losses"], tcp["losses"])
+
     def test_workers_of_different_restart_counts_rendezvous(self):
         # After a node is replaced, torchrun's survivors are on restart 1 and
         # the newcomer on restart 0: one rendezvous round all the same.
