@@ -691,24 +691,35 @@ llvm::Expected<Joined> join(gloo::rendezvous::Store &store,
 
 } // namespace
 
+/// The address in Gloo's description of a TCP device ("tcp, pci=,
+/// iface=lo, speed=-1, addr=[127.0.0.1]"), or the whole description.
+std::string deviceAddress(llvm::StringRef device) {
+  size_t at = device.find("addr=[");
+  if (at == llvm::StringRef::npos) {
+    return device.str();
+  }
+  llvm::StringRef rest = device.drop_front(at + 6);
+  return rest.take_until([](char c) { return c == ']'; }).str();
+}
+
 /// A rank that would advertise a loopback address to peers on other hosts
 /// (a host name that resolves to 127.0.1.1, as Debian sets it up, or
 /// GLOO_SOCKET_IFNAME=lo) says so: its peers cannot reach it, and which
 /// side connects decides whether the job notices. Called when the
 /// rendezvous saw another host.
-void warnOfLoopback(const World &world, llvm::StringRef device,
+void warnOfLoopback(const World &world, llvm::StringRef address,
                     llvm::StringRef chosenBy) {
   auto loopback = [](llvm::StringRef address) {
     return address.starts_with("127.") || address.starts_with("[127.") ||
            address.contains("::1]") || address == "::1" ||
            address.starts_with("localhost");
   };
-  if (loopback(device)) {
+  if (loopback(address)) {
     std::fprintf(stderr,
                  "kiln: warning: %s advertises the loopback address %s "
                  "(chosen by %s); ranks on other hosts cannot reach it: set "
                  "GLOO_SOCKET_IFNAME or KILN_COMM_HOST\n",
-                 world.describe().c_str(), device.str().c_str(),
+                 world.describe().c_str(), address.str().c_str(),
                  chosenBy.str().c_str());
   }
 }
@@ -754,9 +765,10 @@ llvm::Expected<std::unique_ptr<Communicator>> connect(const World &world) {
   try {
     Rendezvous shared{std::shared_ptr<gloo::rendezvous::Store>(std::move(*store)),
                       gloo::transport::tcp::CreateDevice(attr), prefix};
-    address = shared.device->str() + " (chosen by " + chosenBy + ")";
+    std::string advertised = deviceAddress(shared.device->str());
+    address = advertised + " (chosen by " + chosenBy + ")";
     if (joined->otherHosts) {
-      warnOfLoopback(world, shared.device->str(), chosenBy);
+      warnOfLoopback(world, advertised, chosenBy);
     }
     auto context =
         connectMesh(shared, prefix, world.rank, world.size, world.timeout);

@@ -506,6 +506,76 @@ class DistributedTest(unittest.TestCase):
         self.assertEqual(len(artifacts), 1, artifacts)
 
 
+class NetworkNamespaceTest(unittest.TestCase):
+    """Two hosts as two network namespaces joined by a veth pair, each with
+    its own host name: the ranks reach each other over a network, not over
+    loopback."""
+
+    setUp, tearDown = DistributedTest.setUp, DistributedTest.tearDown
+    path, run_ok = DistributedTest.path, DistributedTest.run_ok
+    torchrun, train = DistributedTest.torchrun, DistributedTest.train
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            raise unittest.SkipTest("network namespaces need root and iproute2")
+        tag = f"{os.getpid() % 100000}"
+        cls.hosts = [f"kiln{tag}h{i}" for i in range(2)]
+        subnet = 64 + os.getpid() % 128
+        cls.addresses = [f"10.{subnet}.0.{i + 1}" for i in range(2)]
+        commands = [["ip", "netns", "add", h] for h in cls.hosts] + [
+            ["ip", "link", "add", f"k{tag}a", "netns", cls.hosts[0], "type", "veth",
+             "peer", "name", f"k{tag}b", "netns", cls.hosts[1]]]
+        for host, link, address in zip(cls.hosts, (f"k{tag}a", f"k{tag}b"), cls.addresses):
+            commands += [["ip", "-n", host, "addr", "add", address + "/24", "dev", link],
+                         ["ip", "-n", host, "link", "set", link, "up"],
+                         ["ip", "-n", host, "link", "set", "lo", "up"]]
+        for command in commands:
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                cls.tearDownClass()
+                raise unittest.SkipTest(f"this machine does not allow network namespaces "
+                                        f"({' '.join(command)}: {result.stderr.strip()})")
+
+    @classmethod
+    def tearDownClass(cls):
+        for host in getattr(cls, "hosts", []):
+            subprocess.run(["ip", "netns", "del", host], capture_output=True)
+
+    def on_hosts(self, *args, env=None, timeout=300):
+        """Node i of a 2-node torchrun job runs in namespace i; returns the
+        nodes' (returncode, output)."""
+        port = free_port()
+        nodes = []
+        for node, host in enumerate(self.hosts):
+            command = ["ip", "netns", "exec", host, "unshare", "--uts", "sh", "-c",
+                       f'hostname {host} && exec "$@"', "sh",
+                       sys.executable, "-m", "kiln.torchrun",
+                       "--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "2",
+                       "--master_addr", self.addresses[0], "--master_port", str(port),
+                       WORKER, *args, "--out", self.path(f"node{node}.json")]
+            nodes.append(subprocess.Popen(
+                command, env=dict(env or self.env, KILN_HOST_ID=f"host-{node}"), cwd=HERE,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        return [(n.wait(timeout=timeout), n.communicate()[0]) for n in nodes]
+
+    def test_two_hosts_over_a_network_match_one_host(self):
+        for code, output in self.on_hosts("--batch", "8", "--steps", "10"):
+            self.assertEqual(code, 0, output[-3000:])
+        two_hosts = load(self.path("node0.json"))
+        one_host = self.train(4, 8, "one-host.json", "--steps", "10")
+        self.assertEqual(two_hosts["losses"], one_host["losses"])
+        artifacts = glob.glob(os.path.join(self.cache, "**", "*.kneff"), recursive=True)
+        self.assertEqual(len(artifacts), 1, artifacts)
+
+    def test_a_wrong_interface_is_named(self):
+        env = dict(self.env, GLOO_SOCKET_IFNAME="lo", KILN_COMM_TIMEOUT="10")
+        outputs = "\n".join(output for _, output in
+                            self.on_hosts("--batch", "8", "--steps", "2", env=env))
+        self.assertIn("(chosen by GLOO_SOCKET_IFNAME=lo)", outputs)
+        self.assertIn("advertises the loopback address", outputs)
+
+
 class CheckpointFileTest(unittest.TestCase):
     """The checkpoint directory's files, without training."""
 
