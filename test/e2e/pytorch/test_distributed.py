@@ -542,18 +542,30 @@ class NetworkNamespaceTest(unittest.TestCase):
         for host in getattr(cls, "hosts", []):
             subprocess.run(["ip", "netns", "del", host], capture_output=True)
 
+    def in_host(self, node, command):
+        """`command` run on host `node`: in its network namespace, under its
+        own host name, with an /etc/hosts (bind-mounted in a mount namespace
+        of its own) that resolves both hosts' names, as a cluster's DNS would."""
+        hosts = self.path("hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n" + "".join(
+                f"{address} {name}\n" for name, address in zip(self.hosts, self.addresses)))
+        host = self.hosts[node]
+        return ["ip", "netns", "exec", host, "unshare", "--uts", "--mount", "sh", "-c",
+                f'mount --bind {hosts} /etc/hosts && hostname {host} && exec "$@"', "sh",
+                *command]
+
     def on_hosts(self, *args, env=None, timeout=300):
         """Node i of a 2-node torchrun job runs in namespace i; returns the
         nodes' (returncode, output)."""
         port = free_port()
         nodes = []
         for node, host in enumerate(self.hosts):
-            command = ["ip", "netns", "exec", host, "unshare", "--uts", "sh", "-c",
-                       f'hostname {host} && exec "$@"', "sh",
-                       sys.executable, "-m", "kiln.torchrun",
-                       "--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "2",
-                       "--master_addr", self.addresses[0], "--master_port", str(port),
-                       WORKER, *args, "--out", self.path(f"node{node}.json")]
+            command = self.in_host(node, [
+                sys.executable, "-m", "kiln.torchrun",
+                "--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "2",
+                "--master_addr", self.addresses[0], "--master_port", str(port),
+                WORKER, *args, "--out", self.path(f"node{node}.json")])
             nodes.append(subprocess.Popen(
                 command, env=dict(env or self.env, KILN_HOST_ID=f"host-{node}"), cwd=HERE,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -567,6 +579,69 @@ class NetworkNamespaceTest(unittest.TestCase):
         self.assertEqual(two_hosts["losses"], one_host["losses"])
         artifacts = glob.glob(os.path.join(self.cache, "**", "*.kneff"), recursive=True)
         self.assertEqual(len(artifacts), 1, artifacts)
+
+    def elastic_node(self, node, port, out, *args):
+        """One node of an elastic torchrun job (1 to 2 nodes of 2 workers,
+        c10d rendezvous on host 0) in its namespace, in a session of its
+        own so that the test can kill the whole node."""
+        command = self.in_host(node, [
+            sys.executable, "-m", "kiln.torchrun", "--nnodes", "1:2",
+            "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"{self.hosts[0]}:{port}", "--rdzv_id", "elastic",
+            "--rdzv_conf", "last_call_timeout=3", "--max_restarts", "3",
+            "--monitor_interval", "1",
+            WORKER, "--batch", "8", "--out", self.path(out), *args])
+        return subprocess.Popen(command, env=dict(self.env, KILN_COMM_TIMEOUT="15"),
+                                cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+
+    def test_elastic_job_loses_a_host_and_takes_a_replacement(self):
+        # Both sizes precompiled; then 2 hosts train, host 1 is killed (its
+        # agent and workers, -9), host 0 goes on alone from the last
+        # checkpoint, and a replacement host 1 joins: the job returns to 4
+        # workers, whose survivors are on restart 2 and the newcomer on 0.
+        out = subprocess.run([KILN, "precompile", "--no-progress", "--world-sizes", "2,4",
+                              "--", *self.torchrun(2, "--batch", "8", "--steps", "2")],
+                             env=self.env, cwd=HERE, capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        port = free_port()
+        checkpoints = self.path("elastic-checkpoints")
+        args = ("--steps", "40", "--checkpoints", checkpoints, "--every", "4",
+                "--step-delay", "0.25")
+        first = self.elastic_node(0, port, "elastic.json", *args)
+        doomed = self.elastic_node(1, port, "elastic1.json", *args)
+        replacement = None
+        try:
+            deadline = time.time() + 180
+            while not os.path.exists(os.path.join(checkpoints, "step-00000008.kckpt")):
+                if first.poll() is not None:
+                    self.fail("host 0 ended before host 1 was killed:\n" +
+                              first.communicate()[0][-4000:])
+                self.assertLess(time.time(), deadline, "no checkpoint appeared")
+                time.sleep(0.1)
+            os.killpg(doomed.pid, signal.SIGKILL)
+            doomed.communicate()
+            deadline = time.time() + 180
+            while not glob.glob(os.path.join(checkpoints, "step-000000[12]*.kckpt")):
+                self.assertIsNone(first.poll(), "host 0 did not go on alone")
+                self.assertLess(time.time(), deadline, "host 0 made no checkpoint alone")
+                time.sleep(0.1)
+            replacement = self.elastic_node(1, port, "elastic1.json", *args)
+            output, _ = first.communicate(timeout=300)
+            replacement.communicate(timeout=120)
+        finally:
+            for node in (first, doomed, replacement):
+                if node is not None and node.poll() is None:
+                    os.killpg(node.pid, signal.SIGKILL)
+                    node.communicate()
+        self.assertEqual(first.returncode, 0, output[-4000:])
+        self.assertIn("kiln: resized from 4 to 2 data-parallel workers", output)
+        self.assertIn("kiln: resized from 2 to 4 data-parallel workers", output)
+        self.assertNotIn("was compiled at train time", output)
+        run = load(self.path("elastic.json"))
+        self.assertEqual(run["world"], 4)
+        self.assertEqual(len(run["losses"]), 40)
 
     def test_a_wrong_interface_is_named(self):
         env = dict(self.env, GLOO_SOCKET_IFNAME="lo", KILN_COMM_TIMEOUT="10")
