@@ -34,13 +34,14 @@ docs/distributed.md, "Tensor parallelism", is the guide.
 """
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
 
 from . import _kiln, distributed
 
-TENSOR, DATA = "tensor", "data"
+TENSOR = "tensor"
 
 #: The attribute a sharded parameter carries: the dimension its tensor-
 #: parallel group splits (``compile_step`` and checkpoints read it).
@@ -73,7 +74,6 @@ def tensor_parallel_size():
     """Workers of this worker's tensor-parallel group."""
     global _tensor_parallel
     if _tensor_parallel is None:
-        import os
         initialize(int(os.environ.get("KILN_TENSOR_PARALLEL", "1") or 1))
     return _tensor_parallel
 
