@@ -30,8 +30,9 @@ PACKAGES=(
   # eager comparisons in the tests would be ~20x slower.
   libopenblas0-pthread
   libgloo-dev fortunes-min
-  # mpirun, which the distributed tests launch workers with beside torchrun.
-  openmpi-bin
+  # mpirun, which the distributed tests launch workers with beside torchrun,
+  # and etcd with torch's client, an elastic rendezvous they test.
+  openmpi-bin etcd-server python3-etcd
   dataset-fashion-mnist
 )
 
