@@ -211,7 +211,7 @@ public:
                    Rendezvous shared, std::string prefix, std::string rank0,
                    std::vector<int> members, std::string where)
       : world(std::move(world)), context(std::move(context)),
-        shared(std::move(shared)), store(this->shared.store),
+        shared(std::move(shared)),
         prefix(std::move(prefix)), rank0(std::move(rank0)),
         members(std::move(members)), where(std::move(where)) {}
 
@@ -220,6 +220,9 @@ public:
     auto mine = checkSubgroup(group, world.rank, members.size(), name);
     if (!mine) {
       return mine.takeError();
+    }
+    if (group.size() == 1) {
+      return std::make_unique<SingleCommunicator>();
     }
     std::vector<int> jobRanks;
     for (int r : group) {
@@ -400,10 +403,10 @@ private:
     if (who.empty()) {
       try {
         std::string key = joinKey(shared.attempt, members[rank]);
-        if (auto *tcp = dynamic_cast<TcpStore *>(store.get())) {
+        if (auto *tcp = dynamic_cast<TcpStore *>(store())) {
           who = tcp->lookup(key, deadline).value_or("");
-        } else if (isSet(*store, key, deadline)) {
-          std::vector<char> value = store->get(key);
+        } else if (isSet(*store(), key, deadline)) {
+          std::vector<char> value = store()->get(key);
           who.assign(value.begin(), value.end());
         }
       } catch (const std::exception &) {
@@ -436,12 +439,12 @@ private:
       }
     }
     try {
-      setKey(*store, key(world.rank), std::to_string(::getpid()),
+      setKey(*store(), key(world.rank), std::to_string(::getpid()),
              Clock::now() + grace);
     } catch (const std::exception &) {
       // Rank 0 serves a TCP store: it does not answer when rank 0 is
       // stopped or gone.
-      if (world.rank == 0 || !dynamic_cast<TcpStore *>(store.get())) {
+      if (world.rank == 0 || !dynamic_cast<TcpStore *>(store())) {
         return std::nullopt;
       }
       return identify(0, Clock::now()) +
@@ -454,7 +457,7 @@ private:
       while (!silent.empty() && Clock::now() < end) {
         std::vector<int> still;
         for (int r : silent) {
-          if (!isSet(*store, key(r), Clock::now() + grace)) {
+          if (!isSet(*store(), key(r), Clock::now() + grace)) {
             still.push_back(r);
             if (!names.count(r)) {
               names[r] = identify(r, Clock::now() + grace);
@@ -477,10 +480,11 @@ private:
     return list;
   }
 
+  gloo::rendezvous::Store *store() const { return shared.store.get(); }
+
   World world;
   std::shared_ptr<gloo::Context> context;
   Rendezvous shared;
-  std::shared_ptr<gloo::rendezvous::Store> store;
   /// This group's keys in the store.
   std::string prefix;
   /// Rank 0's identity, read at rendezvous: the store may not answer when

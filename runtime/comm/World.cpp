@@ -81,10 +81,9 @@ llvm::Expected<World> World::fromEnvironment() {
 
   // `kiln precompile --world-sizes` collects the graphs of several sizes:
   // while collecting (nothing connects), the group is the size it names.
-  if (const char *collect = variable("KILN_COLLECT_WORLD_SIZE");
-      collect && llvm::StringRef(variable("KILN_EXTRACT_GRAPHS_ONLY")
-                                     ? variable("KILN_EXTRACT_GRAPHS_ONLY")
-                                     : "") == "1") {
+  const char *collecting = variable("KILN_EXTRACT_GRAPHS_ONLY");
+  if (variable("KILN_COLLECT_WORLD_SIZE") && collecting &&
+      llvm::StringRef(collecting) == "1") {
     if (auto e = readInt("KILN_COLLECT_WORLD_SIZE", world.size, 1, kMaxRanks)) {
       return std::move(e);
     }

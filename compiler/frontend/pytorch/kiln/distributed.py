@@ -96,13 +96,11 @@ def communicator(group="data"):
     if group not in _communicators:
         world_communicator = _communicators["world"]
         tensor, data = _layout().groups()
-        if len(tensor) == 1:
-            _communicators["tensor"] = world_communicator.subgroup(tensor, "tensor")
-            _communicators["data"] = world_communicator
-        else:
-            # Every rank joins both of its groups, in one order.
-            _communicators["tensor"] = world_communicator.subgroup(tensor, "tensor")
-            _communicators["data"] = world_communicator.subgroup(data, "data")
+        # Every rank joins both of its groups, in one order. Without tensor
+        # parallelism the data-parallel group is the whole job.
+        _communicators["tensor"] = world_communicator.subgroup(tensor, "tensor")
+        _communicators["data"] = (world_communicator if len(tensor) == 1
+                                  else world_communicator.subgroup(data, "data"))
     return _communicators[group]
 
 
