@@ -52,6 +52,17 @@ llvm::Expected<artifact::Artifact> bindArtifact(std::string &bytes,
 /// once, not once a graph.
 std::atomic<bool> warnedUnwritable{false};
 
+/// Set by the first remote failure (unreachable, timeouts, 403, 5xx): the
+/// process has warned once and uses its local tier from then on.
+std::atomic<bool> remoteDown{false};
+
+void remoteTrouble(llvm::Error error) {
+  std::string why = llvm::toString(std::move(error));
+  if (!remoteDown.exchange(true)) {
+    warn(why + "; going on with the local tier only");
+  }
+}
+
 } // namespace
 
 std::string Stats::toJson() const {
@@ -65,7 +76,9 @@ std::string Stats::toJson() const {
                        {"lease_wait_seconds", leaseWaitSeconds},
                        {"compile_seconds", compileSeconds},
                        {"bytes_read", bytesRead},
-                       {"bytes_written", bytesWritten}};
+                       {"bytes_written", bytesWritten},
+                       {"remote_hits", remoteHits},
+                       {"uploads", uploads}};
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(o));
   return text;
@@ -109,7 +122,82 @@ llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
                                    "' is damaged: " + llvm::join(damage, "; ") +
                                    " (kiln cache doctor)");
   }
-  return Cache(std::move(*opened), leases, get);
+  Cache cache(std::move(*opened), leases, get);
+  if (isRemoteUrl(root) && !remoteDown) {
+    auto tier = RemoteTier::open(root);
+    if (!tier) {
+      remoteTrouble(tier.takeError());
+    } else {
+      cache.remote = std::move(*tier);
+    }
+  }
+  return cache;
+}
+
+RemoteTier *Cache::remoteTier() const {
+  return remoteDown ? nullptr : remote.get();
+}
+
+std::string Cache::remotePath(const Key &key) const {
+  return llvm::StringRef(files.objectPath(key.hex))
+      .drop_front(files.root().size() + 1)
+      .str();
+}
+
+std::optional<artifact::Artifact>
+Cache::fetchRemote(const Key &key, const CompileOptions &options) {
+  RemoteTier *tier = remoteTier();
+  if (!tier) {
+    return std::nullopt;
+  }
+  std::string path = remotePath(key);
+  auto fetched = tier->get(path);
+  if (!fetched) {
+    remoteTrouble(fetched.takeError());
+    return std::nullopt;
+  }
+  if (!*fetched) {
+    return std::nullopt;
+  }
+  std::string origin = "remote object '" + tier->url() + "/" + path + "'";
+  auto loaded = artifact::readArtifact(**fetched, origin, options.target);
+  llvm::Error bad = loaded ? checkBinding(*loaded, key.hex, origin)
+                           : loaded.takeError();
+  if (bad) {
+    // Reported and never used; the compile that follows uploads a good
+    // object over it.
+    warn("corrupt " + origin + ": " + llvm::toString(std::move(bad)) +
+         "; not used, recompiling");
+    ++counters.corrupt;
+    record({"corrupt", key.hex});
+    return std::nullopt;
+  }
+  ++counters.remoteHits;
+  counters.bytesRead += static_cast<int64_t>((*fetched)->size());
+  // Keep a copy in the local tier and serve it from there (mapped, as any
+  // local hit); a local tier that takes no writes serves it from memory.
+  if (!files.options().readOnly) {
+    auto kept = files.publish(files.objectPath(key.hex), **fetched);
+    if (!kept) {
+      llvm::consumeError(kept.takeError());
+    } else if (Lookup local = files.loadObject(key.hex);
+               local.state == Lookup::State::Valid) {
+      return std::move(local.artifact);
+    }
+  }
+  return std::move(*loaded);
+}
+
+void Cache::upload(const Key &key, llvm::StringRef bytes) {
+  RemoteTier *tier = remoteTier();
+  if (!tier || files.options().readOnly) {
+    return;
+  }
+  if (llvm::Error error = tier->put(remotePath(key), bytes)) {
+    remoteTrouble(std::move(error));
+    return;
+  }
+  ++counters.uploads;
 }
 
 llvm::Expected<Cache> Cache::openDefault() { return open(defaultRoot()); }
@@ -154,6 +242,7 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
     result.notPublished = std::move(*notPublishing);
     return result;
   }
+  upload(result.key, *bytes);
   // The artifact first, then its graph: an object never refers to anything
   // that is not there yet, and a graph alone is harmless.
   auto published = files.publish(files.objectPath(result.key.hex), *bytes);
@@ -245,6 +334,11 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
     }
     if (!missed) {
       missed = true;
+      if (auto fetched = fetchRemote(*key, options)) {
+        ++counters.hits;
+        record({"hit", key->hex});
+        return Result{std::move(*fetched), std::move(*key), Outcome::Hit, 0};
+      }
       ++counters.misses;
       record({"miss", key->hex});
     }

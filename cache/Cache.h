@@ -6,6 +6,12 @@
 // miss takes the key's single-flight lease and compiles; everyone else who
 // misses the same key waits for that compile and loads its result.
 //
+// A cache root may be a remote tier (s3://, http(s)://, Remote.h) with a
+// local directory in front of it: a local miss asks the remote, verifies
+// what comes back and keeps a copy; a compile publishes locally, then
+// uploads. Remote trouble costs one warning per process, after which the
+// process uses its local tier alone.
+//
 // Compiles run in-process, through the compile function the caller passes
 // (the compiler library's compile()). In-process costs no exec, no
 // serialization and no second load of the compiler, which matters because a
@@ -21,6 +27,7 @@
 #include "cache/Index.h"
 #include "cache/Key.h"
 #include "cache/Lease.h"
+#include "cache/Remote.h"
 #include "cache/Store.h"
 
 #include <functional>
@@ -54,6 +61,8 @@ struct Stats {
           corrupt = 0, leaseWaits = 0;
   double leaseWaitSeconds = 0, compileSeconds = 0;
   int64_t bytesRead = 0, bytesWritten = 0;
+  /// Of the hits, those the remote tier served; uploads to it.
+  int64_t remoteHits = 0, uploads = 0;
   std::string toJson() const;
 };
 
@@ -88,10 +97,22 @@ public:
 
   const Store &store() const { return files; }
   const Stats &stats() const { return counters; }
+  /// The remote tier behind the local directory, if the root named one and
+  /// it has worked so far in this process.
+  RemoteTier *remoteTier() const;
 
 private:
   Cache(Store store, LeaseOptions leases, GetOptions get)
       : files(std::move(store)), leases(leases), get(get) {}
+  /// The remote tier's verified object for `key`, kept in the local
+  /// directory too; nullopt on a remote miss, a corrupt object (reported)
+  /// or remote trouble (one warning per process).
+  std::optional<artifact::Artifact> fetchRemote(const Key &key,
+                                                const CompileOptions &options);
+  /// Uploads a compiled artifact's bytes to the remote tier, if any.
+  void upload(const Key &key, llvm::StringRef bytes);
+  /// An object's path below the remote tier's prefix (the local layout's).
+  std::string remotePath(const Key &key) const;
   /// Compiles and publishes; with `notPublishing` set, publishes nothing
   /// and says why in the result.
   llvm::Expected<Result>
@@ -101,6 +122,7 @@ private:
   void record(Event event);
 
   Store files;
+  std::shared_ptr<RemoteTier> remote;
   LeaseOptions leases;
   GetOptions get;
   Stats counters;

@@ -3,6 +3,8 @@
 
 #include "cache/Store.h"
 
+#include "cache/Remote.h"
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -157,20 +159,35 @@ StoreOptions Store::optionsFromEnvironment() {
 
 llvm::Error checkRootUrl(llvm::StringRef root) {
   size_t scheme = root.find("://");
-  if (scheme == llvm::StringRef::npos || root.starts_with("file://")) {
+  if (scheme == llvm::StringRef::npos || root.starts_with("file://") ||
+      isRemoteUrl(root)) {
     return llvm::Error::success();
   }
   return llvm::createStringError(
       "cache root '" + root + "': the " + root.take_front(scheme) +
       ":// scheme is not supported; give a directory (local or on shared "
-      "storage) or a file:// URL");
+      "storage), a file:// URL, or an s3://, http:// or https:// remote tier");
+}
+
+std::string localRootFor(llvm::StringRef root) {
+  if (!isRemoteUrl(root)) {
+    return root.str();
+  }
+  if (const char *local = std::getenv("KILN_CACHE_LOCAL"); local && *local) {
+    return local;
+  }
+  const char *home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/kiln";
 }
 
 llvm::Expected<Store> Store::open(llvm::StringRef root, StoreOptions options) {
   if (llvm::Error error = checkRootUrl(root)) {
     return std::move(error);
   }
-  llvm::StringRef path = root;
+  // A remote tier's local directory is the store; the cache puts the remote
+  // behind it (Cache.h).
+  std::string local = localRootFor(root);
+  llvm::StringRef path = local;
   path.consume_front("file://");
   if (path.empty()) {
     return llvm::createStringError(

@@ -82,10 +82,15 @@ llvm::Expected<artifact::Artifact> loadEntry(llvm::StringRef path,
 llvm::Error checkBinding(const artifact::Artifact &artifact,
                          llvm::StringRef key, llvm::StringRef origin);
 
-/// Checks the spelling of a cache root: a directory path or file:// URL.
-/// Remote schemes (s3://, http://, ...) are refused by name rather than
-/// taken for a relative directory called "s3:".
+/// Checks the spelling of a cache root: a directory path, a file:// URL, or
+/// a remote tier (s3://, http://, https://). Other schemes are refused by
+/// name rather than taken for a relative directory called "gs:".
 llvm::Error checkRootUrl(llvm::StringRef root);
+
+/// The local directory of cache root `root`: the root itself, or, for a
+/// remote tier, the directory in front of it (KILN_CACHE_LOCAL, else
+/// ~/.cache/kiln).
+std::string localRootFor(llvm::StringRef root);
 
 /// A negative entry: why a key failed to compile.
 struct FailedEntry {
@@ -97,9 +102,9 @@ struct FailedEntry {
 
 class Store {
 public:
-  /// Opens (creating unless read-only) the cache at `root`. Errors name the
-  /// root and what is wrong: unreachable, not a directory, not writable,
-  /// owned by another user.
+  /// Opens (creating unless read-only) the cache at `root` (for a remote
+  /// tier, its local directory). Errors name the root and what is wrong:
+  /// unreachable, not a directory, not writable, owned by another user.
   static llvm::Expected<Store> open(llvm::StringRef root,
                                     StoreOptions options = {});
   /// Options from KILN_CACHE_UMASK, KILN_CACHE_ALLOW_FOREIGN_OWNER and

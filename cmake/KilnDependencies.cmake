@@ -58,6 +58,10 @@ kiln_require(OpenCL_FOUND "OpenCL headers (for oneDNN's CMake package)" "ocl-icd
 find_package(dnnl CONFIG QUIET)
 kiln_require(dnnl_FOUND "oneDNN (the simulator's GEMM)" "libdnnl-dev")
 
+# The cache's remote tiers (HTTP, and S3 with its Signature Version 4).
+find_package(CURL QUIET)
+kiln_require(CURL_FOUND "libcurl" "libcurl4-openssl-dev")
+
 find_package(OpenSSL QUIET)
 kiln_require(OpenSSL_FOUND "OpenSSL's libcrypto (SHA-256)" "libssl-dev")
 

@@ -117,7 +117,7 @@ set(CPACK_COMPONENTS_ALL kiln dev)
 set(CPACK_DEBIAN_KILN_PACKAGE_NAME "kiln")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME "kiln-dev")
 set(CPACK_DEBIAN_KILN_PACKAGE_DEPENDS
-    "libmlir-22, libllvm22, libprotobuf32, libgloo0, libdnnl2, libsqlite3-0, libzip4, libssl3, python3, python3-protobuf, python3-numpy, python3-torch")
+    "libmlir-22, libllvm22, libprotobuf32, libgloo0, libdnnl2, libsqlite3-0, libzip4, libssl3, libcurl4, python3, python3-protobuf, python3-numpy, python3-torch")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "kiln (= ${PROJECT_VERSION}), cmake, g++, pkgconf, libmlir-22-dev, llvm-22-dev, libprotobuf-dev, libgloo-dev, libdnnl-dev, ocl-icd-opencl-dev, libsqlite3-dev, libzip-dev, libssl-dev")
+    "kiln (= ${PROJECT_VERSION}), cmake, g++, pkgconf, libmlir-22-dev, llvm-22-dev, libprotobuf-dev, libgloo-dev, libdnnl-dev, ocl-icd-opencl-dev, libsqlite3-dev, libzip-dev, libssl-dev, libcurl4-openssl-dev")
 include(CPack)

@@ -20,7 +20,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev libfmt-dev libgtest-dev
-  libzip-dev zlib1g-dev libdnnl-dev libssl-dev iproute2
+  libzip-dev zlib1g-dev libdnnl-dev libssl-dev libcurl4-openssl-dev iproute2
   # oneDNN's CMake package requires OpenCL's headers (its GPU runtime), a
   # Recommends that --no-install-recommends leaves out.
   ocl-icd-opencl-dev
@@ -34,7 +34,12 @@ PACKAGES=(
   # and etcd with torch's client, an elastic rendezvous they test.
   openmpi-bin etcd-server python3-etcd
   dataset-fashion-mnist
+  # The remote cache tiers' tests: nginx's WebDAV (an HTTP tier); Node for
+  # the S3-compatible server (TEST_SERVERS).
+  nginx-light
 )
+# Test servers Debian lacks, from npm, into <build>/test-servers.
+TEST_SERVERS=(s3rver@3.7.1)
 
 log() { printf 'kiln-dev: %s\n' "$*" >&2; }
 
@@ -43,6 +48,9 @@ setup() {
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # Node and npm may come from elsewhere (NodeSource): any will do.
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   ((${#missing[@]} == 0)) && return 0
   log "installing ${missing[*]}"
   local sudo=""
@@ -55,6 +63,15 @@ configure() {
   local dir="$1"; shift
   # Always passed, so that an existing tree picks up the settings too.
   cmake -G Ninja -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+}
+
+test_servers() {
+  local dir="$BUILD/test-servers"
+  [ -f "$dir/.installed" ] && [ "$(cat "$dir/.installed")" = "${TEST_SERVERS[*]}" ] && return 0
+  log "installing test servers from npm: ${TEST_SERVERS[*]}"
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "${TEST_SERVERS[@]}" >/dev/null
+  echo "${TEST_SERVERS[*]}" > "$dir/.installed"
 }
 
 build() {
@@ -78,6 +95,7 @@ main_job() {
 
 run_tests() {
   build
+  test_servers
   build_sanitized
   cd "$BUILD"
   ctest --output-on-failure -j "$JOBS"

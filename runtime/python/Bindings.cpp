@@ -211,6 +211,8 @@ py::dict cacheStatsDict(const cache::Stats &st) {
   out["corrupt"] = st.corrupt;
   out["lease_waits"] = st.leaseWaits;
   out["compile_seconds"] = st.compileSeconds;
+  out["remote_hits"] = st.remoteHits;
+  out["uploads"] = st.uploads;
   return out;
 }
 

@@ -1,0 +1,84 @@
+//===- Remote.h - a cache tier on an HTTP server or in an S3 bucket -*- C++ -*-===//
+//
+// Where no shared file system reaches every host, the cache's artifacts
+// live on an HTTP server that takes PUT (nginx with WebDAV) or in an S3
+// bucket, behind each host's local directory (docs/cache.md, "Remote
+// tiers"). A remote tier holds objects under the local layout's paths
+// (`kiln-<major>/objects/<k0k1>/<key>.kneff` below the URL's prefix), so a
+// cache directory served by nginx is an HTTP tier as it stands.
+//
+// Transfers go through libcurl; S3 requests are signed with AWS Signature
+// Version 4 (libcurl's), with credentials from AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the profile AWS_PROFILE
+// (or `default`) of ~/.aws/credentials. AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL points at an S3-compatible server (path-style requests);
+// AWS_REGION or AWS_DEFAULT_REGION gives the region (us-east-1).
+//
+// Objects are immutable and content-addressed, and a PUT is atomic on both
+// kinds of server (S3 publishes an object when its upload completes; nginx
+// writes the body to a temporary file and renames it into place), so no
+// reader ever sees a partial object under a key.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CACHE_REMOTE_H
+#define KILN_CACHE_REMOTE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace kiln::cache {
+
+/// Whether `root` names a remote tier (s3://, http://, https://).
+bool isRemoteUrl(llvm::StringRef root);
+
+/// Seconds a transfer may stall or take: KILN_CACHE_REMOTE_TIMEOUT (30).
+double remoteTimeoutSeconds();
+
+class RemoteTier {
+public:
+  /// Parses `url` and reads the credentials it needs. Errors name the URL.
+  static llvm::Expected<std::unique_ptr<RemoteTier>> open(llvm::StringRef url);
+  ~RemoteTier();
+
+  /// The object at `path` (relative to the prefix); nullopt when the server
+  /// has none. Errors (unreachable, timeouts, 403, 5xx) name the tier, the
+  /// request and the HTTP status.
+  llvm::Expected<std::optional<std::string>> get(llvm::StringRef path);
+  /// Stores `bytes` at `path`, replacing what is there.
+  llvm::Error put(llvm::StringRef path, llvm::StringRef bytes);
+  llvm::Error remove(llvm::StringRef path);
+
+  /// The URL as the user gave it, for messages.
+  const std::string &url() const { return given; }
+
+private:
+  RemoteTier() = default;
+  struct Response {
+    long status = 0;
+    std::string body;
+  };
+  llvm::Expected<Response> request(llvm::StringRef method, llvm::StringRef path,
+                                   llvm::StringRef body);
+  llvm::Error statusError(llvm::StringRef method, llvm::StringRef path,
+                          const Response &response) const;
+
+  std::string given;   // s3://bucket/prefix or http(s)://host/prefix
+  std::string base;    // the URL objects' paths are appended to
+  std::string bucket;  // S3 only
+  std::string sigv4;   // libcurl's CURLOPT_AWS_SIGV4 ("aws:amz:<region>:s3")
+  std::string userpwd; // access key id : secret
+  std::string sessionToken;
+  double timeout = 30;
+  std::mutex lock; // one transfer at a time on the handle
+  void *handle = nullptr;
+};
+
+} // namespace kiln::cache
+
+#endif // KILN_CACHE_REMOTE_H

@@ -1,0 +1,242 @@
+"""The cache's remote tiers against real servers on 127.0.0.1: nginx with
+WebDAV PUT (an http:// tier) and s3rver (an s3:// tier, npm; see
+docs/cache.md for why that one). Each "host" is a C++ trainer process with
+a local cache directory of its own in front of the one remote.
+
+    remote_cache.py --bin <build>/bin --servers <build>/test-servers
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ARGS = None
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, process, what, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} in {seconds} s")
+
+
+class Nginx:
+    """nginx serving <dir>/www, taking PUT and DELETE under /kiln/."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "nginx")
+        self.root = os.path.join(self.dir, "www")
+        os.makedirs(os.path.join(self.root, "kiln"))
+        os.makedirs(os.path.join(self.dir, "body"))
+        self.port = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        temp = os.path.join(self.dir, "body")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+master_process off;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {temp};
+  proxy_temp_path {temp}; fastcgi_temp_path {temp};
+  uwsgi_temp_path {temp}; scgi_temp_path {temp};
+  client_max_body_size 0;
+  server {{
+    listen 127.0.0.1:{self.port};
+    root {self.root};
+    location /kiln/ {{
+      dav_methods PUT DELETE;
+      create_full_put_path on;
+    }}
+  }}
+}}
+""")
+        self.process = subprocess.Popen(["nginx", "-p", self.dir, "-c", conf],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.process, "nginx")
+        self.url = f"http://127.0.0.1:{self.port}/kiln/team"
+
+    def objects(self):
+        return glob.glob(os.path.join(self.root, "kiln", "team", "**", "*.kneff"),
+                         recursive=True)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+
+class S3rver:
+    """s3rver with the bucket kiln-test; its credentials are S3RVER/S3RVER."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "s3rver")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        binary = os.path.join(ARGS.servers, "node_modules", ".bin", "s3rver")
+        self.process = subprocess.Popen(
+            [binary, "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port), "--silent",
+             "--configure-bucket", "kiln-test"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.process, "s3rver")
+        self.url = "s3://kiln-test/team/a"
+        self.env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}",
+                    "AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                    "AWS_REGION": "us-east-1"}
+
+    def objects(self):
+        return glob.glob(os.path.join(self.dir, "kiln-test", "team", "a", "**",
+                                      "*.kneff._S3rver_object"), recursive=True)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+
+class RemoteTierTest:
+    """The cases every remote tier passes; subclasses say which server."""
+
+    server_class = None
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="kiln-remote-")
+        self.server = self.server_class(self.work)
+
+    def tearDown(self):
+        self.server.stop()
+        shutil.rmtree(self.work)
+
+    def train(self, host, env=None, steps=3):
+        """Runs the C++ trainer as `host`; returns (compiles, hits, stderr)."""
+        local = os.path.join(self.work, "host-" + host)
+        full = {"PATH": "/usr/bin:/bin", "HOME": self.work, "OMP_NUM_THREADS": "1",
+                "KILN_CACHE_LOCAL": local, "KILN_CACHE_REMOTE_TIMEOUT": "5",
+                **getattr(self.server, "env", {}), **(env or {})}
+        result = subprocess.run(
+            [os.path.join(ARGS.bin, "kiln-example-train-mlp"), "--synthetic", "--steps",
+             str(steps), "--batch", "16", "--hidden", "32", "--cache", self.server.url],
+            env=full, capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        found = re.search(r"compiles (\d+), cache hits (\d+)", result.stdout)
+        self.assertIsNotNone(found, result.stdout)
+        return int(found.group(1)), int(found.group(2)), result.stderr
+
+    def local_objects(self, host):
+        return glob.glob(os.path.join(self.work, "host-" + host, "kiln-*", "objects", "*",
+                                      "*.kneff"))
+
+    def test_a_second_host_compiles_nothing_after_the_first(self):
+        self.assertEqual(self.train("a")[:2], (1, 0))
+        self.assertEqual(len(self.server.objects()), 1)
+        compiles, hits, err = self.train("b")
+        self.assertEqual((compiles, hits), (0, 1), err)
+        self.assertEqual(err, "")
+        # The second host keeps a copy: its next run is a local hit.
+        self.assertEqual(len(self.local_objects("b")), 1)
+        self.server.stop()
+        self.assertEqual(self.train("b")[:2], (0, 1))
+
+    def test_a_corrupt_remote_object_is_reported_not_used_and_replaced(self):
+        self.train("a")
+        [remote] = self.server.objects()
+        good = read_bytes(remote)
+        with open(remote, "r+b") as f:
+            f.seek(len(good) // 2)
+            f.write(bytes(b ^ 0xFF for b in good[len(good) // 2:len(good) // 2 + 16]))
+        compiles, hits, err = self.train("b")
+        self.assertEqual((compiles, hits), (1, 0))
+        self.assertIn("corrupt remote object", err)
+        self.assertIn("not used, recompiling", err)
+        self.assertEqual(read_bytes(remote), good)  # the upload replaced it
+        self.assertEqual(self.train("c")[:2], (0, 1))
+
+    def test_a_stopped_server_costs_one_warning_and_the_run_completes(self):
+        self.server.stop()
+        compiles, hits, err = self.train("a")
+        self.assertEqual((compiles, hits), (1, 0))
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn(self.server.url, lines[0])
+        self.assertIn("going on with the local tier only", lines[0])
+        self.assertEqual(self.train("a")[:2], (0, 1))  # the local tier kept it
+
+
+class HttpTierTest(RemoteTierTest, unittest.TestCase):
+    server_class = Nginx
+
+
+class S3TierTest(RemoteTierTest, unittest.TestCase):
+    server_class = S3rver
+
+    def test_wrong_credentials_are_one_line_naming_the_bucket_and_status(self):
+        compiles, hits, err = self.train("a", env={"AWS_ACCESS_KEY_ID": "WRONG"})
+        self.assertEqual((compiles, hits), (1, 0))
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("bucket 'kiln-test'", lines[0])
+        self.assertIn("HTTP 403", lines[0])
+        self.assertEqual(self.server.objects(), [])
+
+    def test_missing_credentials_are_one_line(self):
+        compiles, _, err = self.train("a", env={"AWS_ACCESS_KEY_ID": "",
+                                                "AWS_SECRET_ACCESS_KEY": ""})
+        self.assertEqual(compiles, 1)
+        self.assertIn("no AWS credentials", err)
+
+    def test_credentials_from_the_shared_file(self):
+        with open(os.path.join(self.work, "credentials"), "w") as f:
+            f.write("[default]\naws_access_key_id = WRONG\naws_secret_access_key = x\n"
+                    "[kiln]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+        env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "kiln",
+               "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.work, "credentials")}
+        compiles, _, err = self.train("a", env=env)
+        self.assertEqual((compiles, err), (1, ""))
+        self.assertEqual(len(self.server.objects()), 1)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--servers", required=True)
+    ARGS, rest = parser.parse_known_args()
+    missing = [what for what, ok in (
+        ("nginx (Debian's nginx-light)", shutil.which("nginx")),
+        ("s3rver (tools/dev.sh test installs it into <build>/test-servers)",
+         os.path.exists(os.path.join(ARGS.servers, "node_modules", ".bin", "s3rver"))))
+        if not ok]
+    if missing:
+        print("remote_cache: skipped: no " + ", ".join(missing))
+        sys.exit(77)
+    unittest.main(argv=[sys.argv[0]] + rest)
+
+
+if __name__ == "__main__":
+    main()
