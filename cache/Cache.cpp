@@ -2,6 +2,7 @@
 
 #include "cache/Cache.h"
 
+#include "cache/Coverage.h"
 #include "compiler/Version.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -13,7 +14,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace kiln::cache {
@@ -52,13 +55,20 @@ llvm::Expected<artifact::Artifact> bindArtifact(std::string &bytes,
 /// once, not once a graph.
 std::atomic<bool> warnedUnwritable{false};
 
-/// Set by the first remote failure (unreachable, timeouts, 403, 5xx): the
-/// process has warned once and uses its local tier from then on.
-std::atomic<bool> remoteDown{false};
+/// Remote tiers that failed in this process (unreachable, timeouts, 403,
+/// 5xx): each warned once, and the process uses its local tier from then on.
+std::mutex downLock;
+std::set<std::string> downTiers;
 
-void remoteTrouble(llvm::Error error) {
+bool isDown(llvm::StringRef url) {
+  std::lock_guard<std::mutex> guard(downLock);
+  return downTiers.count(url.str()) != 0;
+}
+
+void remoteTrouble(llvm::StringRef url, llvm::Error error) {
   std::string why = llvm::toString(std::move(error));
-  if (!remoteDown.exchange(true)) {
+  std::lock_guard<std::mutex> guard(downLock);
+  if (downTiers.insert(url.str()).second) {
     warn(why + "; going on with the local tier only");
   }
 }
@@ -84,8 +94,35 @@ std::string Stats::toJson() const {
   return text;
 }
 
+llvm::Expected<CacheMode> cacheModeFromEnvironment() {
+  const char *text = std::getenv("KILN_CACHE_MODE");
+  llvm::StringRef mode = text ? text : "";
+  if (mode.empty() || mode == "readwrite") {
+    return CacheMode::ReadWrite;
+  }
+  if (mode == "readonly") {
+    return CacheMode::ReadOnly;
+  }
+  if (mode == "strict") {
+    return CacheMode::Strict;
+  }
+  return llvm::createStringError("KILN_CACHE_MODE='" + mode +
+                                 "' is not readwrite, readonly or strict");
+}
+
 GetOptions GetOptions::fromEnvironment() {
   GetOptions o;
+  if (auto mode = cacheModeFromEnvironment()) {
+    o.mode = *mode;
+  } else {
+    llvm::consumeError(mode.takeError()); // Cache::open reports it
+  }
+  if (const char *manifest = std::getenv("KILN_CACHE_MANIFEST")) {
+    o.manifestPath = manifest;
+  }
+  if (const char *log = std::getenv("KILN_CACHE_RUN_LOG")) {
+    o.runLog = log;
+  }
   const char *retry = std::getenv("KILN_CACHE_RETRY_FAILED");
   o.retryFailed = retry && *retry && llvm::StringRef(retry) != "0";
   if (const char *ttl = std::getenv("KILN_CACHE_FAILED_TTL")) {
@@ -106,6 +143,9 @@ std::string Cache::defaultRoot() {
 }
 
 llvm::Expected<Cache> Cache::open(llvm::StringRef root) {
+  if (auto mode = cacheModeFromEnvironment(); !mode) {
+    return mode.takeError();
+  }
   return open(root, Store::optionsFromEnvironment(),
               LeaseOptions::fromEnvironment(), GetOptions::fromEnvironment());
 }
@@ -123,10 +163,10 @@ llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
                                    " (kiln cache doctor)");
   }
   Cache cache(std::move(*opened), leases, get);
-  if (isRemoteUrl(root) && !remoteDown) {
+  if (isRemoteUrl(root) && !isDown(root)) {
     auto tier = RemoteTier::open(root);
     if (!tier) {
-      remoteTrouble(tier.takeError());
+      remoteTrouble(root, tier.takeError());
     } else {
       cache.remote = std::move(*tier);
     }
@@ -135,7 +175,7 @@ llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
 }
 
 RemoteTier *Cache::remoteTier() const {
-  return remoteDown ? nullptr : remote.get();
+  return remote && !isDown(remote->url()) ? remote.get() : nullptr;
 }
 
 std::string Cache::remotePath(const Key &key) const {
@@ -153,7 +193,7 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options) {
   std::string path = remotePath(key);
   auto fetched = tier->get(path);
   if (!fetched) {
-    remoteTrouble(fetched.takeError());
+    remoteTrouble(tier->url(), fetched.takeError());
     return std::nullopt;
   }
   if (!*fetched) {
@@ -194,7 +234,7 @@ void Cache::upload(const Key &key, llvm::StringRef bytes) {
     return;
   }
   if (llvm::Error error = tier->put(remotePath(key), bytes)) {
-    remoteTrouble(std::move(error));
+    remoteTrouble(tier->url(), std::move(error));
     return;
   }
   ++counters.uploads;
@@ -293,9 +333,47 @@ llvm::Expected<Result> Cache::compileUncached(const proto::Graph &graph,
                 "compiled without a cache"};
 }
 
+llvm::Error Cache::strictMiss(const proto::Graph &graph,
+                              const CompileOptions &options, const Key &key) {
+  CoverageEntry wanted = describeGraph(graph, options, key);
+  wanted.outcome = "missing";
+  if (!get.runLog.empty()) {
+    if (llvm::Error error = appendRunLog(get.runLog, wanted)) {
+      warn(llvm::toString(std::move(error)));
+    }
+  }
+  std::string manifestPath = get.manifestPath.empty()
+                                 ? defaultManifestPath(files)
+                                 : get.manifestPath;
+  auto manifest = readManifest(manifestPath);
+  std::string why = manifest ? explainMiss(wanted, *manifest)
+                             : llvm::toString(manifest.takeError()) +
+                                   " (kiln precompile writes it)";
+  return llvm::createStringError(llvm::formatv(
+      "strict cache mode (KILN_CACHE_MODE=strict): graph '{0}' (inputs {1}; "
+      "world size {2}) is not in the cache (key {3}): {4}",
+      graph.name(), summarizeInputs(wanted.inputs), options.worldSize,
+      key.hex.substr(0, 16),
+      why));
+}
+
 llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
                                            const CompileOptions &options,
                                            const CompileFunction &compile) {
+  auto result = lookUpOrCompile(graph, options, compile);
+  if (result && !get.runLog.empty()) {
+    CoverageEntry used = describeGraph(graph, options, result->key);
+    used.outcome = result->outcome == Outcome::Hit ? "hit" : "compiled";
+    if (llvm::Error error = appendRunLog(get.runLog, used)) {
+      warn(llvm::toString(std::move(error)));
+    }
+  }
+  return result;
+}
+
+llvm::Expected<Result> Cache::lookUpOrCompile(const proto::Graph &graph,
+                                              const CompileOptions &options,
+                                              const CompileFunction &compile) {
   auto key = deriveKey(graph, options);
   if (!key) {
     return key.takeError();
@@ -351,9 +429,13 @@ llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,
           "(KILN_CACHE_RETRY_FAILED=1): " +
           failed->error);
     }
+    if (get.mode == CacheMode::Strict) {
+      return strictMiss(graph, options, *key);
+    }
     if (files.options().readOnly) {
       return compileAndPublish(graph, options, compile, std::move(*key),
-                               "the cache is read-only (KILN_CACHE_READONLY)");
+                               "the cache is read-only (KILN_CACHE_MODE="
+                               "readonly or KILN_CACHE_READONLY)");
     }
     std::string leasePath = files.leasePath(key->hex);
     auto lease = Lease::tryAcquire(leasePath, leases);

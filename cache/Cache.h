@@ -66,7 +66,25 @@ struct Stats {
   std::string toJson() const;
 };
 
+/// What a cache may do (KILN_CACHE_MODE).
+enum class CacheMode {
+  ReadWrite, // look up, compile on a miss, publish (the default)
+  ReadOnly,  // never write: a miss compiles in memory (KILN_CACHE_READONLY=1)
+  Strict,    // a miss is an error naming what precompile did not cover
+};
+
+/// KILN_CACHE_MODE: readwrite, readonly or strict; another value is an
+/// error naming it.
+llvm::Expected<CacheMode> cacheModeFromEnvironment();
+
 struct GetOptions {
+  CacheMode mode = CacheMode::ReadWrite;
+  /// The coverage manifest strict mode explains misses with
+  /// (KILN_CACHE_MANIFEST; empty: <store>/coverage.json).
+  std::string manifestPath;
+  /// Where every lookup appends what it used (KILN_CACHE_RUN_LOG), for
+  /// `kiln cache coverage`; empty: nowhere.
+  std::string runLog;
   /// Compile again even if a negative entry says the graph failed
   /// (--retry-failed, KILN_CACHE_RETRY_FAILED=1).
   bool retryFailed = false;
@@ -85,6 +103,9 @@ public:
   static llvm::Expected<Cache> openDefault();
   static std::string defaultRoot();
 
+  /// The artifact for `graph` compiled with `options`: from the local tier,
+  /// then the remote one, else compiled with `compile` and published
+  /// (unless the mode says otherwise).
   llvm::Expected<Result> getOrCompile(const proto::Graph &graph,
                                       const CompileOptions &options,
                                       const CompileFunction &compile);
@@ -109,6 +130,13 @@ private:
   /// or remote trouble (one warning per process).
   std::optional<artifact::Artifact> fetchRemote(const Key &key,
                                                 const CompileOptions &options);
+  /// getOrCompile less the run log.
+  llvm::Expected<Result> lookUpOrCompile(const proto::Graph &graph,
+                                         const CompileOptions &options,
+                                         const CompileFunction &compile);
+  /// Strict mode's error for a miss of `key`.
+  llvm::Error strictMiss(const proto::Graph &graph,
+                         const CompileOptions &options, const Key &key);
   /// Uploads a compiled artifact's bytes to the remote tier, if any.
   void upload(const Key &key, llvm::StringRef bytes);
   /// An object's path below the remote tier's prefix (the local layout's).

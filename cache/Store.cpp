@@ -153,7 +153,9 @@ StoreOptions Store::optionsFromEnvironment() {
     return v && *v && llvm::StringRef(v) != "0";
   };
   o.allowForeignOwner = flag("KILN_CACHE_ALLOW_FOREIGN_OWNER");
-  o.readOnly = flag("KILN_CACHE_READONLY");
+  const char *mode = std::getenv("KILN_CACHE_MODE");
+  o.readOnly = flag("KILN_CACHE_READONLY") ||
+               (mode && llvm::StringRef(mode) == "readonly");
   return o;
 }
 

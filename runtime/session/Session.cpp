@@ -125,7 +125,8 @@ std::optional<proto::TensorType> valueType(const proto::Graph &graph,
 /// The step's artifact from the cache at `options.cacheRoot`, compiled on a
 /// miss. A root that is unusable (not a directory, unreachable, damaged) costs
 /// the cache, not the run: the graph compiles in memory, with one warning a
-/// process. A root spelled wrong (an unsupported URL scheme) is an error.
+/// process. A root spelled wrong (an unsupported URL scheme) or an unknown
+/// KILN_CACHE_MODE is an error.
 llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
                                                   const SessionOptions &options,
                                                   cache::Stats &stats) {
@@ -141,6 +142,9 @@ llvm::Expected<cache::Result> compileThroughCache(const proto::Graph &graph,
                                                : options.cacheRoot;
   if (llvm::Error error = cache::checkRootUrl(root)) {
     return std::move(error);
+  }
+  if (auto mode = cache::cacheModeFromEnvironment(); !mode) {
+    return mode.takeError(); // a spelling mistake, not an unusable root
   }
   auto cache = cache::Cache::open(root);
   if (!cache) {

@@ -626,19 +626,39 @@ TEST_F(CacheTest, AWaiterSaysWhomItWaitsFor) {
   EXPECT_NE(said.find("waited 1 s for " + holder), std::string::npos) << said;
 }
 
-TEST_F(CacheTest, RemoteSchemesAreRefusedNotTakenForDirectories) {
+TEST_F(CacheTest, UnknownSchemesAreRefusedNotTakenForDirectories) {
   llvm::SmallString<128> cwd;
   llvm::sys::fs::current_path(cwd);
   llvm::sys::fs::set_current_path(dir);
-  for (const char *url : {"s3://bucket/kiln", "http://host/kiln"}) {
+  for (const char *url : {"gs://bucket/kiln", "ftp://host/kiln"}) {
     std::string error = test::errorOf(Cache::open(url));
     EXPECT_NE(error.find("scheme is not supported"), std::string::npos)
         << error;
   }
-  EXPECT_FALSE(llvm::sys::fs::exists(path("s3:")));
-  EXPECT_FALSE(llvm::sys::fs::exists(path("http:")));
+  EXPECT_FALSE(llvm::sys::fs::exists(path("gs:")));
+  EXPECT_FALSE(llvm::sys::fs::exists(path("ftp:")));
   EXPECT_TRUE(static_cast<bool>(Cache::open("file://" + path("root"))));
   llvm::sys::fs::set_current_path(cwd);
+}
+
+TEST_F(CacheTest, AnUnreachableRemoteTierCostsOneWarningAndTheLocalTierServes) {
+  ScopedEnv local("KILN_CACHE_LOCAL", path("front").c_str());
+  // Nothing listens on port 1: every request is refused at once.
+  const char *url = "http://127.0.0.1:1/kiln";
+  auto cache = Cache::open(url);
+  ASSERT_TRUE(static_cast<bool>(cache)) << test::errorOf(std::move(cache));
+  EXPECT_EQ(cache->store().root(), path("front"));
+  ASSERT_NE(cache->remoteTier(), nullptr);
+  testing::internal::CaptureStderr();
+  Result first = get(*cache, makeGraph("a", 1.0));
+  Result second = get(*cache, makeGraph("b", 2.0));
+  std::string warnings = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(first.outcome, Outcome::Compiled);
+  EXPECT_EQ(second.outcome, Outcome::Compiled);
+  EXPECT_EQ(cache->remoteTier(), nullptr);
+  EXPECT_EQ(llvm::StringRef(warnings).count('\n'), 1u) << warnings;
+  EXPECT_NE(warnings.find(url), std::string::npos) << warnings;
+  EXPECT_EQ(get(*cache, makeGraph("a", 1.0)).outcome, Outcome::Hit);
 }
 
 TEST_F(CacheTest, MaintenanceRebuildsADeletedOrMisplacedIndex) {

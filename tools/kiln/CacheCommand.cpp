@@ -10,6 +10,7 @@
 #include "tools/kiln/ToolSupport.h"
 
 #include "cache/Cache.h"
+#include "cache/Coverage.h"
 #include "cache/Maintenance.h"
 #include "compiler/graph/GraphFile.h"
 
@@ -49,6 +50,9 @@ else ~/.cache/kiln.
   import FILE                         verify and publish the artifacts of an export
   index rebuild                       recreate index.sqlite from the files
   doctor                              probe the root: links, renames, leases, space, permissions
+  coverage --run-log FILE [--manifest FILE]
+                                      the graphs a run used (KILN_CACHE_RUN_LOG) that precompile
+                                      did not produce (its manifest, default <cache>/kiln-<v>/coverage.json)
 DUR is a number with s, m, h or d (default s); N[KMGT] a number of bytes
 with an optional K, M, G or T (powers of 1024, below 8 EiB).
 )";
@@ -540,6 +544,50 @@ int runGc(const Store &store, const Args &args, bool prune) {
   return Success;
 }
 
+/// `coverage`: each graph in the run log whose key the manifest lacks,
+/// with the key fields that differ from the nearest it has. Exit 1 when
+/// there is one.
+int runCoverage(const Store &store, const Args &args) {
+  std::optional<std::string> logPath = args.value("--run-log");
+  if (!logPath) {
+    return fail("cache coverage takes --run-log FILE (KILN_CACHE_RUN_LOG of "
+                "the run)");
+  }
+  std::string manifestPath =
+      args.value("--manifest").value_or(defaultManifestPath(store));
+  auto manifest = readManifest(manifestPath);
+  if (!manifest) {
+    return reportError(manifest.takeError());
+  }
+  auto used = readRunLog(*logPath);
+  if (!used) {
+    return reportError(used.takeError());
+  }
+  std::set<std::string> precompiled, seen;
+  for (const CoverageEntry &e : *manifest) {
+    precompiled.insert(e.key);
+  }
+  std::vector<const CoverageEntry *> missing;
+  for (const CoverageEntry &e : *used) {
+    if (seen.insert(e.key).second && !precompiled.count(e.key)) {
+      missing.push_back(&e);
+    }
+  }
+  llvm::outs() << llvm::formatv("coverage: the run used {0} graphs; {1} "
+                                "precompiled, {2} not\n",
+                                seen.size(), seen.size() - missing.size(),
+                                missing.size());
+  for (const CoverageEntry *e : missing) {
+    llvm::outs() << llvm::formatv("  {0} (inputs {1}; world size {2}) key "
+                                  "{3}, {4} in the run: {5}\n",
+                                  e->graph, summarizeInputs(e->inputs),
+                                  e->worldSize,
+                                  e->key.substr(0, 16), e->outcome,
+                                  explainMiss(*e, *manifest));
+  }
+  return missing.empty() ? Success : InternalFailure;
+}
+
 int runDoctor(const Store &store) {
   bool allOk = true;
   llvm::outs() << "cache root " << store.root() << "\n";
@@ -563,7 +611,7 @@ int runCacheCommand(llvm::ArrayRef<std::string> argv) {
   auto args = parseArgs(
       argv.drop_front(),
       {"--cache", "--root", "--max-size", "--max-age", "--keep-versions",
-       "--grace", "--older-than"},
+       "--grace", "--older-than", "--manifest", "--run-log"},
       {"--json", "--zero", "--repair", "--explain", "--dry-run", "--version"},
       /*compileOptions=*/command == "key");
   if (!args) {
@@ -597,6 +645,9 @@ int runCacheCommand(llvm::ArrayRef<std::string> argv) {
   }
   if (command == "doctor") {
     return runDoctor(*store);
+  }
+  if (command == "coverage") {
+    return runCoverage(*store, *args);
   }
   if (command == "export" || command == "import") {
     if (args->positional.size() != 1) {

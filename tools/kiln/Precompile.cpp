@@ -4,6 +4,7 @@
 
 #include "cache/Cache.h"
 #include "cache/CollectedGraphs.h"
+#include "cache/Coverage.h"
 #include "compiler/driver/Compiler.h"
 #include "compiler/graph/GraphFile.h"
 
@@ -74,6 +75,12 @@ std::string childResult(GraphJob &job, const PrecompileOptions &options) {
   }
   cache::GetOptions get = cache::GetOptions::fromEnvironment();
   get.retryFailed = get.retryFailed || options.retryFailed;
+  // Precompiling is what strict mode's runs need done first; a precompile
+  // is no part of a run's log.
+  if (get.mode == cache::CacheMode::Strict) {
+    get.mode = cache::CacheMode::ReadWrite;
+  }
+  get.runLog.clear();
   auto cache = cache::Cache::open(options.cacheRoot,
                                   cache::Store::optionsFromEnvironment(),
                                   cache::LeaseOptions::fromEnvironment(), get);
@@ -517,6 +524,29 @@ void compileGraphs(std::vector<GraphJob> &jobs,
   if (options.live) {
     llvm::errs() << "\n";
   }
+}
+
+llvm::Error writeCoverage(const std::vector<GraphJob> &jobs,
+                          const PrecompileOptions &options) {
+  std::vector<cache::CoverageEntry> entries;
+  for (const GraphJob &job : jobs) {
+    if (job.status != "hit" && job.status != "compiled") {
+      continue;
+    }
+    auto graph = graph::readGraphFile(job.path);
+    auto compileOptions = CompileOptions::parse(job.flags);
+    if (!graph || !compileOptions) {
+      llvm::consumeError(graph.takeError());
+      llvm::consumeError(compileOptions.takeError());
+      continue; // it compiled from this very file: not reached
+    }
+    auto key = cache::deriveKey(*graph, *compileOptions);
+    if (!key) {
+      return key.takeError();
+    }
+    entries.push_back(cache::describeGraph(*graph, *compileOptions, *key));
+  }
+  return cache::writeManifest(options.manifestPath, entries);
 }
 
 llvm::Error reportJobs(const std::vector<GraphJob> &jobs,

@@ -30,6 +30,9 @@ struct PrecompileOptions {
   bool retryFailed = false;
   int shardIndex = 0, shardCount = 1;
   std::string reportPath;
+  /// The coverage manifest of the graphs in the cache (cache/Coverage.h);
+  /// empty until openCache sets <store>/coverage.json.
+  std::string manifestPath;
   /// Print a live progress line (a terminal) or one line per graph.
   bool live = false;
   /// Collect once per world size, each run seeing that many workers
@@ -51,6 +54,11 @@ struct GraphJob {
   int64_t artifactBytes = 0;
   int attempts = 0;
 };
+
+/// Writes the coverage manifest of the jobs now in the cache (hit or
+/// compiled) to options.manifestPath.
+llvm::Error writeCoverage(const std::vector<GraphJob> &jobs,
+                          const PrecompileOptions &options);
 
 /// Runs `command` with KILN_EXTRACT_GRAPHS_ONLY=1 and KILN_GRAPHS_DIR set
 /// (and KILN_COLLECT_WORLD_SIZE=`worldSize`, when above 0); returns its exit

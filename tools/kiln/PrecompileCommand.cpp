@@ -10,6 +10,7 @@
 
 #include "cache/Cache.h"
 #include "cache/CollectedGraphs.h"
+#include "cache/Coverage.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -53,6 +54,11 @@ unique graph into the cache in parallel.
                         that many workers in all (KILN_COLLECT_WORLD_SIZE)
   --shard I/N           compile only shard I of N (0-based), for job arrays
   --report FILE         write a JSON report: graph, key, status, seconds, bytes
+  --manifest FILE       where to write the coverage manifest: each graph's
+                        key, name, input shapes, world size and key fields,
+                        which KILN_CACHE_MODE=strict runs and `kiln cache
+                        coverage` check against (default
+                        <cache>/kiln-<v>/coverage.json)
   --no-progress         one line per graph instead of a live progress line
 Exit status: 0 when every graph is in the cache; 1 when a graph failed, was
 compiled but not published into the cache, or the training command failed
@@ -207,6 +213,12 @@ applyOption(llvm::StringRef name, llvm::StringRef arg,
       return usageError("--world-sizes takes positive integers joined by "
                         "commas, e.g. 1,2,4");
     }
+  } else if (name == "--manifest") {
+    auto v = value();
+    if (!v) {
+      return usageError("--manifest needs a file");
+    }
+    options.manifestPath = *v;
   } else if (name == "--report") {
     auto v = value();
     if (!v) {
@@ -276,7 +288,13 @@ llvm::Expected<cache::Store> openCache(PrecompileOptions &options) {
   if (!store) {
     return store.takeError();
   }
-  options.cacheRoot = store->root().str();
+  // A remote tier stays the root the compiles publish to (and upload from).
+  if (!cache::isRemoteUrl(options.cacheRoot)) {
+    options.cacheRoot = store->root().str();
+  }
+  if (options.manifestPath.empty()) {
+    options.manifestPath = cache::defaultManifestPath(*store);
+  }
   if (options.graphsDir.empty()) {
     options.graphsDir = cache::defaultCollectedDir(*store);
   } else {
@@ -326,6 +344,9 @@ int compileAndReport(std::vector<GraphJob> &jobs,
                << "\n";
   compileGraphs(jobs, options);
   if (llvm::Error error = reportJobs(jobs, options, now() - start)) {
+    return reportError(std::move(error));
+  }
+  if (llvm::Error error = writeCoverage(jobs, options)) {
     return reportError(std::move(error));
   }
   bool allCached = std::all_of(jobs.begin(), jobs.end(), [](const GraphJob &j) {

@@ -59,6 +59,41 @@ class PrecompileTest(unittest.TestCase):
         again = self.kiln("--", *TRAIN, "--steps", "5")  # everything cached now
         self.assertIn("0 compiled, 2 already cached", again.stdout)
 
+    def test_strict_mode_fails_at_a_short_last_batch_precompile_never_saw(self):
+        self.kiln("--", *TRAIN, "--steps", "2", "--batches", "16")
+        log = os.path.join(self.dir, "run.log")
+        env = dict(self.env, KILN_CACHE_MODE="strict", KILN_CACHE_RUN_LOG=log)
+        ok = subprocess.run(TRAIN + ["--steps", "2", "--batches", "16"], env=env, cwd=HERE,
+                            capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        # 40 samples in batches of 16: the last batch has 8.
+        short = subprocess.run(TRAIN + ["--steps", "3", "--batches", "16,16,8"], env=env,
+                               cwd=HERE, capture_output=True, text=True)
+        self.assertNotEqual(short.returncode, 0)
+        self.assertIn("strict cache mode (KILN_CACHE_MODE=strict): graph 'MLP'", short.stderr)
+        self.assertIn("inputs: b.0 f32[8,16] here, f32[16,16] there", short.stderr)
+        with open(log) as f:
+            outcomes = [json.loads(line)["outcome"] for line in f]
+        self.assertEqual(outcomes, ["hit", "hit", "missing"])
+        report = subprocess.run([KILN, "cache", "coverage", "--run-log", log], env=self.env,
+                                capture_output=True, text=True)
+        self.assertEqual(report.returncode, 1, report.stdout + report.stderr)
+        self.assertIn("the run used 2 graphs; 1 precompiled, 1 not", report.stdout)
+
+    def test_readonly_mode_writes_nothing(self):
+        self.kiln("--", *TRAIN, "--steps", "2", "--batches", "16")
+
+        def files():
+            return {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
+                    for d, _, names in os.walk(self.cache) for f in names}
+        before = files()
+        env = dict(self.env, KILN_CACHE_MODE="readonly")
+        out = subprocess.run(TRAIN + ["--steps", "2", "--batches", "16,8"], env=env,
+                             cwd=HERE, capture_output=True, text=True, check=True)
+        stats = json.loads(out.stdout.strip().splitlines()[-1])["stats"]
+        self.assertEqual((stats["hits"], stats["compiles"]), (1, 1), stats)
+        self.assertEqual(files(), before)
+
     def test_accumulation_graphs_are_all_collected(self):
         # One batch size, 3 micro-batches per update: the accumulate and
         # the update graph, both collected by a run of 3 calls.
