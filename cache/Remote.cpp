@@ -5,11 +5,13 @@
 #include "compiler/support/Sha256.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <curl/curl.h>
 
 #include <cstdlib>
+#include <ctime>
 
 namespace kiln::cache {
 
@@ -65,15 +67,24 @@ Credentials credentialsFromFile(llvm::StringRef profile) {
   return found;
 }
 
-/// What S3 (or a compatible server) said in an error body: its <Code>.
-std::string s3ErrorCode(llvm::StringRef body) {
-  size_t start = body.find("<Code>");
-  size_t end = body.find("</Code>");
-  if (start == llvm::StringRef::npos || end == llvm::StringRef::npos ||
-      end < start) {
+/// The text of the first <name> element in `xml`.
+std::string xmlElement(llvm::StringRef xml, llvm::StringRef name) {
+  std::string open = "<" + name.str() + ">", close = "</" + name.str() + ">";
+  size_t start = xml.find(open);
+  if (start == llvm::StringRef::npos) {
     return "";
   }
-  return body.slice(start + 6, end).str();
+  start += open.size();
+  return xml.slice(start, xml.find(close, start)).str();
+}
+
+/// Seconds since the epoch of a UTC time in `format` (strptime's).
+double parseTime(const std::string &text, const char *format) {
+  struct tm fields = {};
+  if (!::strptime(text.c_str(), format, &fields)) {
+    return 0;
+  }
+  return static_cast<double>(::timegm(&fields));
 }
 
 } // namespace
@@ -119,13 +130,13 @@ RemoteTier::open(llvm::StringRef url) {
     std::string endpoint = environment(
         "AWS_ENDPOINT_URL_S3", environment("AWS_ENDPOINT_URL"));
     llvm::StringRef trimmed = llvm::StringRef(endpoint).rtrim('/');
-    tier->base = endpoint.empty()
-                     ? "https://" + bucket.str() + ".s3." + region +
-                           ".amazonaws.com"
-                     : trimmed.str() + "/" + bucket.str();
-    if (!prefix.rtrim('/').empty()) {
-      tier->base += "/" + prefix.rtrim('/').str();
-    }
+    tier->bucketUrl = endpoint.empty()
+                          ? "https://" + bucket.str() + ".s3." + region +
+                                ".amazonaws.com"
+                          : trimmed.str() + "/" + bucket.str();
+    tier->keyPrefix = prefix.trim('/').str();
+    tier->base = tier->bucketUrl +
+                 (tier->keyPrefix.empty() ? "" : "/" + tier->keyPrefix);
     tier->sigv4 = "aws:amz:" + region + ":s3";
     Credentials c{environment("AWS_ACCESS_KEY_ID"),
                   environment("AWS_SECRET_ACCESS_KEY"),
@@ -158,12 +169,11 @@ RemoteTier::~RemoteTier() {
 }
 
 llvm::Expected<RemoteTier::Response>
-RemoteTier::request(llvm::StringRef method, llvm::StringRef path,
-                    llvm::StringRef body) {
+RemoteTier::request(llvm::StringRef method, const std::string &address,
+                    llvm::StringRef what, llvm::StringRef body) {
   std::lock_guard<std::mutex> guard(lock);
   CURL *curl = static_cast<CURL *>(handle);
   curl_easy_reset(curl);
-  std::string address = base + "/" + path.str();
   std::string verb = method.str();
   Response response;
   char detail[CURL_ERROR_SIZE] = "";
@@ -210,7 +220,7 @@ RemoteTier::request(llvm::StringRef method, llvm::StringRef path,
   if (result != CURLE_OK) {
     std::string why = *detail ? detail : curl_easy_strerror(result);
     return llvm::createStringError("remote cache '" + given + "': " + verb +
-                                   " " + path + ": " + why);
+                                   " " + what + ": " + why);
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
@@ -220,7 +230,7 @@ llvm::Error RemoteTier::statusError(llvm::StringRef method,
                                     llvm::StringRef path,
                                     const Response &response) const {
   std::string what = "HTTP " + std::to_string(response.status);
-  if (std::string code = s3ErrorCode(response.body); !code.empty()) {
+  if (std::string code = xmlElement(response.body, "Code"); !code.empty()) {
     what += " " + code;
   }
   std::string where = bucket.empty() ? "" : " (bucket '" + bucket + "')";
@@ -230,7 +240,7 @@ llvm::Error RemoteTier::statusError(llvm::StringRef method,
 
 llvm::Expected<std::optional<std::string>>
 RemoteTier::get(llvm::StringRef path) {
-  auto response = request("GET", path, "");
+  auto response = request("GET", base + "/" + path.str(), path, "");
   if (!response) {
     return response.takeError();
   }
@@ -244,7 +254,7 @@ RemoteTier::get(llvm::StringRef path) {
 }
 
 llvm::Error RemoteTier::put(llvm::StringRef path, llvm::StringRef bytes) {
-  auto response = request("PUT", path, bytes);
+  auto response = request("PUT", base + "/" + path.str(), path, bytes);
   if (!response) {
     return response.takeError();
   }
@@ -255,13 +265,120 @@ llvm::Error RemoteTier::put(llvm::StringRef path, llvm::StringRef bytes) {
 }
 
 llvm::Error RemoteTier::remove(llvm::StringRef path) {
-  auto response = request("DELETE", path, "");
+  auto response = request("DELETE", base + "/" + path.str(), path, "");
   if (!response) {
     return response.takeError();
   }
   if (response->status != 404 &&
       (response->status < 200 || response->status >= 300)) {
     return statusError("DELETE", path, *response);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<RemoteObject>>
+RemoteTier::list(llvm::StringRef dir) {
+  if (!bucket.empty()) {
+    return listBucket(dir);
+  }
+  std::vector<RemoteObject> objects;
+  if (llvm::Error error = listDirectory(dir, objects)) {
+    return std::move(error);
+  }
+  return objects;
+}
+
+llvm::Expected<std::vector<RemoteObject>>
+RemoteTier::listBucket(llvm::StringRef dir) {
+  std::string prefix = keyPrefix.empty() ? "" : keyPrefix + "/";
+  std::string wanted = prefix + dir.str() + "/";
+  std::vector<RemoteObject> objects;
+  std::string token;
+  CURL *curl = static_cast<CURL *>(handle);
+  auto escape = [&](const std::string &text) {
+    std::lock_guard<std::mutex> guard(lock);
+    char *escaped = curl_easy_escape(curl, text.c_str(), text.size());
+    std::string out = escaped ? escaped : "";
+    curl_free(escaped);
+    return out;
+  };
+  do {
+    // The query's parameters in the order Signature Version 4 sorts them.
+    std::string address = bucketUrl + "/?" +
+                          (token.empty() ? ""
+                                         : "continuation-token=" +
+                                               escape(token) + "&") +
+                          "list-type=2&prefix=" + escape(wanted);
+    auto response = request("GET", address, ("the listing of " + dir).str(), "");
+    if (!response) {
+      return response.takeError();
+    }
+    if (response->status != 200) {
+      return statusError("GET", "the listing of " + dir.str(), *response);
+    }
+    llvm::StringRef body = response->body;
+    for (size_t at = body.find("<Contents>"); at != llvm::StringRef::npos;
+         at = body.find("<Contents>", at + 1)) {
+      llvm::StringRef entry = body.slice(at, body.find("</Contents>", at));
+      RemoteObject object;
+      object.path = llvm::StringRef(xmlElement(entry, "Key"))
+                        .drop_front(prefix.size())
+                        .str();
+      llvm::StringRef(xmlElement(entry, "Size")).getAsInteger(10, object.size);
+      object.modified = parseTime(xmlElement(entry, "LastModified"),
+                                  "%Y-%m-%dT%H:%M:%S");
+      objects.push_back(std::move(object));
+    }
+    token = xmlElement(body, "IsTruncated") == "true"
+                ? xmlElement(body, "NextContinuationToken")
+                : "";
+  } while (!token.empty());
+  return objects;
+}
+
+llvm::Error RemoteTier::listDirectory(llvm::StringRef dir,
+                                      std::vector<RemoteObject> &into) {
+  std::string what = "the listing of " + dir.str() + "/";
+  auto response = request("GET", base + "/" + dir.str() + "/", what, "");
+  if (!response) {
+    return response.takeError();
+  }
+  if (response->status == 404) {
+    return llvm::Error::success(); // nothing uploaded there yet
+  }
+  if (response->status != 200) {
+    return statusError("GET", what, *response);
+  }
+  auto parsed = llvm::json::parse(response->body);
+  const llvm::json::Array *entries = parsed ? parsed->getAsArray() : nullptr;
+  if (!entries) {
+    if (!parsed) {
+      llvm::consumeError(parsed.takeError());
+    }
+    return llvm::createStringError(
+        "remote cache '" + given + "': " + what +
+        " is not a JSON directory listing (nginx: autoindex on; "
+        "autoindex_format json;)");
+  }
+  for (const llvm::json::Value &value : *entries) {
+    const llvm::json::Object *entry = value.getAsObject();
+    auto name = entry ? entry->getString("name") : std::nullopt;
+    if (!name) {
+      continue;
+    }
+    std::string path = dir.str() + "/" + name->str();
+    if (entry->getString("type") == "directory") {
+      if (llvm::Error error = listDirectory(path, into)) {
+        return error;
+      }
+      continue;
+    }
+    RemoteObject object;
+    object.path = path;
+    object.size = entry->getInteger("size").value_or(0);
+    object.modified = parseTime(entry->getString("mtime").value_or("").str(),
+                                "%a, %d %b %Y %H:%M:%S");
+    into.push_back(std::move(object));
   }
   return llvm::Error::success();
 }

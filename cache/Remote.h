@@ -31,6 +31,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::cache {
 
@@ -39,6 +40,13 @@ bool isRemoteUrl(llvm::StringRef root);
 
 /// Seconds a transfer may stall or take: KILN_CACHE_REMOTE_TIMEOUT (30).
 double remoteTimeoutSeconds();
+
+/// An object a remote tier holds.
+struct RemoteObject {
+  std::string path; // relative to the prefix
+  int64_t size = 0;
+  double modified = 0; // seconds since the epoch (upload time)
+};
 
 class RemoteTier {
 public:
@@ -53,6 +61,10 @@ public:
   /// Stores `bytes` at `path`, replacing what is there.
   llvm::Error put(llvm::StringRef path, llvm::StringRef bytes);
   llvm::Error remove(llvm::StringRef path);
+  /// Every object below `dir` (relative to the prefix). An S3 tier lists
+  /// with ListObjectsV2; an HTTP tier reads nginx's JSON directory listings
+  /// (`autoindex on; autoindex_format json;`, docs/cache.md).
+  llvm::Expected<std::vector<RemoteObject>> list(llvm::StringRef dir);
 
   /// The URL as the user gave it, for messages.
   const std::string &url() const { return given; }
@@ -63,14 +75,20 @@ private:
     long status = 0;
     std::string body;
   };
-  llvm::Expected<Response> request(llvm::StringRef method, llvm::StringRef path,
-                                   llvm::StringRef body);
+  /// `method` on `address`; errors name the tier, the method and `what`.
+  llvm::Expected<Response> request(llvm::StringRef method,
+                                   const std::string &address,
+                                   llvm::StringRef what, llvm::StringRef body);
+  llvm::Expected<std::vector<RemoteObject>> listBucket(llvm::StringRef dir);
+  llvm::Error listDirectory(llvm::StringRef dir,
+                            std::vector<RemoteObject> &into);
   llvm::Error statusError(llvm::StringRef method, llvm::StringRef path,
                           const Response &response) const;
 
   std::string given;   // s3://bucket/prefix or http(s)://host/prefix
   std::string base;    // the URL objects' paths are appended to
   std::string bucket;  // S3 only
+  std::string bucketUrl, keyPrefix; // S3: base is bucketUrl[/keyPrefix]
   std::string sigv4;   // libcurl's CURLOPT_AWS_SIGV4 ("aws:amz:<region>:s3")
   std::string userpwd; // access key id : secret
   std::string sessionToken;

@@ -73,6 +73,8 @@ http {{
     location /kiln/ {{
       dav_methods PUT DELETE;
       create_full_put_path on;
+      autoindex on;
+      autoindex_format json;
     }}
   }}
 }}
@@ -162,6 +164,42 @@ class RemoteTierTest:
         self.assertEqual(len(self.local_objects("b")), 1)
         self.server.stop()
         self.assertEqual(self.train("b")[:2], (0, 1))
+
+    def cache_command(self, *args, env=None, expect=0):
+        full = {"PATH": "/usr/bin:/bin", "HOME": self.work,
+                **getattr(self.server, "env", {}), **(env or {})}
+        result = subprocess.run([os.path.join(ARGS.bin, "kiln"), "cache", *args,
+                                 "--cache", self.server.url],
+                                env=full, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, expect, result.stdout + result.stderr)
+        return result.stdout + result.stderr
+
+    def test_maintenance_on_the_remote_tier(self):
+        self.train("a")
+        self.train("b", env={"KILN_CACHE_LOCAL": ""}, steps=1)  # same graph
+        out = self.cache_command("ls")
+        self.assertRegex(out, r"1 entries, [0-9.]+ KiB in " + re.escape(self.server.url))
+        self.assertIn("1 entries", self.cache_command("stats"))
+        self.assertIn("1 artifacts checked, 0 bad", self.cache_command("verify"))
+        doctor = self.cache_command("doctor")
+        self.assertEqual(doctor.count(" ok "), 4, doctor)
+        [remote] = self.server.objects()
+        with open(remote, "r+b") as f:
+            f.seek(100)
+            f.write(b"\xff" * 8)
+        self.assertIn("1 bad", self.cache_command("verify", expect=1))
+        self.assertIn("1 bad, 1 removed", self.cache_command("verify", "--repair", expect=1))
+        self.assertEqual(self.server.objects(), [])
+        self.train("c")
+        self.assertIn("1 too young", self.cache_command("gc", "--max-size", "0"))
+        self.assertIn("would remove 1 entries",
+                      self.cache_command("gc", "--max-size", "0", "--grace", "0", "--dry-run"))
+        self.assertEqual(len(self.server.objects()), 1)
+        self.assertIn("removed 1 entries",
+                      self.cache_command("prune", "--older-than", "0", "--grace", "0"))
+        self.assertEqual(self.server.objects(), [])
+        self.assertIn("works on a cache directory",
+                      self.cache_command("index", "rebuild", expect=2))
 
     def test_a_corrupt_remote_object_is_reported_not_used_and_replaced(self):
         self.train("a")

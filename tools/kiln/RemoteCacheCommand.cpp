@@ -1,0 +1,150 @@
+//===- RemoteCacheCommand.cpp - kiln cache ... on a remote tier -----------===//
+//
+// `kiln cache ls|stats|verify|gc|prune|doctor --cache s3://... (or
+// http(s)://...)`: the commands that make sense on the remote tier itself
+// (cache/RemoteMaintenance.h). The others work on a cache directory, such as
+// the local one in front of the tier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/CacheArgs.h"
+#include "tools/kiln/CacheCommand.h"
+#include "tools/kiln/ToolSupport.h"
+
+#include "cache/RemoteMaintenance.h"
+#include "cache/Store.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::tool {
+
+namespace {
+
+using namespace kiln::cache;
+
+int runRemoteList(RemoteTier &tier, const Args &args) {
+  auto entries = listRemoteEntries(tier);
+  if (!entries) {
+    return reportError(entries.takeError());
+  }
+  if (args.has("--json")) {
+    llvm::json::Array out;
+    for (const RemoteEntry &e : *entries) {
+      out.push_back(llvm::json::Object{{"key", e.key},
+                                       {"size", e.object.size},
+                                       {"uploaded", e.object.modified}});
+    }
+    printJson(std::move(out));
+    return Success;
+  }
+  int64_t total = 0;
+  llvm::outs() << llvm::formatv("{0,-16} {1,10} {2}\n", "KEY", "SIZE",
+                                "UPLOADED (UTC)");
+  for (const RemoteEntry &e : *entries) {
+    total += e.object.size;
+    llvm::outs() << llvm::formatv("{0,-16} {1,10} {2}\n", e.key.substr(0, 16),
+                                  humanBytes(e.object.size),
+                                  humanTime(e.object.modified));
+  }
+  llvm::outs() << entries->size() << " entries, " << humanBytes(total)
+               << " in " << tier.url() << "\n";
+  return Success;
+}
+
+int runRemoteStats(RemoteTier &tier, const Args &args) {
+  auto entries = listRemoteEntries(tier);
+  if (!entries) {
+    return reportError(entries.takeError());
+  }
+  int64_t total = 0;
+  for (const RemoteEntry &e : *entries) {
+    total += e.object.size;
+  }
+  if (args.has("--json")) {
+    printJson(llvm::json::Object{{"tier", tier.url()},
+                                 {"entries", int64_t(entries->size())},
+                                 {"bytes", total}});
+    return Success;
+  }
+  llvm::outs() << llvm::formatv("{0}: {1} entries, {2}\n", tier.url(),
+                                entries->size(), humanBytes(total));
+  return Success;
+}
+
+int runRemoteVerify(RemoteTier &tier, const Args &args) {
+  auto report = verifyRemote(tier, args.has("--repair"));
+  if (!report) {
+    return reportError(report.takeError());
+  }
+  for (const auto &[key, why] : report->bad) {
+    llvm::outs() << "BAD " << key << ": " << why << "\n";
+  }
+  llvm::outs() << llvm::formatv("{0} artifacts checked, {1} bad, {2} removed\n",
+                                report->checked, report->bad.size(),
+                                report->removed);
+  return report->bad.empty() ? Success : InternalFailure;
+}
+
+int runRemoteGc(RemoteTier &tier, const Args &args, bool prune) {
+  auto policy = parseGcPolicy(args, prune);
+  if (!policy) {
+    return reportError(policy.takeError());
+  }
+  auto report = collectRemoteGarbage(tier, *policy);
+  if (!report) {
+    return reportError(report.takeError());
+  }
+  const char *verb = policy->dryRun ? "would remove" : "removed";
+  for (const RemoteEntry &e : report->removed) {
+    llvm::outs() << verb << " " << e.key << "\n";
+  }
+  llvm::outs() << llvm::formatv("{0} {1} entries ({2}); kept {3} ({4}), {5} "
+                                "too young for the grace period\n",
+                                verb, report->removed.size(),
+                                humanBytes(report->freedBytes), report->kept,
+                                humanBytes(report->keptBytes),
+                                report->skippedYoung);
+  return Success;
+}
+
+int runRemoteDoctor(RemoteTier &tier) {
+  bool allOk = true;
+  llvm::outs() << "remote cache " << tier.url() << "\n";
+  for (const DoctorCheck &c : diagnoseRemote(tier)) {
+    llvm::outs() << llvm::formatv("  {0,-4} {1,-17} {2}\n",
+                                  c.ok ? "ok" : "FAIL", c.name, c.detail);
+    allOk = allOk && c.ok;
+  }
+  return allOk ? Success : InternalFailure;
+}
+
+} // namespace
+
+int runRemoteCacheCommand(llvm::StringRef command, llvm::StringRef url,
+                          const Args &args) {
+  auto tier = RemoteTier::open(url);
+  if (!tier) {
+    return reportError(tier.takeError());
+  }
+  if (command == "ls") {
+    return runRemoteList(**tier, args);
+  }
+  if (command == "stats") {
+    return runRemoteStats(**tier, args);
+  }
+  if (command == "verify") {
+    return runRemoteVerify(**tier, args);
+  }
+  if (command == "gc" || command == "prune") {
+    return runRemoteGc(**tier, args, command == "prune");
+  }
+  if (command == "doctor") {
+    return runRemoteDoctor(**tier);
+  }
+  return fail("cache " + command + " works on a cache directory, not on the "
+              "remote tier '" + url + "'; the local directory in front of it "
+              "is " + localRootFor(url) + " (--cache DIR)");
+}
+
+} // namespace kiln::tool
