@@ -185,7 +185,8 @@ std::string Cache::remotePath(const Key &key) const {
 }
 
 std::optional<artifact::Artifact>
-Cache::fetchRemote(const Key &key, const CompileOptions &options) {
+Cache::fetchRemote(const Key &key, const CompileOptions &options,
+                   llvm::StringRef graphName) {
   RemoteTier *tier = remoteTier();
   if (!tier) {
     return std::nullopt;
@@ -214,6 +215,8 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options) {
   }
   ++counters.remoteHits;
   counters.bytesRead += static_cast<int64_t>((*fetched)->size());
+  record({"remote_hit", key.hex, static_cast<double>((*fetched)->size()), 0,
+          graphName.str(), artifactBuild(*loaded)});
   // Keep a copy in the local tier and serve it from there (mapped, as any
   // local hit); a local tier that takes no writes serves it from memory.
   if (!files.options().readOnly) {
@@ -412,9 +415,8 @@ llvm::Expected<Result> Cache::lookUpOrCompile(const proto::Graph &graph,
     }
     if (!missed) {
       missed = true;
-      if (auto fetched = fetchRemote(*key, options)) {
+      if (auto fetched = fetchRemote(*key, options, graph.name())) {
         ++counters.hits;
-        record({"hit", key->hex});
         return Result{std::move(*fetched), std::move(*key), Outcome::Hit, 0};
       }
       ++counters.misses;

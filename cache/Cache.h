@@ -129,7 +129,8 @@ private:
   /// directory too; nullopt on a remote miss, a corrupt object (reported)
   /// or remote trouble (one warning per process).
   std::optional<artifact::Artifact> fetchRemote(const Key &key,
-                                                const CompileOptions &options);
+                                                const CompileOptions &options,
+                                                llvm::StringRef graphName);
   /// getOrCompile less the run log.
   llvm::Expected<Result> lookUpOrCompile(const proto::Graph &graph,
                                          const CompileOptions &options,

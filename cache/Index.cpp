@@ -286,10 +286,14 @@ llvm::Error Index::mergeEvents() {
                    "INSERT INTO entries(key, graph_name, created, last_used, "
                    "status) VALUES(?1, ?2, ?3, ?3, 'failed') ON "
                    "CONFLICT(key) DO UPDATE SET status = 'failed'");
+  std::string host;
+  // Every counter in all, and per host (the log's name): host:<host>:<name>.
   auto count = [&](llvm::StringRef name, double value) {
     bump.bind(1, name).bind(2, value).run();
+    bump.bind(1, "host:" + host + ":" + name.str()).bind(2, value).run();
   };
   for (const std::string &log : logs) {
+    host = llvm::sys::path::stem(log).str();
     // Take the log out of the appenders' way first; new events start a new
     // file.
     std::string merging = log + ".merging-" + std::to_string(::getpid());
@@ -323,6 +327,15 @@ llvm::Error Index::mergeEvents() {
             saved.step() == SQLITE_ROW ? saved.number(0) : 0;
         saved.reset();
         count("seconds_saved", compileSeconds);
+      } else if (kind == "remote_hit") {
+        // Served by the remote tier and kept here: an entry of this
+        // directory from now on.
+        count("hits", 1);
+        count("remote_hits", 1);
+        count("bytes_read", size);
+        upsert.bind(1, key).bind(2, f[5]).bind(3, size).bind(4, seconds);
+        upsert.bind(5, f[6]).bind(6, time).run();
+        hit.bind(1, key).bind(2, time).run();
       } else if (kind == "miss") {
         count("misses", 1);
       } else if (kind == "compile") {

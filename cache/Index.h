@@ -38,7 +38,8 @@ inline constexpr const char *kCounterNames[] = {
 
 /// One event a cache user records. `size` and `seconds` depend on the kind.
 struct Event {
-  std::string kind; // hit miss compile bypass failure corrupt lease_wait
+  /// hit remote_hit miss compile bypass failure corrupt lease_wait
+  std::string kind;
   std::string key;
   double size = 0;
   double seconds = 0;

@@ -8,6 +8,7 @@ a local cache directory of its own in front of the one remote.
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -140,6 +141,7 @@ class RemoteTierTest:
         local = os.path.join(self.work, "host-" + host)
         full = {"PATH": "/usr/bin:/bin", "HOME": self.work, "OMP_NUM_THREADS": "1",
                 "KILN_CACHE_LOCAL": local, "KILN_CACHE_REMOTE_TIMEOUT": "5",
+                "KILN_HOST_ID": "host-" + host,
                 **getattr(self.server, "env", {}), **(env or {})}
         result = subprocess.run(
             [os.path.join(ARGS.bin, "kiln-example-train-mlp"), "--synthetic", "--steps",
@@ -162,6 +164,12 @@ class RemoteTierTest:
         self.assertEqual(err, "")
         # The second host keeps a copy: its next run is a local hit.
         self.assertEqual(len(self.local_objects("b")), 1)
+        stats = subprocess.run(
+            [os.path.join(ARGS.bin, "kiln"), "cache", "stats", "--json", "--cache",
+             os.path.join(self.work, "host-b")], capture_output=True, text=True, check=True)
+        counters = json.loads(stats.stdout)
+        self.assertEqual((counters["hits"], counters["remote_hits"]), (1, 1), counters)
+        self.assertEqual(counters["hosts"]["host-b"]["remote_hits"], 1, counters)
         self.server.stop()
         self.assertEqual(self.train("b")[:2], (0, 1))
 

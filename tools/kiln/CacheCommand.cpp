@@ -253,6 +253,26 @@ int runKey(const Args &args) {
   return Success;
 }
 
+/// Counters as `kiln cache stats` shows them, then the hit rate.
+void printCounters(std::map<std::string, double> counters,
+                   llvm::StringRef indent) {
+  for (auto &[name, value] : counters) {
+    std::string shown =
+        llvm::StringRef(name).starts_with("bytes")
+            ? humanBytes(value)
+            : (llvm::StringRef(name).ends_with("seconds") ||
+                       name == "seconds_saved"
+                   ? llvm::formatv("{0:f1} s", value).str()
+                   : llvm::formatv("{0}", static_cast<int64_t>(value)).str());
+    llvm::outs() << llvm::formatv("{0}{1,-20} {2}\n", indent, name, shown);
+  }
+  double lookups = counters["hits"] + counters["misses"];
+  if (lookups > 0) {
+    llvm::outs() << llvm::formatv("{0}{1,-20} {2:f1} %\n", indent, "hit rate",
+                                  100.0 * counters["hits"] / lookups);
+  }
+}
+
 int runStats(const Store &store, const Args &args) {
   auto index = args.has("--zero") ? Index::openForUpdate(store)
                                   : openIndexForReading(store);
@@ -265,28 +285,38 @@ int runStats(const Store &store, const Args &args) {
       return reportError(std::move(err));
     }
   }
+  // host:<host>:<name> are the per-host counters (Index::mergeEvents).
+  std::map<std::string, std::map<std::string, double>> perHost;
+  for (auto it = counters.begin(); it != counters.end();) {
+    llvm::StringRef name = it->first;
+    if (name.consume_front("host:")) {
+      auto [host, counter] = name.rsplit(':');
+      perHost[host.str()][counter.str()] = it->second;
+      it = counters.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (args.has("--json")) {
-    llvm::json::Object out;
+    llvm::json::Object out, hosts;
     for (auto &[name, value] : counters) {
       out[name] = value;
     }
+    for (auto &[host, hostCounters] : perHost) {
+      llvm::json::Object one;
+      for (auto &[name, value] : hostCounters) {
+        one[name] = value;
+      }
+      hosts[host] = std::move(one);
+    }
+    out["hosts"] = std::move(hosts);
     printJson(std::move(out));
     return Success;
   }
-  double lookups = counters["hits"] + counters["misses"];
-  for (auto &[name, value] : counters) {
-    std::string shown =
-        llvm::StringRef(name).starts_with("bytes")
-            ? humanBytes(value)
-            : (llvm::StringRef(name).ends_with("seconds") ||
-                       name == "seconds_saved"
-                   ? llvm::formatv("{0:f1} s", value).str()
-                   : llvm::formatv("{0}", static_cast<int64_t>(value)).str());
-    llvm::outs() << llvm::formatv("{0,-20} {1}\n", name, shown);
-  }
-  if (lookups > 0) {
-    llvm::outs() << llvm::formatv("{0,-20} {1:f1} %\n", "hit rate",
-                                  100.0 * counters["hits"] / lookups);
+  printCounters(counters, "");
+  for (auto &[host, hostCounters] : perHost) {
+    llvm::outs() << "host " << host << ":\n";
+    printCounters(hostCounters, "  ");
   }
   if (args.has("--zero")) {
     llvm::outs() << "(counters zeroed)\n";
