@@ -178,12 +178,6 @@ RemoteTier *Cache::remoteTier() const {
   return remote && !isDown(remote->url()) ? remote.get() : nullptr;
 }
 
-std::string Cache::remotePath(const Key &key) const {
-  return llvm::StringRef(files.objectPath(key.hex))
-      .drop_front(files.root().size() + 1)
-      .str();
-}
-
 std::optional<artifact::Artifact>
 Cache::fetchRemote(const Key &key, const CompileOptions &options,
                    llvm::StringRef graphName) {
@@ -191,7 +185,7 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options,
   if (!tier) {
     return std::nullopt;
   }
-  std::string path = remotePath(key);
+  std::string path = remoteObjectPath(key.hex);
   auto fetched = tier->get(path);
   if (!fetched) {
     remoteTrouble(tier->url(), fetched.takeError());
@@ -236,7 +230,7 @@ void Cache::upload(const Key &key, llvm::StringRef bytes) {
   if (!tier || files.options().readOnly) {
     return;
   }
-  if (llvm::Error error = tier->put(remotePath(key), bytes)) {
+  if (llvm::Error error = tier->put(remoteObjectPath(key.hex), bytes)) {
     remoteTrouble(tier->url(), std::move(error));
     return;
   }

@@ -140,8 +140,7 @@ private:
                          const CompileOptions &options, const Key &key);
   /// Uploads a compiled artifact's bytes to the remote tier, if any.
   void upload(const Key &key, llvm::StringRef bytes);
-  /// An object's path below the remote tier's prefix (the local layout's).
-  std::string remotePath(const Key &key) const;
+
   /// Compiles and publishes; with `notPublishing` set, publishes nothing
   /// and says why in the result.
   llvm::Expected<Result>

@@ -374,8 +374,8 @@ llvm::Expected<ExportReport> exportCache(const Store &store,
   return report;
 }
 
-llvm::Expected<std::pair<int, int>> importCache(const Store &store,
-                                                llvm::StringRef file) {
+llvm::Expected<std::pair<int, int>> readBundle(llvm::StringRef file,
+                                               const BundleSink &take) {
   int error = 0;
   zip_t *zip = zip_open(file.str().c_str(), ZIP_RDONLY, &error);
   if (!zip) {
@@ -404,7 +404,7 @@ llvm::Expected<std::pair<int, int>> importCache(const Store &store,
       ++skipped;
       continue;
     }
-    std::string target;
+    BundleItem kind;
     if (name.starts_with("objects/") && name.ends_with(".kneff")) {
       // Never trust an import: an artifact is verified before it is shared.
       auto valid = artifact::readArtifact(bytes, name);
@@ -415,22 +415,33 @@ llvm::Expected<std::pair<int, int>> importCache(const Store &store,
         ++skipped;
         continue;
       }
-      target = store.objectPath(key);
+      kind = BundleItem::Object;
       ++imported;
     } else if (name.starts_with("graphs/")) {
-      target = store.graphPath(key);
+      kind = BundleItem::Graph;
     } else {
       ++skipped;
       continue;
     }
-    auto published = store.publish(target, bytes);
-    if (!published) {
+    if (llvm::Error failed = take(kind, key, bytes)) {
       zip_discard(zip);
-      return published.takeError();
+      return std::move(failed);
     }
   }
   zip_discard(zip);
   return std::pair{imported, skipped};
+}
+
+llvm::Expected<std::pair<int, int>> importCache(const Store &store,
+                                                llvm::StringRef file) {
+  return readBundle(file, [&](BundleItem kind, llvm::StringRef key,
+                              llvm::StringRef bytes) -> llvm::Error {
+    auto published = store.publish(kind == BundleItem::Object
+                                       ? store.objectPath(key)
+                                       : store.graphPath(key),
+                                   bytes);
+    return published ? llvm::Error::success() : published.takeError();
+  });
 }
 
 std::vector<DoctorCheck> diagnose(const Store &store) {

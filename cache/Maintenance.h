@@ -6,6 +6,7 @@
 #include "cache/Index.h"
 #include "cache/Store.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,15 @@ struct ExportReport {
 };
 llvm::Expected<ExportReport> exportCache(const Store &store,
                                          llvm::StringRef file);
+/// What a bundle (an export's zip file) holds.
+enum class BundleItem { Object, Graph };
+using BundleSink = std::function<llvm::Error(
+    BundleItem kind, llvm::StringRef key, llvm::StringRef bytes)>;
+/// Hands every object of a bundle that verifies (integrity, and the key it
+/// records), and every graph, to `take`; returns (objects taken, entries
+/// skipped as invalid).
+llvm::Expected<std::pair<int, int>> readBundle(llvm::StringRef file,
+                                               const BundleSink &take);
 /// Publishes every valid object and graph of a zip file written by
 /// exportCache; returns (imported, skipped as invalid).
 llvm::Expected<std::pair<int, int>> importCache(const Store &store,

@@ -3,6 +3,7 @@
 #include "cache/Remote.h"
 
 #include "compiler/support/Sha256.h"
+#include "runtime/artifact/Artifact.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -88,6 +89,15 @@ double parseTime(const std::string &text, const char *format) {
 }
 
 } // namespace
+
+std::string remoteObjectsDir() {
+  return "kiln-" + std::to_string(artifact::kFormatMajor) + "/objects";
+}
+
+std::string remoteObjectPath(llvm::StringRef key) {
+  return remoteObjectsDir() + "/" + key.take_front(2).str() + "/" + key.str() +
+         ".kneff";
+}
 
 bool isRemoteUrl(llvm::StringRef root) {
   return root.starts_with("s3://") || root.starts_with("http://") ||

@@ -38,6 +38,12 @@ namespace kiln::cache {
 /// Whether `root` names a remote tier (s3://, http://, https://).
 bool isRemoteUrl(llvm::StringRef root);
 
+/// Where a remote tier keeps the artifact for `key` (the local layout's
+/// path below the root): kiln-<major>/objects/<k0k1>/<key>.kneff.
+std::string remoteObjectPath(llvm::StringRef key);
+/// The directory of every artifact: kiln-<major>/objects.
+std::string remoteObjectsDir();
+
 /// Seconds a transfer may stall or take: KILN_CACHE_REMOTE_TIMEOUT (30).
 double remoteTimeoutSeconds();
 

@@ -7,20 +7,15 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <zip.h>
 #include <unistd.h>
 
 namespace kiln::cache {
 
-namespace {
-
-std::string objectsDir() {
-  return "kiln-" + std::to_string(artifact::kFormatMajor) + "/objects";
-}
-
-} // namespace
-
 llvm::Expected<std::vector<RemoteEntry>> listRemoteEntries(RemoteTier &tier) {
-  auto objects = tier.list(objectsDir());
+  auto objects = tier.list(remoteObjectsDir());
   if (!objects) {
     return objects.takeError();
   }
@@ -116,6 +111,75 @@ llvm::Expected<RemoteGcReport> collectRemoteGarbage(RemoteTier &tier,
     report.removed.push_back(entry);
   }
   return report;
+}
+
+llvm::Expected<ExportReport> exportRemote(RemoteTier &tier,
+                                          llvm::StringRef file) {
+  auto entries = listRemoteEntries(tier);
+  if (!entries) {
+    return entries.takeError();
+  }
+  int error = 0;
+  ::unlink(file.str().c_str());
+  zip_t *zip = zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
+  if (!zip) {
+    return llvm::createStringError("cannot create '" + file +
+                                   "' (zip error " + llvm::Twine(error) + ")");
+  }
+  ExportReport report;
+  for (const RemoteEntry &entry : *entries) {
+    auto bytes = tier.get(entry.object.path);
+    if (!bytes || !*bytes) {
+      zip_discard(zip);
+      return bytes ? llvm::createStringError(tier.url() + "/" +
+                                             entry.object.path +
+                                             " vanished during the export")
+                   : bytes.takeError();
+    }
+    std::string origin = tier.url() + "/" + entry.object.path;
+    auto loaded = artifact::readArtifact(**bytes, origin);
+    llvm::Error bad = loaded ? checkBinding(*loaded, entry.key, origin)
+                             : loaded.takeError();
+    if (bad) {
+      report.skipped.emplace_back(entry.key, llvm::toString(std::move(bad)));
+      continue;
+    }
+    // libzip reads the buffer when it writes the archive, and frees it then.
+    void *copy = std::malloc((*bytes)->size());
+    std::memcpy(copy, (*bytes)->data(), (*bytes)->size());
+    zip_source_t *source =
+        zip_source_buffer(zip, copy, (*bytes)->size(), /*freep=*/1);
+    std::string name = "objects/" + entry.key + ".kneff";
+    if (!source || zip_file_add(zip, name.c_str(), source, 0) < 0) {
+      if (source) {
+        zip_source_free(source);
+      } else {
+        std::free(copy);
+      }
+      std::string why = zip_strerror(zip);
+      zip_discard(zip);
+      return llvm::createStringError("cannot add " + name + " to '" + file +
+                                     "': " + why);
+    }
+    ++report.exported;
+  }
+  if (zip_close(zip) != 0) {
+    std::string why = zip_strerror(zip);
+    zip_discard(zip);
+    return llvm::createStringError("cannot write '" + file + "': " + why);
+  }
+  return report;
+}
+
+llvm::Expected<std::pair<int, int>> importRemote(RemoteTier &tier,
+                                                 llvm::StringRef file) {
+  return readBundle(file, [&](BundleItem kind, llvm::StringRef key,
+                              llvm::StringRef bytes) -> llvm::Error {
+    if (kind != BundleItem::Object) {
+      return llvm::Error::success(); // a remote tier serves artifacts only
+    }
+    return tier.put(remoteObjectPath(key), bytes);
+  });
 }
 
 std::vector<DoctorCheck> diagnoseRemote(RemoteTier &tier) {

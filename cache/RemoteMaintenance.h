@@ -48,6 +48,16 @@ struct RemoteGcReport {
 llvm::Expected<RemoteGcReport> collectRemoteGarbage(RemoteTier &tier,
                                                     const GcPolicy &policy);
 
+/// Downloads every artifact that verifies into a bundle, as exportCache
+/// writes one from a directory (graphs stay in the directories that
+/// compiled them).
+llvm::Expected<ExportReport> exportRemote(RemoteTier &tier,
+                                          llvm::StringRef file);
+/// Uploads every artifact of a bundle that verifies; returns (uploaded,
+/// skipped as invalid).
+llvm::Expected<std::pair<int, int>> importRemote(RemoteTier &tier,
+                                                 llvm::StringRef file);
+
 /// Probes the tier: an upload, its download, a listing and a delete.
 std::vector<DoctorCheck> diagnoseRemote(RemoteTier &tier);
 

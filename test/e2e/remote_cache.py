@@ -209,6 +209,29 @@ class RemoteTierTest:
         self.assertIn("works on a cache directory",
                       self.cache_command("index", "rebuild", expect=2))
 
+    def test_bundles_move_between_tiers(self):
+        self.train("a")
+        bundle = os.path.join(self.work, "bundle.zip")
+        self.assertIn("exported 1 artifacts", self.cache_command("export", bundle))
+        self.assertIn("removed 1 entries",
+                      self.cache_command("prune", "--older-than", "0", "--grace", "0"))
+        self.assertIn("uploaded 1 artifacts", self.cache_command("import", bundle))
+        self.assertEqual(self.train("b")[:2], (0, 1))
+        # A directory imports what the remote tier exported, and exports
+        # what the remote tier imports.
+        kiln = os.path.join(ARGS.bin, "kiln")
+        local = os.path.join(self.work, "directory")
+        subprocess.run([kiln, "cache", "import", bundle, "--cache", local], check=True,
+                       capture_output=True)
+        again = os.path.join(self.work, "again.zip")
+        subprocess.run([kiln, "cache", "export", again, "--cache", local], check=True,
+                       capture_output=True)
+        self.assertIn("uploaded 1 artifacts", self.cache_command("import", again))
+        with open(os.path.join(self.work, "junk.zip"), "wb") as f:
+            f.write(b"not a zip")
+        self.assertIn("cannot open", self.cache_command(
+            "import", os.path.join(self.work, "junk.zip"), expect=2))
+
     def test_a_corrupt_remote_object_is_reported_not_used_and_replaced(self):
         self.train("a")
         [remote] = self.server.objects()

@@ -37,7 +37,8 @@ constexpr const char *kUsage =
     R"(usage: kiln cache <command> [options]
 The cache root: --cache DIR (--root DIR is the same), else $KILN_CACHE_URL,
 else ~/.cache/kiln. A remote tier (s3://..., http(s)://...) takes ls, stats,
-verify, gc, prune and doctor; the other commands work on a cache directory.
+verify, gc, prune, doctor, export and import (bundles move between tiers);
+the other commands work on a cache directory.
 
   ls [--json]                         entries: key, graph, size, compile time, hits, last use, status
   show KEY                            one entry (a unique key prefix will do)

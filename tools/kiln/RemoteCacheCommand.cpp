@@ -1,6 +1,6 @@
 //===- RemoteCacheCommand.cpp - kiln cache ... on a remote tier -----------===//
 //
-// `kiln cache ls|stats|verify|gc|prune|doctor --cache s3://... (or
+// `kiln cache ls|stats|verify|gc|prune|doctor|export|import --cache s3://... (or
 // http(s)://...)`: the commands that make sense on the remote tier itself
 // (cache/RemoteMaintenance.h). The others work on a cache directory, such as
 // the local one in front of the tier.
@@ -119,6 +119,37 @@ int runRemoteDoctor(RemoteTier &tier) {
   return allOk ? Success : InternalFailure;
 }
 
+/// export FILE: the tier's artifacts into a bundle; import FILE: a bundle's
+/// artifacts onto the tier (the bundles of `kiln cache export` from any tier).
+int runRemoteBundle(RemoteTier &tier, llvm::StringRef command,
+                    const Args &args) {
+  if (args.positional.size() != 1) {
+    return fail("cache " + command + " takes one file");
+  }
+  const std::string &file = args.positional[0];
+  if (command == "export") {
+    auto report = exportRemote(tier, file);
+    if (!report) {
+      return reportError(report.takeError());
+    }
+    for (auto &[key, why] : report->skipped) {
+      llvm::outs() << "skipped " << key << ": " << why << "\n";
+    }
+    llvm::outs() << "exported " << report->exported << " artifacts from "
+                 << tier.url() << " to " << file << ", skipped "
+                 << report->skipped.size() << " invalid entries\n";
+    return report->skipped.empty() ? Success : InternalFailure;
+  }
+  auto counts = importRemote(tier, file);
+  if (!counts) {
+    return reportError(counts.takeError());
+  }
+  llvm::outs() << "uploaded " << counts->first << " artifacts to "
+               << tier.url() << ", skipped " << counts->second
+               << " invalid entries\n";
+  return counts->second == 0 ? Success : InternalFailure;
+}
+
 } // namespace
 
 int runRemoteCacheCommand(llvm::StringRef command, llvm::StringRef url,
@@ -141,6 +172,9 @@ int runRemoteCacheCommand(llvm::StringRef command, llvm::StringRef url,
   }
   if (command == "doctor") {
     return runRemoteDoctor(**tier);
+  }
+  if (command == "export" || command == "import") {
+    return runRemoteBundle(**tier, command, args);
   }
   return fail("cache " + command + " works on a cache directory, not on the "
               "remote tier '" + url + "'; the local directory in front of it "
