@@ -5,9 +5,13 @@
 //   - warm lookup + verify + load latency, p50 and p99, for 1 MB and 100 MB
 //     artifacts (goal: p50 under 1 ms for 1 MB);
 //   - lookups per second from 8 concurrent processes;
-//   - the overhead of a cold miss over the bare compile.
+//   - the overhead of a cold miss over the bare compile;
+//   - per remote tier (--remote URL, repeatable; a server already running):
+//     a compile's upload cost, and a first hit served from the remote to a
+//     fresh local directory, for 1 MB and 100 MB artifacts.
 //
-//   build/bin/kiln-bench-cache [--root DIR]   (default: a fresh temporary dir)
+//   build/bin/kiln-bench-cache [--root DIR] [--remote URL]...
+//   (default root: a fresh temporary dir)
 //
 //===----------------------------------------------------------------------===//
 
@@ -173,13 +177,69 @@ void coldMiss(const std::string &root, mlir::MLIRContext &context) {
   ::unsetenv("KILN_TEST_ARTIFACT_BYTES");
 }
 
+/// Upload cost and first remote hit for `bytes`-byte artifacts on `url`,
+/// each against the same compile into a local directory alone.
+void remoteFigures(const std::string &url, int tier, const std::string &root,
+                   mlir::MLIRContext &context, size_t bytes, int reps) {
+  ::setenv("KILN_TEST_ARTIFACT_BYTES", std::to_string(bytes).c_str(), 1);
+  double local = 0, uploaded = 0, fetched = 0;
+  for (int i = 0; i < reps; ++i) {
+    // A fresh graph per rep and per size: every compile is a miss everywhere.
+    int variant = 5000 + tier * 1000 + int(bytes % 997) * 10 + i;
+    proto::Graph g = makeGraph(context, variant);
+    std::string prefix = root + "/remote-" + std::to_string(variant);
+    auto timed = [&](const std::string &cacheRoot, const std::string &front,
+                     cache::Outcome expected) {
+      ::setenv("KILN_CACHE_LOCAL", front.c_str(), 1);
+      cache::Cache c = openCache(cacheRoot);
+      double start = now();
+      auto got = c.getOrCompile(g, {}, test::standInCompile);
+      double seconds = now() - start;
+      if (!got || got->outcome != expected || c.remoteTier() == nullptr) {
+        std::string why = got ? "an unexpected outcome, or the tier failed"
+                              : llvm::toString(got.takeError());
+        std::fprintf(stderr, "kiln-bench-cache: %s: %s\n", url.c_str(),
+                     why.c_str());
+        std::exit(1);
+      }
+      return seconds;
+    };
+    auto start = now();
+    openCache(prefix + "-alone").getOrCompile(g, {}, test::standInCompile);
+    local += now() - start;
+    uploaded += timed(url, prefix + "-up", cache::Outcome::Compiled);
+    fetched += timed(url, prefix + "-down", cache::Outcome::Hit);
+  }
+  std::printf("  %s, %6.1f MB artifact: cold miss %8.2f ms (a directory "
+              "alone %8.2f ms: upload %8.2f ms); first hit from the remote "
+              "%8.2f ms  (%d reps)\n",
+              url.c_str(), bytes / 1e6, uploaded / reps * 1e3,
+              local / reps * 1e3, (uploaded - local) / reps * 1e3,
+              fetched / reps * 1e3, reps);
+  ::unsetenv("KILN_TEST_ARTIFACT_BYTES");
+  ::unsetenv("KILN_CACHE_LOCAL");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string root;
-  if (argc == 3 && std::string(argv[1]) == "--root") {
-    root = argv[2];
-  } else {
+  std::vector<std::string> remotes;
+  bool ownRoot = true;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--root") {
+      root = argv[i + 1];
+      ownRoot = false;
+    } else if (flag == "--remote") {
+      remotes.push_back(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "usage: kiln-bench-cache [--root DIR] "
+                           "[--remote URL]...\n");
+      return 2;
+    }
+  }
+  if (ownRoot) {
     llvm::SmallString<128> dir;
     if (llvm::sys::fs::createUniqueDirectory("kiln-bench-cache", dir)) {
       return 1;
@@ -195,7 +255,11 @@ int main(int argc, char **argv) {
   warmLatency(root, context, 100000000, 2, 50);
   concurrentLookups(root, context);
   coldMiss(root, context);
-  if (argc != 3) {
+  for (size_t tier = 0; tier < remotes.size(); ++tier) {
+    remoteFigures(remotes[tier], tier, root, context, 1000000, 10);
+    remoteFigures(remotes[tier], tier, root, context, 100000000, 3);
+  }
+  if (ownRoot) {
     llvm::sys::fs::remove_directories(root);
   }
   return 0;

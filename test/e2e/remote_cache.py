@@ -232,6 +232,19 @@ class RemoteTierTest:
         self.assertIn("cannot open", self.cache_command(
             "import", os.path.join(self.work, "junk.zip"), expect=2))
 
+    def test_two_hosts_missing_at_once_compile_at_most_once_each(self):
+        # No lease spans hosts that share only the remote tier: both may
+        # compile, and both upload the same bytes.
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(self.train, ["a", "b"]))
+        compiles = sum(run[0] for run in runs)
+        self.assertIn(compiles, (1, 2), runs)
+        self.assertEqual(len(self.server.objects()), 1)
+        self.assertEqual(read_bytes(self.local_objects("a")[0]),
+                         read_bytes(self.local_objects("b")[0]))
+        self.assertEqual(self.train("c")[:2], (0, 1))
+
     def test_a_corrupt_remote_object_is_reported_not_used_and_replaced(self):
         self.train("a")
         [remote] = self.server.objects()
