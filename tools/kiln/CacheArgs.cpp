@@ -186,4 +186,16 @@ llvm::Expected<cache::GcPolicy> parseGcPolicy(const Args &args, bool prune) {
   return policy;
 }
 
+int printDoctorChecks(llvm::StringRef title,
+                      const std::vector<cache::DoctorCheck> &checks) {
+  bool allOk = true;
+  llvm::outs() << title << "\n";
+  for (const cache::DoctorCheck &c : checks) {
+    llvm::outs() << llvm::formatv("  {0,-4} {1,-17} {2}\n",
+                                  c.ok ? "ok" : "FAIL", c.name, c.detail);
+    allOk = allOk && c.ok;
+  }
+  return allOk ? Success : InternalFailure;
+}
+
 } // namespace kiln::tool

@@ -64,6 +64,11 @@ llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> raw,
 /// --older-than, --max-size, --keep-versions, --version and --dry-run.
 llvm::Expected<cache::GcPolicy> parseGcPolicy(const Args &args, bool prune);
 
+/// Prints `title` and the doctor's checks; returns the exit status (0 when
+/// every check passed).
+int printDoctorChecks(llvm::StringRef title,
+                      const std::vector<cache::DoctorCheck> &checks);
+
 /// Reports `message` as kiln's one-line error; returns the exit status.
 int fail(const llvm::Twine &message);
 void printJson(llvm::json::Value value);

@@ -446,14 +446,8 @@ int runCoverage(const Store &store, const Args &args) {
 }
 
 int runDoctor(const Store &store) {
-  bool allOk = true;
-  llvm::outs() << "cache root " << store.root() << "\n";
-  for (const DoctorCheck &c : diagnose(store)) {
-    llvm::outs() << llvm::formatv("  {0,-4} {1,-17} {2}\n",
-                                  c.ok ? "ok" : "FAIL", c.name, c.detail);
-    allOk = allOk && c.ok;
-  }
-  return allOk ? Success : InternalFailure;
+  return printDoctorChecks("cache root " + store.root().str(),
+                           diagnose(store));
 }
 
 } // namespace

@@ -109,14 +109,7 @@ int runRemoteGc(RemoteTier &tier, const Args &args, bool prune) {
 }
 
 int runRemoteDoctor(RemoteTier &tier) {
-  bool allOk = true;
-  llvm::outs() << "remote cache " << tier.url() << "\n";
-  for (const DoctorCheck &c : diagnoseRemote(tier)) {
-    llvm::outs() << llvm::formatv("  {0,-4} {1,-17} {2}\n",
-                                  c.ok ? "ok" : "FAIL", c.name, c.detail);
-    allOk = allOk && c.ok;
-  }
-  return allOk ? Success : InternalFailure;
+  return printDoctorChecks("remote cache " + tier.url(), diagnoseRemote(tier));
 }
 
 /// export FILE: the tier's artifacts into a bundle; import FILE: a bundle's
