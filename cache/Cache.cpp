@@ -174,27 +174,28 @@ llvm::Expected<Cache> Cache::open(llvm::StringRef root, StoreOptions store,
   return cache;
 }
 
-RemoteTier *Cache::remoteTier() const {
-  return remote && !isDown(remote->url()) ? remote.get() : nullptr;
+const Tier *Cache::remoteTier() const {
+  return remote && !isDown(remote->location()) ? remote.get() : nullptr;
 }
 
 std::optional<artifact::Artifact>
 Cache::fetchRemote(const Key &key, const CompileOptions &options,
                    llvm::StringRef graphName) {
-  RemoteTier *tier = remoteTier();
+  const Tier *tier = remoteTier();
   if (!tier) {
     return std::nullopt;
   }
-  std::string path = remoteObjectPath(key.hex);
-  auto fetched = tier->get(path);
+  auto fetched = tier->fetchArtifact(key.hex);
   if (!fetched) {
-    remoteTrouble(tier->url(), fetched.takeError());
+    remoteTrouble(tier->location(), fetched.takeError());
     return std::nullopt;
   }
   if (!*fetched) {
     return std::nullopt;
   }
-  std::string origin = "remote object '" + tier->url() + "/" + path + "'";
+  std::string origin =
+      "remote object for key " + key.hex.substr(0, 16) + " in " +
+      tier->location();
   auto loaded = artifact::readArtifact(**fetched, origin, options.target);
   llvm::Error bad = loaded ? checkBinding(*loaded, key.hex, origin)
                            : loaded.takeError();
@@ -226,12 +227,12 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options,
 }
 
 void Cache::upload(const Key &key, llvm::StringRef bytes) {
-  RemoteTier *tier = remoteTier();
+  const Tier *tier = remoteTier();
   if (!tier || files.options().readOnly) {
     return;
   }
-  if (llvm::Error error = tier->put(remoteObjectPath(key.hex), bytes)) {
-    remoteTrouble(tier->url(), std::move(error));
+  if (llvm::Error error = tier->publishArtifact(key.hex, bytes)) {
+    remoteTrouble(tier->location(), std::move(error));
     return;
   }
   ++counters.uploads;

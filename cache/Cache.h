@@ -120,7 +120,7 @@ public:
   const Stats &stats() const { return counters; }
   /// The remote tier behind the local directory, if the root named one and
   /// it has worked so far in this process.
-  RemoteTier *remoteTier() const;
+  const Tier *remoteTier() const;
 
 private:
   Cache(Store store, LeaseOptions leases, GetOptions get)
@@ -150,7 +150,7 @@ private:
   void record(Event event);
 
   Store files;
-  std::shared_ptr<RemoteTier> remote;
+  std::shared_ptr<const Tier> remote;
   LeaseOptions leases;
   GetOptions get;
   Stats counters;

@@ -119,22 +119,16 @@ double mtimeOf(const struct stat &info) {
   return info.st_mtim.tv_sec + info.st_mtim.tv_nsec * 1e-9;
 }
 
-/// The objects on disk (the truth), not the index's idea of them.
+/// The objects on disk (the truth), not the index's idea of them, by key.
 std::vector<ObjectFile> scanObjects(const Store &store) {
   std::vector<ObjectFile> out;
-  std::error_code ec;
-  for (llvm::sys::fs::recursive_directory_iterator
-           it(store.subdir("objects"), ec),
-       end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef path = it->path();
-    llvm::StringRef key = llvm::sys::path::stem(path);
-    struct stat info;
-    if (!path.ends_with(".kneff") || !isKey(key) ||
-        ::stat(path.str().c_str(), &info) != 0) {
-      continue;
-    }
-    out.push_back({key.str(), path.str(), info.st_size, mtimeOf(info)});
+  auto entries = store.listArtifacts();
+  if (!entries) {
+    llvm::consumeError(entries.takeError()); // a directory lists no errors
+    return out;
+  }
+  for (const TierEntry &e : *entries) {
+    out.push_back({e.key, store.objectPath(e.key), e.size, e.written});
   }
   std::sort(
       out.begin(), out.end(),

@@ -11,8 +11,10 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <tuple>
 
 namespace kiln::cache {
 
@@ -180,7 +182,7 @@ RemoteTier::~RemoteTier() {
 
 llvm::Expected<RemoteTier::Response>
 RemoteTier::request(llvm::StringRef method, const std::string &address,
-                    llvm::StringRef what, llvm::StringRef body) {
+                    llvm::StringRef what, llvm::StringRef body) const {
   std::lock_guard<std::mutex> guard(lock);
   CURL *curl = static_cast<CURL *>(handle);
   curl_easy_reset(curl);
@@ -249,7 +251,7 @@ llvm::Error RemoteTier::statusError(llvm::StringRef method,
 }
 
 llvm::Expected<std::optional<std::string>>
-RemoteTier::get(llvm::StringRef path) {
+RemoteTier::get(llvm::StringRef path) const {
   auto response = request("GET", base + "/" + path.str(), path, "");
   if (!response) {
     return response.takeError();
@@ -263,7 +265,8 @@ RemoteTier::get(llvm::StringRef path) {
   return std::move(response->body);
 }
 
-llvm::Error RemoteTier::put(llvm::StringRef path, llvm::StringRef bytes) {
+llvm::Error RemoteTier::put(llvm::StringRef path,
+                            llvm::StringRef bytes) const {
   auto response = request("PUT", base + "/" + path.str(), path, bytes);
   if (!response) {
     return response.takeError();
@@ -274,7 +277,7 @@ llvm::Error RemoteTier::put(llvm::StringRef path, llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
-llvm::Error RemoteTier::remove(llvm::StringRef path) {
+llvm::Error RemoteTier::remove(llvm::StringRef path) const {
   auto response = request("DELETE", base + "/" + path.str(), path, "");
   if (!response) {
     return response.takeError();
@@ -287,7 +290,7 @@ llvm::Error RemoteTier::remove(llvm::StringRef path) {
 }
 
 llvm::Expected<std::vector<RemoteObject>>
-RemoteTier::list(llvm::StringRef dir) {
+RemoteTier::list(llvm::StringRef dir) const {
   if (!bucket.empty()) {
     return listBucket(dir);
   }
@@ -299,7 +302,7 @@ RemoteTier::list(llvm::StringRef dir) {
 }
 
 llvm::Expected<std::vector<RemoteObject>>
-RemoteTier::listBucket(llvm::StringRef dir) {
+RemoteTier::listBucket(llvm::StringRef dir) const {
   std::string prefix = keyPrefix.empty() ? "" : keyPrefix + "/";
   std::string wanted = prefix + dir.str() + "/";
   std::vector<RemoteObject> objects;
@@ -347,7 +350,7 @@ RemoteTier::listBucket(llvm::StringRef dir) {
 }
 
 llvm::Error RemoteTier::listDirectory(llvm::StringRef dir,
-                                      std::vector<RemoteObject> &into) {
+                                      std::vector<RemoteObject> &into) const {
   std::string what = "the listing of " + dir.str() + "/";
   auto response = request("GET", base + "/" + dir.str() + "/", what, "");
   if (!response) {
@@ -391,6 +394,40 @@ llvm::Error RemoteTier::listDirectory(llvm::StringRef dir,
     into.push_back(std::move(object));
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<std::optional<std::string>>
+RemoteTier::fetchArtifact(llvm::StringRef key) const {
+  return get(remoteObjectPath(key));
+}
+
+llvm::Error RemoteTier::publishArtifact(llvm::StringRef key,
+                                        llvm::StringRef bytes) const {
+  return put(remoteObjectPath(key), bytes);
+}
+
+llvm::Error RemoteTier::removeArtifact(llvm::StringRef key) const {
+  return remove(remoteObjectPath(key));
+}
+
+llvm::Expected<std::vector<TierEntry>> RemoteTier::listArtifacts() const {
+  auto objects = list(remoteObjectsDir());
+  if (!objects) {
+    return objects.takeError();
+  }
+  std::vector<TierEntry> entries;
+  for (const RemoteObject &object : *objects) {
+    llvm::StringRef name = llvm::StringRef(object.path).rsplit('/').second;
+    if (name.consume_back(".kneff") && name.size() == 64 &&
+        llvm::all_of(name, llvm::isHexDigit)) {
+      entries.push_back({name.str(), object.size, object.modified});
+    }
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const TierEntry &a, const TierEntry &b) {
+              return std::tie(a.written, a.key) < std::tie(b.written, b.key);
+            });
+  return entries;
 }
 
 } // namespace kiln::cache

@@ -24,6 +24,8 @@
 #ifndef KILN_CACHE_REMOTE_H
 #define KILN_CACHE_REMOTE_H
 
+#include "cache/Tier.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -54,26 +56,32 @@ struct RemoteObject {
   double modified = 0; // seconds since the epoch (upload time)
 };
 
-class RemoteTier {
+class RemoteTier : public Tier {
 public:
   /// Parses `url` and reads the credentials it needs. Errors name the URL.
   static llvm::Expected<std::unique_ptr<RemoteTier>> open(llvm::StringRef url);
-  ~RemoteTier();
+  ~RemoteTier() override;
+
+  /// The URL as the user gave it.
+  std::string location() const override { return given; }
+  llvm::Expected<std::optional<std::string>>
+  fetchArtifact(llvm::StringRef key) const override;
+  llvm::Error publishArtifact(llvm::StringRef key,
+                              llvm::StringRef bytes) const override;
+  llvm::Error removeArtifact(llvm::StringRef key) const override;
+  llvm::Expected<std::vector<TierEntry>> listArtifacts() const override;
 
   /// The object at `path` (relative to the prefix); nullopt when the server
   /// has none. Errors (unreachable, timeouts, 403, 5xx) name the tier, the
   /// request and the HTTP status.
-  llvm::Expected<std::optional<std::string>> get(llvm::StringRef path);
+  llvm::Expected<std::optional<std::string>> get(llvm::StringRef path) const;
   /// Stores `bytes` at `path`, replacing what is there.
-  llvm::Error put(llvm::StringRef path, llvm::StringRef bytes);
-  llvm::Error remove(llvm::StringRef path);
+  llvm::Error put(llvm::StringRef path, llvm::StringRef bytes) const;
+  llvm::Error remove(llvm::StringRef path) const;
   /// Every object below `dir` (relative to the prefix). An S3 tier lists
   /// with ListObjectsV2; an HTTP tier reads nginx's JSON directory listings
   /// (`autoindex on; autoindex_format json;`, docs/cache.md).
-  llvm::Expected<std::vector<RemoteObject>> list(llvm::StringRef dir);
-
-  /// The URL as the user gave it, for messages.
-  const std::string &url() const { return given; }
+  llvm::Expected<std::vector<RemoteObject>> list(llvm::StringRef dir) const;
 
 private:
   RemoteTier() = default;
@@ -84,10 +92,12 @@ private:
   /// `method` on `address`; errors name the tier, the method and `what`.
   llvm::Expected<Response> request(llvm::StringRef method,
                                    const std::string &address,
-                                   llvm::StringRef what, llvm::StringRef body);
-  llvm::Expected<std::vector<RemoteObject>> listBucket(llvm::StringRef dir);
+                                   llvm::StringRef what,
+                                   llvm::StringRef body) const;
+  llvm::Expected<std::vector<RemoteObject>>
+  listBucket(llvm::StringRef dir) const;
   llvm::Error listDirectory(llvm::StringRef dir,
-                            std::vector<RemoteObject> &into);
+                            std::vector<RemoteObject> &into) const;
   llvm::Error statusError(llvm::StringRef method, llvm::StringRef path,
                           const Response &response) const;
 
@@ -99,7 +109,7 @@ private:
   std::string userpwd; // access key id : secret
   std::string sessionToken;
   double timeout = 30;
-  std::mutex lock; // one transfer at a time on the handle
+  mutable std::mutex lock; // one transfer at a time on the handle
   void *handle = nullptr;
 };
 

@@ -3,6 +3,7 @@
 
 #include "cache/Store.h"
 
+#include "cache/Key.h"
 #include "cache/Remote.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -12,6 +13,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <random>
+#include <tuple>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -280,6 +283,55 @@ std::string Store::graphPath(llvm::StringRef key) const {
 std::string Store::leasePath(llvm::StringRef name) const {
   return (versionDir + "/leases/" + name + ".lease").str();
 }
+llvm::Expected<std::optional<std::string>>
+Store::fetchArtifact(llvm::StringRef key) const {
+  std::string path = objectPath(key);
+  if (!llvm::sys::fs::exists(path)) {
+    return std::nullopt;
+  }
+  auto bytes = readWholeFile(path);
+  if (!bytes) {
+    return bytes.takeError();
+  }
+  return std::optional<std::string>(std::move(*bytes));
+}
+
+llvm::Error Store::publishArtifact(llvm::StringRef key,
+                                   llvm::StringRef bytes) const {
+  auto published = publish(objectPath(key), bytes);
+  return published ? llvm::Error::success() : published.takeError();
+}
+
+llvm::Error Store::removeArtifact(llvm::StringRef key) const {
+  std::string path = objectPath(key);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return errnoError("cannot remove '" + path + "'", errno);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<TierEntry>> Store::listArtifacts() const {
+  std::vector<TierEntry> out;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(subdir("objects"), ec),
+       end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef path = it->path();
+    llvm::StringRef key = llvm::sys::path::stem(path);
+    struct stat info;
+    if (!path.ends_with(".kneff") || !isKey(key) ||
+        ::stat(path.str().c_str(), &info) != 0) {
+      continue;
+    }
+    out.push_back({key.str(), info.st_size,
+                   info.st_mtim.tv_sec + info.st_mtim.tv_nsec * 1e-9});
+  }
+  std::sort(out.begin(), out.end(), [](const TierEntry &a, const TierEntry &b) {
+    return std::tie(a.written, a.key) < std::tie(b.written, b.key);
+  });
+  return out;
+}
+
 std::string Store::subdir(llvm::StringRef name) const {
   return (versionDir + "/" + name).str();
 }

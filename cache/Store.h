@@ -21,6 +21,7 @@
 #ifndef KILN_CACHE_STORE_H
 #define KILN_CACHE_STORE_H
 
+#include "cache/Tier.h"
 #include "runtime/artifact/Artifact.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -100,7 +101,7 @@ struct FailedEntry {
   double expires = 0;
 };
 
-class Store {
+class Store : public Tier {
 public:
   /// Opens (creating unless read-only) the cache at `root` (for a remote
   /// tier, its local directory). Errors name the root and what is wrong:
@@ -115,6 +116,16 @@ public:
   /// <root>/kiln-<format major>
   llvm::StringRef dir() const { return versionDir; }
   const StoreOptions &options() const { return opts; }
+
+  /// The Tier interface: objects/<k0k1>/<key>.kneff. Publishing links a
+  /// staging file into place (the first writer wins, as publish()).
+  std::string location() const override { return rootDir; }
+  llvm::Expected<std::optional<std::string>>
+  fetchArtifact(llvm::StringRef key) const override;
+  llvm::Error publishArtifact(llvm::StringRef key,
+                              llvm::StringRef bytes) const override;
+  llvm::Error removeArtifact(llvm::StringRef key) const override;
+  llvm::Expected<std::vector<TierEntry>> listArtifacts() const override;
 
   std::string objectPath(llvm::StringRef key) const;
   std::string failedPath(llvm::StringRef key) const;

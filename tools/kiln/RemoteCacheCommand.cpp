@@ -2,7 +2,7 @@
 //
 // `kiln cache ls|stats|verify|gc|prune|doctor|export|import --cache s3://... (or
 // http(s)://...)`: the commands that make sense on the remote tier itself
-// (cache/RemoteMaintenance.h). The others work on a cache directory, such as
+// (cache/TierMaintenance.h). The others work on a cache directory, such as
 // the local one in front of the tier.
 //
 //===----------------------------------------------------------------------===//
@@ -11,7 +11,7 @@
 #include "tools/kiln/CacheCommand.h"
 #include "tools/kiln/ToolSupport.h"
 
-#include "cache/RemoteMaintenance.h"
+#include "cache/TierMaintenance.h"
 #include "cache/Store.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -23,17 +23,16 @@ namespace {
 
 using namespace kiln::cache;
 
-int runRemoteList(RemoteTier &tier, const Args &args) {
-  auto entries = listRemoteEntries(tier);
+int runRemoteList(const Tier &tier, const Args &args) {
+  auto entries = tier.listArtifacts();
   if (!entries) {
     return reportError(entries.takeError());
   }
   if (args.has("--json")) {
     llvm::json::Array out;
-    for (const RemoteEntry &e : *entries) {
-      out.push_back(llvm::json::Object{{"key", e.key},
-                                       {"size", e.object.size},
-                                       {"uploaded", e.object.modified}});
+    for (const TierEntry &e : *entries) {
+      out.push_back(llvm::json::Object{
+          {"key", e.key}, {"size", e.size}, {"uploaded", e.written}});
     }
     printJson(std::move(out));
     return Success;
@@ -41,39 +40,38 @@ int runRemoteList(RemoteTier &tier, const Args &args) {
   int64_t total = 0;
   llvm::outs() << llvm::formatv("{0,-16} {1,10} {2}\n", "KEY", "SIZE",
                                 "UPLOADED (UTC)");
-  for (const RemoteEntry &e : *entries) {
-    total += e.object.size;
+  for (const TierEntry &e : *entries) {
+    total += e.size;
     llvm::outs() << llvm::formatv("{0,-16} {1,10} {2}\n", e.key.substr(0, 16),
-                                  humanBytes(e.object.size),
-                                  humanTime(e.object.modified));
+                                  humanBytes(e.size), humanTime(e.written));
   }
   llvm::outs() << entries->size() << " entries, " << humanBytes(total)
-               << " in " << tier.url() << "\n";
+               << " in " << tier.location() << "\n";
   return Success;
 }
 
-int runRemoteStats(RemoteTier &tier, const Args &args) {
-  auto entries = listRemoteEntries(tier);
+int runRemoteStats(const Tier &tier, const Args &args) {
+  auto entries = tier.listArtifacts();
   if (!entries) {
     return reportError(entries.takeError());
   }
   int64_t total = 0;
-  for (const RemoteEntry &e : *entries) {
-    total += e.object.size;
+  for (const TierEntry &e : *entries) {
+    total += e.size;
   }
   if (args.has("--json")) {
-    printJson(llvm::json::Object{{"tier", tier.url()},
+    printJson(llvm::json::Object{{"tier", tier.location()},
                                  {"entries", int64_t(entries->size())},
                                  {"bytes", total}});
     return Success;
   }
-  llvm::outs() << llvm::formatv("{0}: {1} entries, {2}\n", tier.url(),
+  llvm::outs() << llvm::formatv("{0}: {1} entries, {2}\n", tier.location(),
                                 entries->size(), humanBytes(total));
   return Success;
 }
 
-int runRemoteVerify(RemoteTier &tier, const Args &args) {
-  auto report = verifyRemote(tier, args.has("--repair"));
+int runRemoteVerify(const Tier &tier, const Args &args) {
+  auto report = verifyTier(tier, args.has("--repair"));
   if (!report) {
     return reportError(report.takeError());
   }
@@ -86,17 +84,17 @@ int runRemoteVerify(RemoteTier &tier, const Args &args) {
   return report->bad.empty() ? Success : InternalFailure;
 }
 
-int runRemoteGc(RemoteTier &tier, const Args &args, bool prune) {
+int runRemoteGc(const Tier &tier, const Args &args, bool prune) {
   auto policy = parseGcPolicy(args, prune);
   if (!policy) {
     return reportError(policy.takeError());
   }
-  auto report = collectRemoteGarbage(tier, *policy);
+  auto report = collectTierGarbage(tier, *policy);
   if (!report) {
     return reportError(report.takeError());
   }
   const char *verb = policy->dryRun ? "would remove" : "removed";
-  for (const RemoteEntry &e : report->removed) {
+  for (const TierEntry &e : report->removed) {
     llvm::outs() << verb << " " << e.key << "\n";
   }
   llvm::outs() << llvm::formatv("{0} {1} entries ({2}); kept {3} ({4}), {5} "
@@ -108,20 +106,21 @@ int runRemoteGc(RemoteTier &tier, const Args &args, bool prune) {
   return Success;
 }
 
-int runRemoteDoctor(RemoteTier &tier) {
-  return printDoctorChecks("remote cache " + tier.url(), diagnoseRemote(tier));
+int runRemoteDoctor(const RemoteTier &tier) {
+  return printDoctorChecks("remote cache " + tier.location(),
+                           diagnoseRemote(tier));
 }
 
 /// export FILE: the tier's artifacts into a bundle; import FILE: a bundle's
 /// artifacts onto the tier (the bundles of `kiln cache export` from any tier).
-int runRemoteBundle(RemoteTier &tier, llvm::StringRef command,
+int runRemoteBundle(const Tier &tier, llvm::StringRef command,
                     const Args &args) {
   if (args.positional.size() != 1) {
     return fail("cache " + command + " takes one file");
   }
   const std::string &file = args.positional[0];
   if (command == "export") {
-    auto report = exportRemote(tier, file);
+    auto report = exportTier(tier, file);
     if (!report) {
       return reportError(report.takeError());
     }
@@ -129,16 +128,16 @@ int runRemoteBundle(RemoteTier &tier, llvm::StringRef command,
       llvm::outs() << "skipped " << key << ": " << why << "\n";
     }
     llvm::outs() << "exported " << report->exported << " artifacts from "
-                 << tier.url() << " to " << file << ", skipped "
+                 << tier.location() << " to " << file << ", skipped "
                  << report->skipped.size() << " invalid entries\n";
     return report->skipped.empty() ? Success : InternalFailure;
   }
-  auto counts = importRemote(tier, file);
+  auto counts = importTier(tier, file);
   if (!counts) {
     return reportError(counts.takeError());
   }
   llvm::outs() << "uploaded " << counts->first << " artifacts to "
-               << tier.url() << ", skipped " << counts->second
+               << tier.location() << ", skipped " << counts->second
                << " invalid entries\n";
   return counts->second == 0 ? Success : InternalFailure;
 }

@@ -225,8 +225,8 @@ class FrontEndTest(unittest.TestCase):
             self.assertRegex(warnings[0], r"^kiln: warning: cache root '.*' .*; "
                              r"compiling in memory, nothing is cached$")
 
-    def test_remote_cache_url_is_an_error_not_a_directory(self):
-        os.environ["KILN_CACHE_URL"] = "s3://bucket/kiln"
+    def test_unknown_cache_url_scheme_is_an_error_not_a_directory(self):
+        os.environ["KILN_CACHE_URL"] = "gs://bucket/kiln"
         cwd = os.getcwd()
         os.chdir(self.cache.name)
         try:
@@ -234,8 +234,8 @@ class FrontEndTest(unittest.TestCase):
                                      kiln.optim.SGD(lr=0.1))
             with self.assertRaises(kiln.KilnError) as caught:
                 step(torch.randn(8, 16), torch.randint(0, 4, (8,)))
-            self.assertIn("the s3:// scheme is not supported", str(caught.exception))
-            self.assertFalse(os.path.exists("s3:"))
+            self.assertIn("the gs:// scheme is not supported", str(caught.exception))
+            self.assertFalse(os.path.exists("gs:"))
         finally:
             os.chdir(cwd)
 

@@ -1,64 +1,55 @@
-//===- RemoteMaintenance.cpp - ls, verify, gc and doctor on a remote tier -===//
+//===- TierMaintenance.cpp - verify, gc and bundles on any tier -----------===//
 
-#include "cache/RemoteMaintenance.h"
+#include "cache/TierMaintenance.h"
 
 #include "cache/Key.h"
+#include "cache/Store.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <zip.h>
 #include <unistd.h>
+#include <zip.h>
 
 namespace kiln::cache {
 
-llvm::Expected<std::vector<RemoteEntry>> listRemoteEntries(RemoteTier &tier) {
-  auto objects = tier.list(remoteObjectsDir());
-  if (!objects) {
-    return objects.takeError();
-  }
-  std::vector<RemoteEntry> entries;
-  for (RemoteObject &object : *objects) {
-    llvm::StringRef name = llvm::StringRef(object.path).rsplit('/').second;
-    if (name.consume_back(".kneff") && isKey(name)) {
-      entries.push_back({name.str(), std::move(object)});
-    }
-  }
-  std::sort(entries.begin(), entries.end(),
-            [](const RemoteEntry &a, const RemoteEntry &b) {
-              return std::tie(a.object.modified, a.key) <
-                     std::tie(b.object.modified, b.key);
-            });
-  return entries;
+namespace {
+
+/// The artifact `bytes` verified as the entry for `key` of `tier`.
+llvm::Error verifyEntry(const Tier &tier, llvm::StringRef key,
+                        llvm::StringRef bytes) {
+  std::string origin = "the artifact for " + key.str() + " in " +
+                       tier.location();
+  auto loaded = artifact::readArtifact(bytes, origin);
+  return loaded ? checkBinding(*loaded, key, origin) : loaded.takeError();
 }
 
-llvm::Expected<RemoteVerifyReport> verifyRemote(RemoteTier &tier, bool repair) {
-  auto entries = listRemoteEntries(tier);
+} // namespace
+
+llvm::Expected<TierVerifyReport> verifyTier(const Tier &tier, bool repair) {
+  auto entries = tier.listArtifacts();
   if (!entries) {
     return entries.takeError();
   }
-  RemoteVerifyReport report;
-  for (const RemoteEntry &entry : *entries) {
-    auto bytes = tier.get(entry.object.path);
+  TierVerifyReport report;
+  for (const TierEntry &entry : *entries) {
+    auto bytes = tier.fetchArtifact(entry.key);
     if (!bytes) {
       return bytes.takeError();
     }
-    ++report.checked;
     if (!*bytes) {
       continue; // removed since the listing
     }
-    std::string origin = tier.url() + "/" + entry.object.path;
-    auto loaded = artifact::readArtifact(**bytes, origin);
-    llvm::Error bad = loaded ? checkBinding(*loaded, entry.key, origin)
-                             : loaded.takeError();
+    ++report.checked;
+    llvm::Error bad = verifyEntry(tier, entry.key, **bytes);
     if (!bad) {
       continue;
     }
     report.bad.emplace_back(entry.key, llvm::toString(std::move(bad)));
     if (repair) {
-      if (llvm::Error error = tier.remove(entry.object.path)) {
+      if (llvm::Error error = tier.removeArtifact(entry.key)) {
         return std::move(error);
       }
       ++report.removed;
@@ -67,55 +58,50 @@ llvm::Expected<RemoteVerifyReport> verifyRemote(RemoteTier &tier, bool repair) {
   return report;
 }
 
-llvm::Expected<RemoteGcReport> collectRemoteGarbage(RemoteTier &tier,
-                                                    const GcPolicy &policy) {
+llvm::Expected<TierGcReport> collectTierGarbage(const Tier &tier,
+                                                const GcPolicy &policy) {
   if (policy.keepVersions || policy.otherCompilers) {
     return llvm::createStringError(
-        "remote cache '" + tier.url() +
+        "'" + tier.location() +
         "': --keep-versions and --version work on a cache directory; on a "
         "remote tier, use --max-size, --max-age or --older-than");
   }
-  auto entries = listRemoteEntries(tier);
+  auto entries = tier.listArtifacts();
   if (!entries) {
     return entries.takeError();
   }
   int64_t total = 0;
-  for (const RemoteEntry &entry : *entries) {
-    total += entry.object.size;
+  for (const TierEntry &entry : *entries) {
+    total += entry.size;
   }
   double now = wallSeconds();
-  RemoteGcReport report;
-  for (const RemoteEntry &entry : *entries) { // oldest upload first
-    double age = now - entry.object.modified;
+  TierGcReport report;
+  for (const TierEntry &entry : *entries) { // oldest write first
+    double age = now - entry.written;
     bool tooOld = (policy.maxAgeSeconds && age > *policy.maxAgeSeconds) ||
                   (policy.olderThanSeconds && age > *policy.olderThanSeconds);
     bool tooBig = policy.maxBytes && total > *policy.maxBytes;
-    if (!tooOld && !tooBig) {
+    if ((!tooOld && !tooBig) || age < policy.graceSeconds) {
+      report.skippedYoung += tooOld || tooBig;
       ++report.kept;
-      report.keptBytes += entry.object.size;
-      continue;
-    }
-    if (age < policy.graceSeconds) {
-      ++report.skippedYoung;
-      ++report.kept;
-      report.keptBytes += entry.object.size;
+      report.keptBytes += entry.size;
       continue;
     }
     if (!policy.dryRun) {
-      if (llvm::Error error = tier.remove(entry.object.path)) {
+      if (llvm::Error error = tier.removeArtifact(entry.key)) {
         return std::move(error);
       }
     }
-    total -= entry.object.size;
-    report.freedBytes += entry.object.size;
+    total -= entry.size;
+    report.freedBytes += entry.size;
     report.removed.push_back(entry);
   }
   return report;
 }
 
-llvm::Expected<ExportReport> exportRemote(RemoteTier &tier,
-                                          llvm::StringRef file) {
-  auto entries = listRemoteEntries(tier);
+llvm::Expected<ExportReport> exportTier(const Tier &tier,
+                                        llvm::StringRef file) {
+  auto entries = tier.listArtifacts();
   if (!entries) {
     return entries.takeError();
   }
@@ -127,20 +113,16 @@ llvm::Expected<ExportReport> exportRemote(RemoteTier &tier,
                                    "' (zip error " + llvm::Twine(error) + ")");
   }
   ExportReport report;
-  for (const RemoteEntry &entry : *entries) {
-    auto bytes = tier.get(entry.object.path);
+  for (const TierEntry &entry : *entries) {
+    auto bytes = tier.fetchArtifact(entry.key);
     if (!bytes || !*bytes) {
       zip_discard(zip);
-      return bytes ? llvm::createStringError(tier.url() + "/" +
-                                             entry.object.path +
-                                             " vanished during the export")
+      return bytes ? llvm::createStringError(
+                         "the artifact for " + entry.key + " vanished from " +
+                         tier.location() + " during the export")
                    : bytes.takeError();
     }
-    std::string origin = tier.url() + "/" + entry.object.path;
-    auto loaded = artifact::readArtifact(**bytes, origin);
-    llvm::Error bad = loaded ? checkBinding(*loaded, entry.key, origin)
-                             : loaded.takeError();
-    if (bad) {
+    if (llvm::Error bad = verifyEntry(tier, entry.key, **bytes)) {
       report.skipped.emplace_back(entry.key, llvm::toString(std::move(bad)));
       continue;
     }
@@ -171,18 +153,18 @@ llvm::Expected<ExportReport> exportRemote(RemoteTier &tier,
   return report;
 }
 
-llvm::Expected<std::pair<int, int>> importRemote(RemoteTier &tier,
-                                                 llvm::StringRef file) {
+llvm::Expected<std::pair<int, int>> importTier(const Tier &tier,
+                                               llvm::StringRef file) {
   return readBundle(file, [&](BundleItem kind, llvm::StringRef key,
                               llvm::StringRef bytes) -> llvm::Error {
     if (kind != BundleItem::Object) {
-      return llvm::Error::success(); // a remote tier serves artifacts only
+      return llvm::Error::success(); // graphs stay with directories
     }
-    return tier.put(remoteObjectPath(key), bytes);
+    return tier.publishArtifact(key, bytes);
   });
 }
 
-std::vector<DoctorCheck> diagnoseRemote(RemoteTier &tier) {
+std::vector<DoctorCheck> diagnoseRemote(const RemoteTier &tier) {
   std::vector<DoctorCheck> checks;
   std::string path = llvm::formatv("kiln-{0}/doctor/{1}-{2}.probe",
                                    artifact::kFormatMajor, hostIdentity(),
