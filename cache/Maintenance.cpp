@@ -2,6 +2,8 @@
 
 #include "cache/Maintenance.h"
 
+#include "cache/Bundle.h"
+
 #include "cache/Key.h"
 #include "cache/Lease.h"
 
@@ -322,15 +324,9 @@ VerifyReport verifyObjects(const Store &store, Index *index, bool repair) {
 
 llvm::Expected<ExportReport> exportCache(const Store &store,
                                          llvm::StringRef file) {
-  int error = 0;
-  ::unlink(file.str().c_str());
-  zip_t *zip = zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
-  if (!zip) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, error);
-    std::string why = zip_error_strerror(&ze);
-    zip_error_fini(&ze);
-    return llvm::createStringError("cannot create '" + file + "': " + why);
+  auto bundle = BundleWriter::create(file);
+  if (!bundle) {
+    return bundle.takeError();
   }
   ExportReport report;
   for (const ObjectFile &o : scanObjects(store)) {
@@ -347,23 +343,14 @@ llvm::Expected<ExportReport> exportCache(const Store &store,
       if (!llvm::sys::fs::exists(path)) {
         continue;
       }
-      zip_source_t *source = zip_source_file(zip, path.c_str(), 0, -1);
-      if (!source || zip_file_add(zip, name.c_str(), source, 0) < 0) {
-        if (source) {
-          zip_source_free(source);
-        }
-        std::string why = zip_strerror(zip);
-        zip_discard(zip);
-        return llvm::createStringError("cannot add '" + path + "' to '" + file +
-                                       "': " + why);
+      if (llvm::Error error = (*bundle)->addFile(name, path)) {
+        return std::move(error);
       }
     }
     ++report.exported;
   }
-  if (zip_close(zip) != 0) {
-    std::string why = zip_strerror(zip);
-    zip_discard(zip);
-    return llvm::createStringError("cannot write '" + file + "': " + why);
+  if (llvm::Error error = (*bundle)->close()) {
+    return std::move(error);
   }
   return report;
 }

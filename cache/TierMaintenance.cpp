@@ -2,16 +2,14 @@
 
 #include "cache/TierMaintenance.h"
 
+#include "cache/Bundle.h"
 #include "cache/Key.h"
 #include "cache/Store.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <unistd.h>
-#include <zip.h>
 
 namespace kiln::cache {
 
@@ -105,18 +103,14 @@ llvm::Expected<ExportReport> exportTier(const Tier &tier,
   if (!entries) {
     return entries.takeError();
   }
-  int error = 0;
-  ::unlink(file.str().c_str());
-  zip_t *zip = zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
-  if (!zip) {
-    return llvm::createStringError("cannot create '" + file +
-                                   "' (zip error " + llvm::Twine(error) + ")");
+  auto bundle = BundleWriter::create(file);
+  if (!bundle) {
+    return bundle.takeError();
   }
   ExportReport report;
   for (const TierEntry &entry : *entries) {
     auto bytes = tier.fetchArtifact(entry.key);
     if (!bytes || !*bytes) {
-      zip_discard(zip);
       return bytes ? llvm::createStringError(
                          "the artifact for " + entry.key + " vanished from " +
                          tier.location() + " during the export")
@@ -126,29 +120,14 @@ llvm::Expected<ExportReport> exportTier(const Tier &tier,
       report.skipped.emplace_back(entry.key, llvm::toString(std::move(bad)));
       continue;
     }
-    // libzip reads the buffer when it writes the archive, and frees it then.
-    void *copy = std::malloc((*bytes)->size());
-    std::memcpy(copy, (*bytes)->data(), (*bytes)->size());
-    zip_source_t *source =
-        zip_source_buffer(zip, copy, (*bytes)->size(), /*freep=*/1);
-    std::string name = "objects/" + entry.key + ".kneff";
-    if (!source || zip_file_add(zip, name.c_str(), source, 0) < 0) {
-      if (source) {
-        zip_source_free(source);
-      } else {
-        std::free(copy);
-      }
-      std::string why = zip_strerror(zip);
-      zip_discard(zip);
-      return llvm::createStringError("cannot add " + name + " to '" + file +
-                                     "': " + why);
+    if (llvm::Error error =
+            (*bundle)->addBytes("objects/" + entry.key + ".kneff", **bytes)) {
+      return std::move(error);
     }
     ++report.exported;
   }
-  if (zip_close(zip) != 0) {
-    std::string why = zip_strerror(zip);
-    zip_discard(zip);
-    return llvm::createStringError("cannot write '" + file + "': " + why);
+  if (llvm::Error error = (*bundle)->close()) {
+    return std::move(error);
   }
   return report;
 }
