@@ -123,6 +123,27 @@ class S3rver:
             self.process.wait(timeout=20)
 
 
+# A PyTorch training run whose remote tier stops between its two graphs:
+# step 1 (batch 8) is served by the tier, then the script stops the server
+# (its pid in STOP_PID) before step 2 (batch 16) asks it.
+MID_RUN_SCRIPT = r'''
+import json, os, signal, time
+import torch
+import torch.nn.functional as F
+import kiln
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+step = kiln.compile_step(model, F.cross_entropy, kiln.optim.SGD(lr=0.1))
+losses = [float(step(torch.randn(8, 16), torch.randint(0, 4, (8,))))]
+if os.environ.get("STOP_PID"):
+    os.kill(int(os.environ["STOP_PID"]), signal.SIGTERM)
+    time.sleep(1)
+losses.append(float(step(torch.randn(16, 16), torch.randint(0, 4, (16,)))))
+print(json.dumps({"losses": losses, "keys": step.keys, "stats": step.cache_stats()}))
+'''
+
+
 class RemoteTierTest:
     """The cases every remote tier passes; subclasses say which server."""
 
@@ -258,6 +279,36 @@ class RemoteTierTest:
         self.assertIn("not used, recompiling", err)
         self.assertEqual(read_bytes(remote), good)  # the upload replaced it
         self.assertEqual(self.train("c")[:2], (0, 1))
+
+    def test_a_server_stopped_mid_run_costs_one_warning_and_the_run_completes(self):
+        script = os.path.join(self.work, "mid_run.py")
+        with open(script, "w") as f:
+            f.write(MID_RUN_SCRIPT)
+        python = os.path.join(os.path.dirname(os.path.abspath(ARGS.bin)), "python")
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.work, "OMP_NUM_THREADS": "1",
+               "PYTHONPATH": python, "KILN_CACHE_URL": self.server.url,
+               **getattr(self.server, "env", {})}
+
+        def run(host, stop=None):
+            full = dict(env, KILN_CACHE_LOCAL=os.path.join(self.work, "py-" + host),
+                        **({"STOP_PID": str(stop)} if stop else {}))
+            result = subprocess.run(["/usr/bin/python3", script], env=full,
+                                    capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+        first, err = run("a")  # both graphs compiled and uploaded
+        self.assertEqual(first["stats"]["compiles"], 2, first)
+        self.assertEqual(err, "")
+        # Host b's step 1 is served by the tier; its step 2 misses locally
+        # and asks the tier after the server has gone.
+        second, err = run("b", stop=self.server.process.pid)
+        self.assertEqual(second["stats"]["remote_hits"], 1, second)
+        self.assertEqual(second["stats"]["compiles"], 1, second)
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("going on with the local tier only", lines[0])
+        self.assertEqual(second["losses"][0], first["losses"][0])
 
     def test_a_stopped_server_costs_one_warning_and_the_run_completes(self):
         self.server.stop()
