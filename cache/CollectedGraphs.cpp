@@ -2,6 +2,7 @@
 
 #include "cache/CollectedGraphs.h"
 
+#include "cache/Cache.h"
 #include "cache/Key.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -76,6 +77,19 @@ llvm::Error publishOnce(llvm::StringRef dir, llvm::StringRef path,
 
 std::string defaultCollectedDir(const Store &store) {
   return store.subdir("collected");
+}
+
+llvm::Expected<std::string> collectedDirFor(llvm::StringRef graphsDir,
+                                            llvm::StringRef cacheRoot) {
+  if (!graphsDir.empty()) {
+    return graphsDir.str();
+  }
+  auto store = Store::open(cacheRoot.empty() ? Cache::defaultRoot() : cacheRoot,
+                           Store::optionsFromEnvironment());
+  if (!store) {
+    return store.takeError();
+  }
+  return defaultCollectedDir(*store);
 }
 
 llvm::Error recordGraph(const proto::Graph &graph, const CompileOptions &options,

@@ -29,6 +29,12 @@ namespace kiln::cache {
 /// nothing says otherwise.
 std::string defaultCollectedDir(const Store &store);
 
+/// Where collection records graphs: `graphsDir` when given, else
+/// defaultCollectedDir of the cache at `cacheRoot` (empty: KILN_CACHE_URL,
+/// else ~/.cache/kiln; for a remote tier, its local directory).
+llvm::Expected<std::string> collectedDirFor(llvm::StringRef graphsDir,
+                                            llvm::StringRef cacheRoot);
+
 /// Records `graph`, keyed `key`, and the flags of `options` into `dir`.
 llvm::Error recordGraph(const proto::Graph &graph, const CompileOptions &options,
                         llvm::StringRef key, llvm::StringRef dir);

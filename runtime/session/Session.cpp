@@ -231,18 +231,12 @@ llvm::Expected<std::unique_ptr<Session>> Session::open(proto::Graph graph,
   }
 
   if (o.collectOnly) {
-    std::string dir = o.graphsDir;
-    if (dir.empty()) {
-      auto store = cache::Store::open(
-          o.cacheRoot.empty() ? cache::Cache::defaultRoot() : o.cacheRoot,
-          cache::Store::optionsFromEnvironment());
-      if (!store) {
-        return fail(store.takeError());
-      }
-      dir = cache::defaultCollectedDir(*store);
+    auto dir = cache::collectedDirFor(o.graphsDir, o.cacheRoot);
+    if (!dir) {
+      return fail(dir.takeError());
     }
     if (llvm::Error error =
-            cache::recordGraph(g, o.compile, session->cacheKey.hex, dir)) {
+            cache::recordGraph(g, o.compile, session->cacheKey.hex, *dir)) {
       return fail(std::move(error));
     }
     return session;
