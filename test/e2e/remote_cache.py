@@ -280,23 +280,38 @@ class RemoteTierTest:
         self.assertEqual(read_bytes(remote), good)  # the upload replaced it
         self.assertEqual(self.train("c")[:2], (0, 1))
 
-    def test_a_server_stopped_mid_run_costs_one_warning_and_the_run_completes(self):
+    def python_run(self, host, precompile=False, stop=None):
+        """MID_RUN_SCRIPT as `host` (under `kiln precompile` if asked)."""
         script = os.path.join(self.work, "mid_run.py")
         with open(script, "w") as f:
             f.write(MID_RUN_SCRIPT)
         python = os.path.join(os.path.dirname(os.path.abspath(ARGS.bin)), "python")
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.work, "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": python, "KILN_CACHE_URL": self.server.url,
-               **getattr(self.server, "env", {})}
+        env = {"PATH": ARGS.bin + ":/usr/bin:/bin", "HOME": self.work,
+               "OMP_NUM_THREADS": "1", "PYTHONPATH": python,
+               "KILN_CACHE_URL": self.server.url,
+               "KILN_CACHE_LOCAL": os.path.join(self.work, "py-" + host),
+               **getattr(self.server, "env", {}),
+               **({"STOP_PID": str(stop)} if stop else {})}
+        command = ["/usr/bin/python3", script]
+        if precompile:
+            command = ["kiln", "precompile", "--no-progress", "--"] + command
+        result = subprocess.run(command, env=env, capture_output=True, text=True,
+                                timeout=300)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        if precompile:
+            return result.stdout, result.stderr
+        return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
 
-        def run(host, stop=None):
-            full = dict(env, KILN_CACHE_LOCAL=os.path.join(self.work, "py-" + host),
-                        **({"STOP_PID": str(stop)} if stop else {}))
-            result = subprocess.run(["/usr/bin/python3", script], env=full,
-                                    capture_output=True, text=True, timeout=300)
-            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
-            return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+    def test_a_second_host_trains_with_zero_compiles_after_the_first_precompiles(self):
+        out, err = self.python_run("a", precompile=True)
+        self.assertIn("2 graphs: 2 compiled", out)
+        self.assertEqual(len(self.server.objects()), 2)
+        run, err = self.python_run("b")
+        self.assertEqual((run["stats"]["compiles"], run["stats"]["remote_hits"]), (0, 2), run)
+        self.assertEqual(err, "")
 
+    def test_a_server_stopped_mid_run_costs_one_warning_and_the_run_completes(self):
+        run = self.python_run
         first, err = run("a")  # both graphs compiled and uploaded
         self.assertEqual(first["stats"]["compiles"], 2, first)
         self.assertEqual(err, "")
