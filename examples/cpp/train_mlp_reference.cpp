@@ -119,6 +119,28 @@ void fillBatch(const examples::Dataset &data, const std::vector<int64_t> &order,
   }
 }
 
+/// How many of `test`'s images the predict function, with `inputs` bound
+/// (the image slot is filled batch by batch), classifies right.
+llvm::Expected<int64_t> countCorrect(mlir::func::FuncOp predictFn,
+                                     std::vector<HostTensor> &inputs,
+                                     const examples::Dataset &test,
+                                     int64_t batchSize) {
+  std::vector<int64_t> order(test.count);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t right = 0;
+  for (int64_t first = 0; first < test.count; first += batchSize) {
+    fillBatch(test, order, first, inputs[0], nullptr);
+    auto outputs = reference::interpret(predictFn, inputs);
+    if (!outputs) {
+      return outputs.takeError();
+    }
+    for (int64_t r = 0; r < batchSize; ++r) {
+      right += (*outputs)[0].data[r] == test.labels[first + r];
+    }
+  }
+  return right;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -253,22 +275,13 @@ int main(int argc, char **argv) {
             .getValue();
     evalInputs[i] = inputs[indexOf(name)];
   }
-  std::vector<int64_t> testOrder(test->count);
-  std::iota(testOrder.begin(), testOrder.end(), 0);
-  int64_t right = 0;
-  for (int64_t first = 0; first < test->count; first += evalConfig.batch) {
-    fillBatch(*test, testOrder, first, evalInputs[0], nullptr);
-    auto outputs = reference::interpret(predictFn, evalInputs);
-    if (!outputs) {
-      return fail(outputs.takeError());
-    }
-    for (int64_t r = 0; r < evalConfig.batch; ++r) {
-      right += (*outputs)[0].data[r] == test->labels[first + r];
-    }
+  auto right = countCorrect(predictFn, evalInputs, *test, evalConfig.batch);
+  if (!right) {
+    return fail(right.takeError());
   }
   llvm::outs() << llvm::format("test accuracy: %.4f (%lld of %lld)\n",
-                               static_cast<double>(right) / test->count,
-                               static_cast<long long>(right),
+                               static_cast<double>(*right) / test->count,
+                               static_cast<long long>(*right),
                                static_cast<long long>(test->count));
   return 0;
 }
