@@ -65,6 +65,24 @@ bool isDown(llvm::StringRef url) {
   return downTiers.count(url.str()) != 0;
 }
 
+/// The compile seconds the tier's record of `key` gives; 0 without one.
+double recordedCompileSeconds(const Tier &tier, llvm::StringRef key) {
+  auto record = tier.fetchRecord(key);
+  if (!record || !*record) {
+    if (!record) {
+      llvm::consumeError(record.takeError()); // the artifact came; go on
+    }
+    return 0;
+  }
+  auto parsed = llvm::json::parse(**record);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return 0;
+  }
+  const llvm::json::Object *o = parsed->getAsObject();
+  return o ? o->getNumber("compile_seconds").value_or(0) : 0;
+}
+
 void remoteTrouble(llvm::StringRef url, llvm::Error error) {
   std::string why = llvm::toString(std::move(error));
   std::lock_guard<std::mutex> guard(downLock);
@@ -210,8 +228,9 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options,
   }
   ++counters.remoteHits;
   counters.bytesRead += static_cast<int64_t>((*fetched)->size());
-  record({"remote_hit", key.hex, static_cast<double>((*fetched)->size()), 0,
-          graphName.str(), artifactBuild(*loaded)});
+  record({"remote_hit", key.hex, static_cast<double>((*fetched)->size()),
+          recordedCompileSeconds(*tier, key.hex), graphName.str(),
+          artifactBuild(*loaded)});
   // Keep a copy in the local tier and serve it from there (mapped, as any
   // local hit); a local tier that takes no writes serves it from memory.
   if (!files.options().readOnly) {
@@ -226,12 +245,24 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options,
   return std::move(*loaded);
 }
 
-void Cache::upload(const Key &key, llvm::StringRef bytes) {
+void Cache::upload(const Key &key, llvm::StringRef bytes,
+                   llvm::StringRef graphName, double compileSeconds) {
   const Tier *tier = remoteTier();
   if (!tier || files.options().readOnly) {
     return;
   }
-  if (llvm::Error error = tier->publishArtifact(key.hex, bytes)) {
+  std::string json;
+  llvm::raw_string_ostream(json)
+      << llvm::json::Value(llvm::json::Object{
+             {"graph", graphName},
+             {"compile_seconds", compileSeconds},
+             {"host", hostIdentity()}});
+  // The artifact first: a record without its artifact is harmless.
+  llvm::Error error = tier->publishArtifact(key.hex, bytes);
+  if (!error) {
+    error = tier->publishRecord(key.hex, json);
+  }
+  if (error) {
     remoteTrouble(tier->location(), std::move(error));
     return;
   }
@@ -280,7 +311,7 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
     result.notPublished = std::move(*notPublishing);
     return result;
   }
-  upload(result.key, *bytes);
+  upload(result.key, *bytes, name, seconds);
   // The artifact first, then its graph: an object never refers to anything
   // that is not there yet, and a graph alone is harmless.
   auto published = files.publish(files.objectPath(result.key.hex), *bytes);

@@ -138,8 +138,10 @@ private:
   /// Strict mode's error for a miss of `key`.
   llvm::Error strictMiss(const proto::Graph &graph,
                          const CompileOptions &options, const Key &key);
-  /// Uploads a compiled artifact's bytes to the remote tier, if any.
-  void upload(const Key &key, llvm::StringRef bytes);
+  /// Uploads a compiled artifact's bytes to the remote tier, if any, with
+  /// the record of what compiled it.
+  void upload(const Key &key, llvm::StringRef bytes, llvm::StringRef graphName,
+              double compileSeconds);
 
   /// Compiles and publishes; with `notPublishing` set, publishes nothing
   /// and says why in the result.

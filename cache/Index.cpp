@@ -333,6 +333,7 @@ llvm::Error Index::mergeEvents() {
         count("hits", 1);
         count("remote_hits", 1);
         count("bytes_read", size);
+        count("seconds_saved", seconds); // the tier's record of the compile
         upsert.bind(1, key).bind(2, f[5]).bind(3, size).bind(4, seconds);
         upsert.bind(5, f[6]).bind(6, time).run();
         hit.bind(1, key).bind(2, time).run();

@@ -101,6 +101,15 @@ std::string remoteObjectPath(llvm::StringRef key) {
          ".kneff";
 }
 
+namespace {
+
+std::string recordPath(llvm::StringRef key) {
+  return "kiln-" + std::to_string(artifact::kFormatMajor) + "/records/" +
+         key.take_front(2).str() + "/" + key.str() + ".json";
+}
+
+} // namespace
+
 bool isRemoteUrl(llvm::StringRef root) {
   return root.starts_with("s3://") || root.starts_with("http://") ||
          root.starts_with("https://");
@@ -407,7 +416,20 @@ llvm::Error RemoteTier::publishArtifact(llvm::StringRef key,
 }
 
 llvm::Error RemoteTier::removeArtifact(llvm::StringRef key) const {
-  return remove(remoteObjectPath(key));
+  if (llvm::Error error = remove(remoteObjectPath(key))) {
+    return error;
+  }
+  return remove(recordPath(key));
+}
+
+llvm::Error RemoteTier::publishRecord(llvm::StringRef key,
+                                      llvm::StringRef json) const {
+  return put(recordPath(key), json);
+}
+
+llvm::Expected<std::optional<std::string>>
+RemoteTier::fetchRecord(llvm::StringRef key) const {
+  return get(recordPath(key));
 }
 
 llvm::Expected<std::vector<TierEntry>> RemoteTier::listArtifacts() const {

@@ -70,6 +70,11 @@ public:
                               llvm::StringRef bytes) const override;
   llvm::Error removeArtifact(llvm::StringRef key) const override;
   llvm::Expected<std::vector<TierEntry>> listArtifacts() const override;
+  /// kiln-<major>/records/<k0k1>/<key>.json
+  llvm::Error publishRecord(llvm::StringRef key,
+                            llvm::StringRef json) const override;
+  llvm::Expected<std::optional<std::string>>
+  fetchRecord(llvm::StringRef key) const override;
 
   /// The object at `path` (relative to the prefix); nullopt when the server
   /// has none. Errors (unreachable, timeouts, 403, 5xx) name the tier, the

@@ -47,6 +47,19 @@ public:
   virtual llvm::Error removeArtifact(llvm::StringRef key) const = 0;
   /// Every artifact, oldest write first.
   virtual llvm::Expected<std::vector<TierEntry>> listArtifacts() const = 0;
+
+  /// A small JSON record about an artifact (its graph, the build and the
+  /// seconds that compiled it), kept beside it by tiers with no index of
+  /// their own, so that a host served from there knows what the hit saved.
+  /// A directory keeps this in its index and ignores these.
+  virtual llvm::Error publishRecord(llvm::StringRef key,
+                                    llvm::StringRef json) const {
+    return llvm::Error::success();
+  }
+  virtual llvm::Expected<std::optional<std::string>>
+  fetchRecord(llvm::StringRef key) const {
+    return std::nullopt;
+  }
 };
 
 } // namespace kiln::cache

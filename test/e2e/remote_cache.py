@@ -191,6 +191,8 @@ class RemoteTierTest:
         counters = json.loads(stats.stdout)
         self.assertEqual((counters["hits"], counters["remote_hits"]), (1, 1), counters)
         self.assertEqual(counters["hosts"]["host-b"]["remote_hits"], 1, counters)
+        # What the hit saved: the first host's compile, from the tier's record.
+        self.assertGreater(counters["seconds_saved"], 0, counters)
         self.server.stop()
         self.assertEqual(self.train("b")[:2], (0, 1))
 
