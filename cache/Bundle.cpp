@@ -2,8 +2,8 @@
 
 #include "cache/Bundle.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "llvm/Support/raw_ostream.h"
+
 #include <unistd.h>
 #include <zip.h>
 
@@ -12,9 +12,10 @@ namespace kiln::cache {
 llvm::Expected<std::unique_ptr<BundleWriter>>
 BundleWriter::create(llvm::StringRef file) {
   int error = 0;
-  ::unlink(file.str().c_str());
+  // libzip writes a temporary file and renames it over `file` on close: a
+  // bundle that fails leaves the one there before untouched.
   zip_t *archive =
-      zip_open(file.str().c_str(), ZIP_CREATE | ZIP_EXCL, &error);
+      zip_open(file.str().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
   if (!archive) {
     zip_error_t ze;
     zip_error_init_with_code(&ze, error);
@@ -28,6 +29,9 @@ BundleWriter::create(llvm::StringRef file) {
 BundleWriter::~BundleWriter() {
   if (archive) {
     zip_discard(archive);
+  }
+  for (const std::string &part : parts) {
+    ::unlink(part.c_str());
   }
 }
 
@@ -52,20 +56,29 @@ llvm::Error BundleWriter::addFile(llvm::StringRef name,
 
 llvm::Error BundleWriter::addBytes(llvm::StringRef name,
                                    llvm::StringRef bytes) {
-  // libzip reads the buffer when it writes the archive, and frees it then.
-  void *copy = std::malloc(bytes.size());
-  std::memcpy(copy, bytes.data(), bytes.size());
-  zip_source_t *source =
-      zip_source_buffer(archive, copy, bytes.size(), /*freep=*/1);
-  if (!source || zip_file_add(archive, name.str().c_str(), source, 0) < 0) {
-    if (source) {
-      zip_source_free(source);
-    } else {
-      std::free(copy);
+  // Staged in a file beside the bundle, which libzip reads when it writes
+  // the archive: a whole tier's artifacts never sit in memory at once.
+  std::string part =
+      file + ".part-" + std::to_string(::getpid()) + "-" +
+      std::to_string(parts.size());
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream out(part, ec);
+    if (!ec) {
+      out << bytes;
+      out.close();
+      if (out.has_error()) {
+        ec = out.error();
+        out.clear_error();
+      }
     }
-    return failed(("add " + name + " to").str());
   }
-  return llvm::Error::success();
+  parts.push_back(part);
+  if (ec) {
+    return llvm::createStringError("cannot stage " + name + " for '" + file +
+                                   "' in '" + part + "': " + ec.message());
+  }
+  return addFile(name, part);
 }
 
 llvm::Error BundleWriter::close() {

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 struct zip;
 
@@ -29,7 +30,8 @@ public:
 
   /// Adds the file at `path` (read when the bundle is closed) as `name`.
   llvm::Error addFile(llvm::StringRef name, const std::string &path);
-  /// Adds a copy of `bytes` as `name`.
+  /// Adds `bytes` as `name` (staged in a file beside the bundle until it is
+  /// closed).
   llvm::Error addBytes(llvm::StringRef name, llvm::StringRef bytes);
   /// Writes the bundle out.
   llvm::Error close();
@@ -41,6 +43,7 @@ private:
 
   struct zip *archive;
   std::string file;
+  std::vector<std::string> parts; // staged files, removed at the end
 };
 
 } // namespace kiln::cache

@@ -2,7 +2,6 @@
 
 #include "cache/Cache.h"
 
-#include "cache/Coverage.h"
 #include "compiler/Version.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -55,14 +54,30 @@ llvm::Expected<artifact::Artifact> bindArtifact(std::string &bytes,
 /// once, not once a graph.
 std::atomic<bool> warnedUnwritable{false};
 
-/// Remote tiers that failed in this process (unreachable, timeouts, 403,
-/// 5xx): each warned once, and the process uses its local tier from then on.
+/// Remote tiers whose reads failed in this process (unreachable, timeouts,
+/// 403, 5xx): each warned once, and the process uses its local tier from
+/// then on. Tiers whose uploads failed (a worker allowed to read only, say)
+/// warned once too, and are still read.
 std::mutex downLock;
-std::set<std::string> downTiers;
+std::set<std::string> downTiers, noUploads;
 
 bool isDown(llvm::StringRef url) {
   std::lock_guard<std::mutex> guard(downLock);
   return downTiers.count(url.str()) != 0;
+}
+
+bool takesUploads(llvm::StringRef url) {
+  std::lock_guard<std::mutex> guard(downLock);
+  return noUploads.count(url.str()) == 0;
+}
+
+void uploadTrouble(llvm::StringRef url, llvm::Error error) {
+  std::string why = llvm::toString(std::move(error));
+  std::lock_guard<std::mutex> guard(downLock);
+  if (noUploads.insert(url.str()).second) {
+    warn(why + "; this process uploads nothing more (it still reads the "
+               "remote tier)");
+  }
 }
 
 /// The compile seconds the tier's record of `key` gives; 0 without one.
@@ -248,7 +263,7 @@ Cache::fetchRemote(const Key &key, const CompileOptions &options,
 void Cache::upload(const Key &key, llvm::StringRef bytes,
                    llvm::StringRef graphName, double compileSeconds) {
   const Tier *tier = remoteTier();
-  if (!tier || files.options().readOnly) {
+  if (!tier || files.options().readOnly || !takesUploads(tier->location())) {
     return;
   }
   std::string json;
@@ -263,7 +278,7 @@ void Cache::upload(const Key &key, llvm::StringRef bytes,
     error = tier->publishRecord(key.hex, json);
   }
   if (error) {
-    remoteTrouble(tier->location(), std::move(error));
+    uploadTrouble(tier->location(), std::move(error));
     return;
   }
   ++counters.uploads;
@@ -311,15 +326,16 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
     result.notPublished = std::move(*notPublishing);
     return result;
   }
-  upload(result.key, *bytes, name, seconds);
   // The artifact first, then its graph: an object never refers to anything
-  // that is not there yet, and a graph alone is harmless.
+  // that is not there yet, and a graph alone is harmless. The upload comes
+  // last: this host's waiters find the local entry without waiting for it.
   auto published = files.publish(files.objectPath(result.key.hex), *bytes);
   if (!published) {
     // ENOSPC, EIO, ...: this run goes on with the artifact in memory.
     result.notPublished = llvm::toString(published.takeError());
     warn(result.notPublished + "; going on with the artifact in memory");
     ++counters.bypasses;
+    upload(result.key, *bytes, name, seconds);
     return result;
   }
   std::string graphBytes;
@@ -335,6 +351,7 @@ llvm::Expected<Result> Cache::compileAndPublish(const proto::Graph &graph,
   record({"compile", result.key.hex, static_cast<double>(bytes->size()),
           seconds, name, artifactBuild(result.artifact)});
   result.outcome = Outcome::Compiled;
+  upload(result.key, *bytes, name, seconds);
   return result;
 }
 
@@ -362,6 +379,28 @@ llvm::Expected<Result> Cache::compileUncached(const proto::Graph &graph,
                 "compiled without a cache"};
 }
 
+llvm::Expected<std::vector<CoverageEntry>> Cache::readCoverageManifest() {
+  if (!get.manifestPath.empty()) {
+    return readManifest(get.manifestPath);
+  }
+  auto local = readManifest(defaultManifestPath(files));
+  const Tier *tier = remoteTier();
+  if (local || !tier) {
+    return local;
+  }
+  // Precompile ran on another host: its manifest is on the remote tier.
+  auto fetched = tier->fetchManifest();
+  if (!fetched || !*fetched) {
+    if (!fetched) {
+      llvm::consumeError(fetched.takeError());
+    }
+    return local;
+  }
+  llvm::consumeError(local.takeError());
+  return parseManifest(**fetched,
+                       "the coverage manifest of " + tier->location());
+}
+
 llvm::Error Cache::strictMiss(const proto::Graph &graph,
                               const CompileOptions &options, const Key &key) {
   CoverageEntry wanted = describeGraph(graph, options, key);
@@ -371,10 +410,7 @@ llvm::Error Cache::strictMiss(const proto::Graph &graph,
       warn(llvm::toString(std::move(error)));
     }
   }
-  std::string manifestPath = get.manifestPath.empty()
-                                 ? defaultManifestPath(files)
-                                 : get.manifestPath;
-  auto manifest = readManifest(manifestPath);
+  auto manifest = readCoverageManifest();
   std::string why = manifest ? explainMiss(wanted, *manifest)
                              : llvm::toString(manifest.takeError()) +
                                    " (kiln precompile writes it)";

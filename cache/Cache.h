@@ -24,6 +24,7 @@
 #ifndef KILN_CACHE_CACHE_H
 #define KILN_CACHE_CACHE_H
 
+#include "cache/Coverage.h"
 #include "cache/Index.h"
 #include "cache/Key.h"
 #include "cache/Lease.h"
@@ -135,6 +136,9 @@ private:
   llvm::Expected<Result> lookUpOrCompile(const proto::Graph &graph,
                                          const CompileOptions &options,
                                          const CompileFunction &compile);
+  /// KILN_CACHE_MANIFEST's manifest, else this directory's, else the
+  /// remote tier's.
+  llvm::Expected<std::vector<CoverageEntry>> readCoverageManifest();
   /// Strict mode's error for a miss of `key`.
   llvm::Error strictMiss(const proto::Graph &graph,
                          const CompileOptions &options, const Key &key);

@@ -160,30 +160,68 @@ std::string defaultManifestPath(const Store &store) {
   return (store.dir() + "/coverage.json").str();
 }
 
-llvm::Error writeManifest(llvm::StringRef path,
-                          const std::vector<CoverageEntry> &entries) {
+std::string manifestText(const std::vector<CoverageEntry> &entries) {
   llvm::json::Array array;
   for (const CoverageEntry &e : entries) {
     array.push_back(toJson(e));
   }
-  std::string temp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(temp, ec);
-    if (ec) {
-      return llvm::createStringError("cannot write the coverage manifest '" +
-                                     path + "': " + ec.message());
-    }
-    out << llvm::formatv(
-               "{0:2}", llvm::json::Value(llvm::json::Object{
-                            {"graphs", std::move(array)}}))
-        << "\n";
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+  std::string text;
+  llvm::raw_string_ostream(text)
+      << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                    {"graphs", std::move(array)}}))
+      << "\n";
+  return text;
+}
+
+llvm::Error writeManifest(llvm::StringRef path,
+                          const std::vector<CoverageEntry> &entries) {
+  auto fail = [&](const std::string &why) {
     return llvm::createStringError("cannot write the coverage manifest '" +
-                                   path + "': " + ec.message());
+                                   path + "': " + why);
+  };
+  // A staging file of this process's own, renamed into place when whole.
+  std::string temp = (path + ".tmp-" + std::to_string(::getpid())).str();
+  std::error_code ec;
+  llvm::raw_fd_ostream out(temp, ec);
+  if (ec) {
+    return fail(ec.message());
+  }
+  out << manifestText(entries);
+  out.close();
+  if (out.has_error()) {
+    std::string why = out.error().message();
+    out.clear_error();
+    ::unlink(temp.c_str());
+    return fail(why);
+  }
+  if (std::error_code renamed = llvm::sys::fs::rename(temp, path)) {
+    ::unlink(temp.c_str());
+    return fail(renamed.message());
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<CoverageEntry>>
+parseManifest(llvm::StringRef text, llvm::StringRef where) {
+  auto parsed = llvm::json::parse(text);
+  if (!parsed) {
+    return llvm::createStringError(where + " is not JSON: " +
+                                   llvm::toString(parsed.takeError()));
+  }
+  const llvm::json::Object *root = parsed->getAsObject();
+  const llvm::json::Array *graphs = root ? root->getArray("graphs") : nullptr;
+  if (!graphs) {
+    return llvm::createStringError(where + " has no \"graphs\" list");
+  }
+  std::vector<CoverageEntry> entries;
+  for (const llvm::json::Value &value : *graphs) {
+    auto entry = fromJson(value, where);
+    if (!entry) {
+      return entry.takeError();
+    }
+    entries.push_back(std::move(*entry));
+  }
+  return entries;
 }
 
 llvm::Expected<std::vector<CoverageEntry>> readManifest(llvm::StringRef path) {
@@ -192,27 +230,8 @@ llvm::Expected<std::vector<CoverageEntry>> readManifest(llvm::StringRef path) {
     return llvm::createStringError("cannot read the coverage manifest '" +
                                    path + "': " + file.getError().message());
   }
-  auto parsed = llvm::json::parse((*file)->getBuffer());
-  if (!parsed) {
-    return llvm::createStringError("coverage manifest '" + path +
-                                   "' is not JSON: " +
-                                   llvm::toString(parsed.takeError()));
-  }
-  const llvm::json::Object *root = parsed->getAsObject();
-  const llvm::json::Array *graphs = root ? root->getArray("graphs") : nullptr;
-  if (!graphs) {
-    return llvm::createStringError("coverage manifest '" + path +
-                                   "' has no \"graphs\" list");
-  }
-  std::vector<CoverageEntry> entries;
-  for (const llvm::json::Value &value : *graphs) {
-    auto entry = fromJson(value, ("coverage manifest '" + path + "'").str());
-    if (!entry) {
-      return entry.takeError();
-    }
-    entries.push_back(std::move(*entry));
-  }
-  return entries;
+  return parseManifest((*file)->getBuffer(),
+                       ("coverage manifest '" + path + "'").str());
 }
 
 llvm::Error appendRunLog(llvm::StringRef path, const CoverageEntry &entry) {
@@ -248,13 +267,16 @@ llvm::Expected<std::vector<CoverageEntry>> readRunLog(llvm::StringRef path) {
     std::string where =
         llvm::formatv("run log '{0}', line {1}", path, number + 1).str();
     auto parsed = llvm::json::parse(line);
-    if (!parsed) {
-      return llvm::createStringError(where + ": " +
-                                     llvm::toString(parsed.takeError()));
-    }
-    auto entry = fromJson(*parsed, where);
+    auto entry = parsed ? fromJson(*parsed, where)
+                        : llvm::Expected<CoverageEntry>(llvm::createStringError(
+                              where + ": " +
+                              llvm::toString(parsed.takeError())));
     if (!entry) {
-      return entry.takeError();
+      // Workers on different NFS clients can tear each other's lines: one
+      // bad line costs that line, not the report.
+      llvm::errs() << "kiln: warning: " << llvm::toString(entry.takeError())
+                   << "; skipped\n";
+      continue;
     }
     entries.push_back(std::move(*entry));
   }

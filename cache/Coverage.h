@@ -43,12 +43,19 @@ CoverageEntry describeGraph(const proto::Graph &graph,
 /// mode reads it unless KILN_CACHE_MANIFEST names another.
 std::string defaultManifestPath(const Store &store);
 
+/// The manifest as JSON text, and written atomically to `path`.
+std::string manifestText(const std::vector<CoverageEntry> &entries);
 llvm::Error writeManifest(llvm::StringRef path,
                           const std::vector<CoverageEntry> &entries);
+/// A manifest from its text; errors name `where`.
+llvm::Expected<std::vector<CoverageEntry>>
+parseManifest(llvm::StringRef text, llvm::StringRef where);
 llvm::Expected<std::vector<CoverageEntry>> readManifest(llvm::StringRef path);
 
 /// Appends `entry` to the run log at `path` (one JSON object a line).
 llvm::Error appendRunLog(llvm::StringRef path, const CoverageEntry &entry);
+/// The run log's entries; a line that does not parse is skipped with a
+/// warning naming it.
 llvm::Expected<std::vector<CoverageEntry>> readRunLog(llvm::StringRef path);
 
 /// The first inputs of CoverageEntry::inputs and how many more there are.

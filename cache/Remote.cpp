@@ -81,7 +81,8 @@ std::string xmlElement(llvm::StringRef xml, llvm::StringRef name) {
   return xml.slice(start, xml.find(close, start)).str();
 }
 
-/// Seconds since the epoch of a UTC time in `format` (strptime's).
+/// Seconds since the epoch of a UTC time in `format` (strptime's); 0 when
+/// it cannot be read (gc then leaves the object alone).
 double parseTime(const std::string &text, const char *format) {
   struct tm fields = {};
   if (!::strptime(text.c_str(), format, &fields)) {
@@ -119,7 +120,7 @@ double remoteTimeoutSeconds() {
   double seconds = 30;
   std::string text = environment("KILN_CACHE_REMOTE_TIMEOUT");
   if (!text.empty() && !llvm::StringRef(text).getAsDouble(seconds) &&
-      seconds > 0) {
+      seconds > 0 && seconds <= 3600) {
     return seconds;
   }
   return 30;
@@ -151,10 +152,13 @@ RemoteTier::open(llvm::StringRef url) {
     std::string endpoint = environment(
         "AWS_ENDPOINT_URL_S3", environment("AWS_ENDPOINT_URL"));
     llvm::StringRef trimmed = llvm::StringRef(endpoint).rtrim('/');
-    tier->bucketUrl = endpoint.empty()
-                          ? "https://" + bucket.str() + ".s3." + region +
-                                ".amazonaws.com"
-                          : trimmed.str() + "/" + bucket.str();
+    // Virtual-hosted addressing, except for bucket names with dots, which
+    // S3's wildcard certificate does not cover: those go path-style.
+    std::string aws = "s3." + region + ".amazonaws.com";
+    tier->bucketUrl =
+        !endpoint.empty()      ? trimmed.str() + "/" + bucket.str()
+        : bucket.contains('.') ? "https://" + aws + "/" + bucket.str()
+                               : "https://" + bucket.str() + "." + aws;
     tier->keyPrefix = prefix.trim('/').str();
     tier->base = tier->bucketUrl +
                  (tier->keyPrefix.empty() ? "" : "/" + tier->keyPrefix);
@@ -175,6 +179,14 @@ RemoteTier::open(llvm::StringRef url) {
     tier->base = url.rtrim('/').str();
   } else {
     return fail("not an s3://, http:// or https:// URL");
+  }
+  // Paths go into URLs (and S3's signature) as they are: keep them to
+  // characters that need no escaping.
+  if (!llvm::all_of(url.drop_front(url.find("://") + 3), [](char c) {
+        return llvm::isAlnum(c) || llvm::StringRef("-_./:").contains(c);
+      })) {
+    return fail("use letters, digits and '-', '_', '.', '/' (and ':' for a "
+                "port) only");
   }
   tier->handle = curl_easy_init();
   if (!tier->handle) {
@@ -203,11 +215,12 @@ RemoteTier::request(llvm::StringRef method, const std::string &address,
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  // A server that stops answering costs `timeout`, not a hang: connecting,
-  // and any stretch with no bytes moving, are bounded.
+  // A server that stops answering, or trickles, costs about `timeout`, not
+  // a hang: connecting is bounded, and so is any stretch of `timeout`
+  // seconds moving less than 1 KiB/s.
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min(timeout, 10.0) * 1000));
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
                    static_cast<long>(std::max(timeout, 1.0)));
   struct curl_slist *headers = nullptr;
@@ -219,7 +232,12 @@ RemoteTier::request(llvm::StringRef method, const std::string &address,
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
     headers = curl_slist_append(headers,
                                 "Content-Type: application/octet-stream");
-    headers = curl_slist_append(headers, "Expect:");
+    // No "Expect: 100-continue" round trip. Not when signing: libcurl 7.88
+    // signs the header it was told to leave out (fixed in 8.3), and S3
+    // would refuse the signature.
+    if (sigv4.empty()) {
+      headers = curl_slist_append(headers, "Expect:");
+    }
   } else if (method == "DELETE") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
   }
@@ -237,6 +255,9 @@ RemoteTier::request(llvm::StringRef method, const std::string &address,
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   CURLcode result = curl_easy_perform(curl);
+  // The handle outlives this call: leave it pointing at nothing of ours.
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
   if (result != CURLE_OK) {
     std::string why = *detail ? detail : curl_easy_strerror(result);
@@ -430,6 +451,18 @@ llvm::Error RemoteTier::publishRecord(llvm::StringRef key,
 llvm::Expected<std::optional<std::string>>
 RemoteTier::fetchRecord(llvm::StringRef key) const {
   return get(recordPath(key));
+}
+
+static std::string manifestPath() {
+  return "kiln-" + std::to_string(artifact::kFormatMajor) + "/coverage.json";
+}
+
+llvm::Error RemoteTier::publishManifest(llvm::StringRef json) const {
+  return put(manifestPath(), json);
+}
+
+llvm::Expected<std::optional<std::string>> RemoteTier::fetchManifest() const {
+  return get(manifestPath());
 }
 
 llvm::Expected<std::vector<TierEntry>> RemoteTier::listArtifacts() const {

@@ -46,7 +46,8 @@ std::string remoteObjectPath(llvm::StringRef key);
 /// The directory of every artifact: kiln-<major>/objects.
 std::string remoteObjectsDir();
 
-/// Seconds a transfer may stall or take: KILN_CACHE_REMOTE_TIMEOUT (30).
+/// Seconds a transfer may stall (move under 1 KiB/s) before it fails:
+/// KILN_CACHE_REMOTE_TIMEOUT (30; at most 3600).
 double remoteTimeoutSeconds();
 
 /// An object a remote tier holds.
@@ -75,6 +76,9 @@ public:
                             llvm::StringRef json) const override;
   llvm::Expected<std::optional<std::string>>
   fetchRecord(llvm::StringRef key) const override;
+  /// kiln-<major>/coverage.json
+  llvm::Error publishManifest(llvm::StringRef json) const override;
+  llvm::Expected<std::optional<std::string>> fetchManifest() const override;
 
   /// The object at `path` (relative to the prefix); nullopt when the server
   /// has none. Errors (unreachable, timeouts, 403, 5xx) name the tier, the

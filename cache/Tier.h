@@ -60,6 +60,16 @@ public:
   fetchRecord(llvm::StringRef key) const {
     return std::nullopt;
   }
+
+  /// The coverage manifest precompile wrote (Coverage.h), kept on a remote
+  /// tier for the hosts whose own directory has none. A directory keeps it
+  /// as a file (defaultManifestPath) and ignores these.
+  virtual llvm::Error publishManifest(llvm::StringRef json) const {
+    return llvm::Error::success();
+  }
+  virtual llvm::Expected<std::optional<std::string>> fetchManifest() const {
+    return std::nullopt;
+  }
 };
 
 } // namespace kiln::cache

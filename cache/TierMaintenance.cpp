@@ -6,6 +6,7 @@
 #include "cache/Key.h"
 #include "cache/Store.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -75,7 +76,8 @@ llvm::Expected<TierGcReport> collectTierGarbage(const Tier &tier,
   double now = wallSeconds();
   TierGcReport report;
   for (const TierEntry &entry : *entries) { // oldest write first
-    double age = now - entry.written;
+    // An object whose time the listing did not give counts as new: kept.
+    double age = entry.written > 0 ? now - entry.written : 0;
     bool tooOld = (policy.maxAgeSeconds && age > *policy.maxAgeSeconds) ||
                   (policy.olderThanSeconds && age > *policy.olderThanSeconds);
     bool tooBig = policy.maxBytes && total > *policy.maxBytes;
@@ -110,11 +112,11 @@ llvm::Expected<ExportReport> exportTier(const Tier &tier,
   ExportReport report;
   for (const TierEntry &entry : *entries) {
     auto bytes = tier.fetchArtifact(entry.key);
-    if (!bytes || !*bytes) {
-      return bytes ? llvm::createStringError(
-                         "the artifact for " + entry.key + " vanished from " +
-                         tier.location() + " during the export")
-                   : bytes.takeError();
+    if (!bytes) {
+      return bytes.takeError();
+    }
+    if (!*bytes) {
+      continue; // removed since the listing, as verifyTier takes it
     }
     if (llvm::Error bad = verifyEntry(tier, entry.key, **bytes)) {
       report.skipped.emplace_back(entry.key, llvm::toString(std::move(bad)));
@@ -145,9 +147,12 @@ llvm::Expected<std::pair<int, int>> importTier(const Tier &tier,
 
 std::vector<DoctorCheck> diagnoseRemote(const RemoteTier &tier) {
   std::vector<DoctorCheck> checks;
+  std::string host = hostIdentity();
+  for (char &c : host) {
+    c = llvm::isAlnum(c) || c == '-' || c == '.' ? c : '_';
+  }
   std::string path = llvm::formatv("kiln-{0}/doctor/{1}-{2}.probe",
-                                   artifact::kFormatMajor, hostIdentity(),
-                                   ::getpid())
+                                   artifact::kFormatMajor, host, ::getpid())
                          .str();
   std::string probe = "kiln cache doctor probe " + path;
   auto check = [&](llvm::StringRef name, llvm::Error error,

@@ -77,6 +77,11 @@ http {{
       autoindex on;
       autoindex_format json;
     }}
+    # The same files, for readers only.
+    location /kiln-readers/ {{
+      alias {self.root}/kiln/;
+      limit_except GET {{ deny all; }}
+    }}
   }}
 }}
 """)
@@ -140,12 +145,15 @@ if os.environ.get("STOP_PID"):
     os.kill(int(os.environ["STOP_PID"]), signal.SIGTERM)
     time.sleep(1)
 losses.append(float(step(torch.randn(16, 16), torch.randint(0, 4, (16,)))))
+if os.environ.get("LAST_BATCH"):  # a short last batch
+    n = int(os.environ["LAST_BATCH"])
+    losses.append(float(step(torch.randn(n, 16), torch.randint(0, 4, (n,)))))
 print(json.dumps({"losses": losses, "keys": step.keys, "stats": step.cache_stats()}))
 '''
 
 
-class RemoteTierTest:
-    """The cases every remote tier passes; subclasses say which server."""
+class TierFixture:
+    """A server of `server_class` per test, and hosts that train against it."""
 
     server_class = None
 
@@ -176,6 +184,11 @@ class RemoteTierTest:
     def local_objects(self, host):
         return glob.glob(os.path.join(self.work, "host-" + host, "kiln-*", "objects", "*",
                                       "*.kneff"))
+
+
+
+class RemoteTierTest(TierFixture):
+    """The cases every remote tier passes; subclasses say which server."""
 
     def test_a_second_host_compiles_nothing_after_the_first(self):
         self.assertEqual(self.train("a")[:2], (1, 0))
@@ -282,7 +295,7 @@ class RemoteTierTest:
         self.assertEqual(read_bytes(remote), good)  # the upload replaced it
         self.assertEqual(self.train("c")[:2], (0, 1))
 
-    def python_run(self, host, precompile=False, stop=None):
+    def python_run(self, host, precompile=False, stop=None, env=None, check=True):
         """MID_RUN_SCRIPT as `host` (under `kiln precompile` if asked)."""
         script = os.path.join(self.work, "mid_run.py")
         with open(script, "w") as f:
@@ -293,12 +306,14 @@ class RemoteTierTest:
                "KILN_CACHE_URL": self.server.url,
                "KILN_CACHE_LOCAL": os.path.join(self.work, "py-" + host),
                **getattr(self.server, "env", {}),
-               **({"STOP_PID": str(stop)} if stop else {})}
+               **({"STOP_PID": str(stop)} if stop else {}), **(env or {})}
         command = ["/usr/bin/python3", script]
         if precompile:
             command = ["kiln", "precompile", "--no-progress", "--"] + command
         result = subprocess.run(command, env=env, capture_output=True, text=True,
                                 timeout=300)
+        if not check:
+            return result
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         if precompile:
             return result.stdout, result.stderr
@@ -308,9 +323,15 @@ class RemoteTierTest:
         out, err = self.python_run("a", precompile=True)
         self.assertIn("2 graphs: 2 compiled", out)
         self.assertEqual(len(self.server.objects()), 2)
-        run, err = self.python_run("b")
+        run, err = self.python_run("b", env={"KILN_CACHE_MODE": "strict"})
         self.assertEqual((run["stats"]["compiles"], run["stats"]["remote_hits"]), (0, 2), run)
         self.assertEqual(err, "")
+        # Strict mode on a host that did not precompile explains a miss with
+        # the manifest precompile left on the tier.
+        short = self.python_run("c", env={"KILN_CACHE_MODE": "strict", "LAST_BATCH": "4"},
+                                check=False)
+        self.assertNotEqual(short.returncode, 0)
+        self.assertIn("inputs: b.0 f32[4,16] here, f32[", short.stderr)
 
     def test_a_server_stopped_mid_run_costs_one_warning_and_the_run_completes(self):
         run = self.python_run
@@ -340,6 +361,31 @@ class RemoteTierTest:
 
 class HttpTierTest(RemoteTierTest, unittest.TestCase):
     server_class = Nginx
+
+
+class HttpReadersTest(TierFixture, unittest.TestCase):
+    """A tier this host may read but not write: nginx refuses its PUTs."""
+    server_class = Nginx
+
+    def test_refused_uploads_warn_once_and_reads_go_on(self):
+        self.train("a")
+        writers = self.server.url
+        self.server.url = writers.replace("/kiln/", "/kiln-readers/")
+        compiles, hits, err = self.train("b")
+        self.assertEqual((compiles, hits, err), (0, 1, ""))
+        # Another graph (batch 8): compiled here, and its upload refused.
+        run = subprocess.run(
+            [os.path.join(ARGS.bin, "kiln-example-train-mlp"), "--synthetic", "--steps", "1",
+             "--batch", "8", "--hidden", "32", "--cache", self.server.url],
+            env={"PATH": "/usr/bin:/bin", "HOME": self.work, "OMP_NUM_THREADS": "1",
+                 "KILN_CACHE_LOCAL": os.path.join(self.work, "host-b")},
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        lines = [l for l in run.stderr.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, run.stderr)
+        self.assertIn("HTTP 403", lines[0])
+        self.assertIn("uploads nothing more (it still reads the remote tier)", lines[0])
+        self.assertEqual(len(self.server.objects()), 1)
 
 
 class S3TierTest(RemoteTierTest, unittest.TestCase):

@@ -546,7 +546,23 @@ llvm::Error writeCoverage(const std::vector<GraphJob> &jobs,
     }
     entries.push_back(cache::describeGraph(*graph, *compileOptions, *key));
   }
-  return cache::writeManifest(options.manifestPath, entries);
+  if (llvm::Error error = cache::writeManifest(options.manifestPath, entries)) {
+    return error;
+  }
+  if (!cache::isRemoteUrl(options.cacheRoot)) {
+    return llvm::Error::success();
+  }
+  // Hosts that train from the remote tier find the manifest there.
+  auto tier = cache::RemoteTier::open(options.cacheRoot);
+  llvm::Error uploaded = tier ? (*tier)->publishManifest(
+                                    cache::manifestText(entries))
+                              : tier.takeError();
+  if (uploaded) {
+    llvm::errs() << "kiln: warning: " << llvm::toString(std::move(uploaded))
+                 << "; the coverage manifest is only in "
+                 << options.manifestPath << "\n";
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error reportJobs(const std::vector<GraphJob> &jobs,
