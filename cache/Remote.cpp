@@ -33,6 +33,7 @@ size_t appendBody(char *data, size_t size, size_t count, void *out) {
 /// The AWS credentials of `profile` in the shared credentials file.
 struct Credentials {
   std::string id, secret, token;
+  double expires = 0; // seconds since the epoch; 0: never
 };
 
 Credentials credentialsFromFile(llvm::StringRef profile) {
@@ -68,6 +69,98 @@ Credentials credentialsFromFile(llvm::StringRef profile) {
     }
   }
   return found;
+}
+
+/// The container credentials endpoint's credentials (ECS tasks, AWS Batch
+/// jobs, EKS Pod Identity): AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (below
+/// http://169.254.170.2) or _FULL_URI, with the token of
+/// AWS_CONTAINER_AUTHORIZATION_TOKEN or _TOKEN_FILE. Empty when neither is
+/// set; an error when the endpoint does not answer with credentials.
+llvm::Expected<Credentials> containerCredentials() {
+  std::string relative = environment("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  std::string url = relative.empty()
+                        ? environment("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+                        : "http://169.254.170.2" + relative;
+  if (url.empty()) {
+    return Credentials{};
+  }
+  std::string token = environment("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+  if (std::string file =
+          environment("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+      token.empty() && !file.empty()) {
+    if (auto text = llvm::MemoryBuffer::getFile(file)) {
+      token = (*text)->getBuffer().trim().str();
+    }
+  }
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError("the container credentials endpoint " +
+                                   url + " " + why);
+  };
+  CURL *curl = curl_easy_init();
+  if (!curl) {
+    return fail("cannot be asked: libcurl could not make a handle");
+  }
+  std::string body, header = "Authorization: " + token;
+  struct curl_slist *headers =
+      token.empty() ? nullptr : curl_slist_append(nullptr, header.c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  CURLcode result = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  if (result != CURLE_OK) {
+    return fail(llvm::Twine("did not answer: ") + curl_easy_strerror(result));
+  }
+  auto parsed = llvm::json::parse(body);
+  const llvm::json::Object *o = parsed ? parsed->getAsObject() : nullptr;
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+  }
+  if (status != 200 || !o || !o->getString("AccessKeyId") ||
+      !o->getString("SecretAccessKey")) {
+    return fail("answered HTTP " + llvm::Twine(status) +
+                " without credentials");
+  }
+  Credentials c{o->getString("AccessKeyId")->str(),
+                o->getString("SecretAccessKey")->str(),
+                o->getString("Token").value_or("").str()};
+  if (auto expiration = o->getString("Expiration")) {
+    struct tm fields = {};
+    if (::strptime(expiration->str().c_str(), "%Y-%m-%dT%H:%M:%S", &fields)) {
+      c.expires = static_cast<double>(::timegm(&fields));
+    }
+  }
+  return c;
+}
+
+/// The first credentials of the environment, the shared credentials file
+/// and the container endpoint.
+llvm::Expected<Credentials> findCredentials() {
+  Credentials c{environment("AWS_ACCESS_KEY_ID"),
+                environment("AWS_SECRET_ACCESS_KEY"),
+                environment("AWS_SESSION_TOKEN")};
+  if (c.id.empty() || c.secret.empty()) {
+    c = credentialsFromFile(environment("AWS_PROFILE", "default"));
+  }
+  if (c.id.empty() || c.secret.empty()) {
+    auto fromContainer = containerCredentials();
+    if (!fromContainer) {
+      return fromContainer.takeError();
+    }
+    c = std::move(*fromContainer);
+  }
+  if (c.id.empty() || c.secret.empty()) {
+    return llvm::createStringError(
+        "no AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+        "~/.aws/credentials, or a container credentials endpoint)");
+  }
+  return c;
 }
 
 /// The text of the first <name> element in `xml`.
@@ -163,18 +256,9 @@ RemoteTier::open(llvm::StringRef url) {
     tier->base = tier->bucketUrl +
                  (tier->keyPrefix.empty() ? "" : "/" + tier->keyPrefix);
     tier->sigv4 = "aws:amz:" + region + ":s3";
-    Credentials c{environment("AWS_ACCESS_KEY_ID"),
-                  environment("AWS_SECRET_ACCESS_KEY"),
-                  environment("AWS_SESSION_TOKEN")};
-    if (c.id.empty() || c.secret.empty()) {
-      c = credentialsFromFile(environment("AWS_PROFILE", "default"));
+    if (llvm::Error error = tier->renewCredentials()) {
+      return fail(llvm::toString(std::move(error)));
     }
-    if (c.id.empty() || c.secret.empty()) {
-      return fail("no AWS credentials (AWS_ACCESS_KEY_ID and "
-                  "AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)");
-    }
-    tier->userpwd = c.id + ":" + c.secret;
-    tier->sessionToken = c.token;
   } else if (url.starts_with("http://") || url.starts_with("https://")) {
     tier->base = url.rtrim('/').str();
   } else {
@@ -199,6 +283,17 @@ RemoteTier::~RemoteTier() {
   if (handle) {
     curl_easy_cleanup(static_cast<CURL *>(handle));
   }
+}
+
+llvm::Error RemoteTier::renewCredentials() const {
+  auto found = findCredentials();
+  if (!found) {
+    return found.takeError();
+  }
+  userpwd = found->id + ":" + found->secret;
+  sessionToken = found->token;
+  credentialsExpire = found->expires;
+  return llvm::Error::success();
 }
 
 llvm::Expected<RemoteTier::Response>
@@ -242,6 +337,16 @@ RemoteTier::request(llvm::StringRef method, const std::string &address,
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
   }
   std::string payloadHash, token;
+  // Temporary credentials are renewed five minutes before they expire.
+  if (credentialsExpire > 0 &&
+      std::time(nullptr) > credentialsExpire - 300) {
+    if (llvm::Error error = renewCredentials()) {
+      curl_slist_free_all(headers);
+      return llvm::createStringError("remote cache '" + given +
+                                     "': renewing its credentials: " +
+                                     llvm::toString(std::move(error)));
+    }
+  }
   if (!sigv4.empty()) {
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(curl, CURLOPT_USERPWD, userpwd.c_str());

@@ -10,8 +10,9 @@
 // Transfers go through libcurl; S3 requests are signed with AWS Signature
 // Version 4 (libcurl's), with credentials from AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the profile AWS_PROFILE
-// (or `default`) of ~/.aws/credentials. AWS_ENDPOINT_URL_S3 or
-// AWS_ENDPOINT_URL points at an S3-compatible server (path-style requests);
+// (or `default`) of ~/.aws/credentials, else the container credentials
+// endpoint (ECS, AWS Batch, EKS Pod Identity; renewed before they expire).
+// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL points at an S3-compatible server (path-style requests);
 // AWS_REGION or AWS_DEFAULT_REGION gives the region (us-east-1).
 //
 // Objects are immutable and content-addressed, and a PUT is atomic on both
@@ -115,8 +116,12 @@ private:
   std::string bucket;  // S3 only
   std::string bucketUrl, keyPrefix; // S3: base is bucketUrl[/keyPrefix]
   std::string sigv4;   // libcurl's CURLOPT_AWS_SIGV4 ("aws:amz:<region>:s3")
-  std::string userpwd; // access key id : secret
-  std::string sessionToken;
+  /// Reads the credentials again (those of a container endpoint expire).
+  llvm::Error renewCredentials() const;
+  // Access key id : secret, a session token and when they expire (0:
+  // never); renewed under `lock` as they near expiry.
+  mutable std::string userpwd, sessionToken;
+  mutable double credentialsExpire = 0;
   double timeout = 30;
   mutable std::mutex lock; // one transfer at a time on the handle
   void *handle = nullptr;

@@ -406,6 +406,49 @@ class S3TierTest(RemoteTierTest, unittest.TestCase):
         self.assertEqual(compiles, 1)
         self.assertIn("no AWS credentials", err)
 
+    def test_credentials_from_a_container_endpoint(self):
+        # What the ECS agent (AWS Batch) or the EKS Pod Identity agent
+        # serves: JSON credentials for a request with the task's token.
+        import http.server
+        import threading
+        asked = []
+
+        class Endpoint(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                asked.append(self.headers.get("Authorization"))
+                good = self.headers.get("Authorization") == "task-token"
+                body = json.dumps({"AccessKeyId": "S3RVER", "SecretAccessKey": "S3RVER",
+                                   "Token": "session", "Expiration": "2099-01-01T00:00:00Z"}
+                                  if good else {"message": "no"}).encode()
+                self.send_response(200 if good else 401)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_port}/v2/credentials/task"
+            env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+                   "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.work, "none"),
+                   "AWS_CONTAINER_CREDENTIALS_FULL_URI": url,
+                   "AWS_CONTAINER_AUTHORIZATION_TOKEN": "task-token"}
+            compiles, _, err = self.train("a", env=env)
+            self.assertEqual((compiles, err), (1, ""))
+            self.assertEqual(len(self.server.objects()), 1)
+            self.assertEqual(asked[0], "task-token")
+            compiles, _, err = self.train("b", env=dict(
+                env, AWS_CONTAINER_AUTHORIZATION_TOKEN="wrong"))
+            self.assertEqual(compiles, 1)
+            self.assertIn("the container credentials endpoint " + url +
+                          " answered HTTP 401 without credentials", err)
+        finally:
+            server.shutdown()
+            server.server_close()
+
     def test_credentials_from_the_shared_file(self):
         with open(os.path.join(self.work, "credentials"), "w") as f:
             f.write("[default]\naws_access_key_id = WRONG\naws_secret_access_key = x\n"
