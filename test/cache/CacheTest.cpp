@@ -641,6 +641,22 @@ TEST_F(CacheTest, UnknownSchemesAreRefusedNotTakenForDirectories) {
   llvm::sys::fs::set_current_path(cwd);
 }
 
+TEST_F(CacheTest, RemoteTierUrlsAreCheckedWhenOpened) {
+  ScopedEnv id("AWS_ACCESS_KEY_ID", "key");
+  ScopedEnv secret("AWS_SECRET_ACCESS_KEY", "secret");
+  EXPECT_TRUE(static_cast<bool>(RemoteTier::open("s3://bucket/team/a")));
+  EXPECT_TRUE(static_cast<bool>(RemoteTier::open("http://host:8080/kiln")));
+  for (auto [url, says] :
+       {std::pair{"s3:///prefix", "no bucket"},
+        std::pair{"s3://bucket/pre+fix", "use letters, digits"},
+        std::pair{"http://host/a b", "use letters, digits"},
+        std::pair{"gs://bucket", "not an s3://"}}) {
+    std::string error = test::errorOf(RemoteTier::open(url));
+    EXPECT_NE(error.find(says), std::string::npos) << url << ": " << error;
+    EXPECT_NE(error.find(url), std::string::npos) << error;
+  }
+}
+
 TEST_F(CacheTest, AnUnreachableRemoteTierCostsOneWarningAndTheLocalTierServes) {
   ScopedEnv local("KILN_CACHE_LOCAL", path("front").c_str());
   // Nothing listens on port 1: every request is refused at once.
