@@ -2,12 +2,13 @@
 
 #include "cache/Remote.h"
 
+#include "cache/AwsCredentials.h"
+#include "cache/CurlSupport.h"
 #include "compiler/support/Sha256.h"
 #include "runtime/artifact/Artifact.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <curl/curl.h>
 
@@ -19,149 +20,6 @@
 namespace kiln::cache {
 
 namespace {
-
-std::string environment(const char *name, llvm::StringRef otherwise = "") {
-  const char *value = std::getenv(name);
-  return value && *value ? value : otherwise.str();
-}
-
-size_t appendBody(char *data, size_t size, size_t count, void *out) {
-  static_cast<std::string *>(out)->append(data, size * count);
-  return size * count;
-}
-
-/// The AWS credentials of `profile` in the shared credentials file.
-struct Credentials {
-  std::string id, secret, token;
-  double expires = 0; // seconds since the epoch; 0: never
-};
-
-Credentials credentialsFromFile(llvm::StringRef profile) {
-  std::string home = environment("HOME", ".");
-  std::string path =
-      environment("AWS_SHARED_CREDENTIALS_FILE", home + "/.aws/credentials");
-  Credentials found;
-  auto file = llvm::MemoryBuffer::getFile(path);
-  if (!file) {
-    return found;
-  }
-  llvm::SmallVector<llvm::StringRef> lines;
-  (*file)->getBuffer().split(lines, '\n');
-  bool inProfile = false;
-  for (llvm::StringRef line : lines) {
-    line = line.trim();
-    if (line.consume_front("[") && line.consume_back("]")) {
-      inProfile = line.trim() == profile;
-      continue;
-    }
-    auto [name, value] = line.split('=');
-    name = name.trim();
-    value = value.trim();
-    if (!inProfile || value.empty()) {
-      continue;
-    }
-    if (name == "aws_access_key_id") {
-      found.id = value.str();
-    } else if (name == "aws_secret_access_key") {
-      found.secret = value.str();
-    } else if (name == "aws_session_token") {
-      found.token = value.str();
-    }
-  }
-  return found;
-}
-
-/// The container credentials endpoint's credentials (ECS tasks, AWS Batch
-/// jobs, EKS Pod Identity): AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (below
-/// http://169.254.170.2) or _FULL_URI, with the token of
-/// AWS_CONTAINER_AUTHORIZATION_TOKEN or _TOKEN_FILE. Empty when neither is
-/// set; an error when the endpoint does not answer with credentials.
-llvm::Expected<Credentials> containerCredentials() {
-  std::string relative = environment("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-  std::string url = relative.empty()
-                        ? environment("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-                        : "http://169.254.170.2" + relative;
-  if (url.empty()) {
-    return Credentials{};
-  }
-  std::string token = environment("AWS_CONTAINER_AUTHORIZATION_TOKEN");
-  if (std::string file =
-          environment("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
-      token.empty() && !file.empty()) {
-    if (auto text = llvm::MemoryBuffer::getFile(file)) {
-      token = (*text)->getBuffer().trim().str();
-    }
-  }
-  auto fail = [&](const llvm::Twine &why) {
-    return llvm::createStringError("the container credentials endpoint " +
-                                   url + " " + why);
-  };
-  CURL *curl = curl_easy_init();
-  if (!curl) {
-    return fail("cannot be asked: libcurl could not make a handle");
-  }
-  std::string body, header = "Authorization: " + token;
-  struct curl_slist *headers =
-      token.empty() ? nullptr : curl_slist_append(nullptr, header.c_str());
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  CURLcode result = curl_easy_perform(curl);
-  long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  if (result != CURLE_OK) {
-    return fail(llvm::Twine("did not answer: ") + curl_easy_strerror(result));
-  }
-  auto parsed = llvm::json::parse(body);
-  const llvm::json::Object *o = parsed ? parsed->getAsObject() : nullptr;
-  if (!parsed) {
-    llvm::consumeError(parsed.takeError());
-  }
-  if (status != 200 || !o || !o->getString("AccessKeyId") ||
-      !o->getString("SecretAccessKey")) {
-    return fail("answered HTTP " + llvm::Twine(status) +
-                " without credentials");
-  }
-  Credentials c{o->getString("AccessKeyId")->str(),
-                o->getString("SecretAccessKey")->str(),
-                o->getString("Token").value_or("").str()};
-  if (auto expiration = o->getString("Expiration")) {
-    struct tm fields = {};
-    if (::strptime(expiration->str().c_str(), "%Y-%m-%dT%H:%M:%S", &fields)) {
-      c.expires = static_cast<double>(::timegm(&fields));
-    }
-  }
-  return c;
-}
-
-/// The first credentials of the environment, the shared credentials file
-/// and the container endpoint.
-llvm::Expected<Credentials> findCredentials() {
-  Credentials c{environment("AWS_ACCESS_KEY_ID"),
-                environment("AWS_SECRET_ACCESS_KEY"),
-                environment("AWS_SESSION_TOKEN")};
-  if (c.id.empty() || c.secret.empty()) {
-    c = credentialsFromFile(environment("AWS_PROFILE", "default"));
-  }
-  if (c.id.empty() || c.secret.empty()) {
-    auto fromContainer = containerCredentials();
-    if (!fromContainer) {
-      return fromContainer.takeError();
-    }
-    c = std::move(*fromContainer);
-  }
-  if (c.id.empty() || c.secret.empty()) {
-    return llvm::createStringError(
-        "no AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-        "~/.aws/credentials, or a container credentials endpoint)");
-  }
-  return c;
-}
 
 /// The text of the first <name> element in `xml`.
 std::string xmlElement(llvm::StringRef xml, llvm::StringRef name) {
@@ -211,7 +69,7 @@ bool isRemoteUrl(llvm::StringRef root) {
 
 double remoteTimeoutSeconds() {
   double seconds = 30;
-  std::string text = environment("KILN_CACHE_REMOTE_TIMEOUT");
+  std::string text = environmentOr("KILN_CACHE_REMOTE_TIMEOUT");
   if (!text.empty() && !llvm::StringRef(text).getAsDouble(seconds) &&
       seconds > 0 && seconds <= 3600) {
     return seconds;
@@ -240,10 +98,10 @@ RemoteTier::open(llvm::StringRef url) {
       return fail("no bucket (s3://<bucket>/<prefix>)");
     }
     tier->bucket = bucket.str();
-    std::string region = environment(
-        "AWS_REGION", environment("AWS_DEFAULT_REGION", "us-east-1"));
-    std::string endpoint = environment(
-        "AWS_ENDPOINT_URL_S3", environment("AWS_ENDPOINT_URL"));
+    std::string region = environmentOr(
+        "AWS_REGION", environmentOr("AWS_DEFAULT_REGION", "us-east-1"));
+    std::string endpoint = environmentOr(
+        "AWS_ENDPOINT_URL_S3", environmentOr("AWS_ENDPOINT_URL"));
     llvm::StringRef trimmed = llvm::StringRef(endpoint).rtrim('/');
     // Virtual-hosted addressing, except for bucket names with dots, which
     // S3's wildcard certificate does not cover: those go path-style.
@@ -286,7 +144,7 @@ RemoteTier::~RemoteTier() {
 }
 
 llvm::Error RemoteTier::renewCredentials() const {
-  auto found = findCredentials();
+  auto found = findAwsCredentials();
   if (!found) {
     return found.takeError();
   }
@@ -308,7 +166,7 @@ RemoteTier::request(llvm::StringRef method, const std::string &address,
   curl_easy_setopt(curl, CURLOPT_URL, address.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendToString);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
   // A server that stops answering, or trickles, costs about `timeout`, not
   // a hang: connecting is bounded, and so is any stretch of `timeout`
