@@ -71,13 +71,21 @@ bool takesUploads(llvm::StringRef url) {
   return noUploads.count(url.str()) == 0;
 }
 
-void uploadTrouble(llvm::StringRef url, llvm::Error error) {
+/// Adds `url` to `tiers`, warning with `error` and `consequence` the first
+/// time.
+void setAside(std::set<std::string> &tiers, llvm::StringRef url,
+              llvm::Error error, llvm::StringRef consequence) {
   std::string why = llvm::toString(std::move(error));
   std::lock_guard<std::mutex> guard(downLock);
-  if (noUploads.insert(url.str()).second) {
-    warn(why + "; this process uploads nothing more (it still reads the "
-               "remote tier)");
+  if (tiers.insert(url.str()).second) {
+    warn(why + "; " + consequence);
   }
+}
+
+void uploadTrouble(llvm::StringRef url, llvm::Error error) {
+  setAside(noUploads, url, std::move(error),
+           "this process uploads nothing more (it still reads the remote "
+           "tier)");
 }
 
 /// The compile seconds the tier's record of `key` gives; 0 without one.
@@ -99,11 +107,8 @@ double recordedCompileSeconds(const Tier &tier, llvm::StringRef key) {
 }
 
 void remoteTrouble(llvm::StringRef url, llvm::Error error) {
-  std::string why = llvm::toString(std::move(error));
-  std::lock_guard<std::mutex> guard(downLock);
-  if (downTiers.insert(url.str()).second) {
-    warn(why + "; going on with the local tier only");
-  }
+  setAside(downTiers, url, std::move(error),
+           "going on with the local tier only");
 }
 
 } // namespace
@@ -125,22 +130,6 @@ std::string Stats::toJson() const {
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(o));
   return text;
-}
-
-llvm::Expected<CacheMode> cacheModeFromEnvironment() {
-  const char *text = std::getenv("KILN_CACHE_MODE");
-  llvm::StringRef mode = text ? text : "";
-  if (mode.empty() || mode == "readwrite") {
-    return CacheMode::ReadWrite;
-  }
-  if (mode == "readonly") {
-    return CacheMode::ReadOnly;
-  }
-  if (mode == "strict") {
-    return CacheMode::Strict;
-  }
-  return llvm::createStringError("KILN_CACHE_MODE='" + mode +
-                                 "' is not readwrite, readonly or strict");
 }
 
 GetOptions GetOptions::fromEnvironment() {
@@ -418,8 +407,7 @@ llvm::Error Cache::strictMiss(const proto::Graph &graph,
       "strict cache mode (KILN_CACHE_MODE=strict): graph '{0}' (inputs {1}; "
       "world size {2}) is not in the cache (key {3}): {4}",
       graph.name(), summarizeInputs(wanted.inputs), options.worldSize,
-      key.hex.substr(0, 16),
-      why));
+      key.hex.substr(0, 16), why));
 }
 
 llvm::Expected<Result> Cache::getOrCompile(const proto::Graph &graph,

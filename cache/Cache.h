@@ -67,17 +67,6 @@ struct Stats {
   std::string toJson() const;
 };
 
-/// What a cache may do (KILN_CACHE_MODE).
-enum class CacheMode {
-  ReadWrite, // look up, compile on a miss, publish (the default)
-  ReadOnly,  // never write: a miss compiles in memory (KILN_CACHE_READONLY=1)
-  Strict,    // a miss is an error naming what precompile did not cover
-};
-
-/// KILN_CACHE_MODE: readwrite, readonly or strict; another value is an
-/// error naming it.
-llvm::Expected<CacheMode> cacheModeFromEnvironment();
-
 struct GetOptions {
   CacheMode mode = CacheMode::ReadWrite;
   /// The coverage manifest strict mode explains misses with

@@ -143,6 +143,22 @@ llvm::Expected<std::string> readWholeFile(llvm::StringRef path) {
   return (*buffer)->getBuffer().str();
 }
 
+llvm::Expected<CacheMode> cacheModeFromEnvironment() {
+  const char *text = std::getenv("KILN_CACHE_MODE");
+  llvm::StringRef mode = text ? text : "";
+  if (mode.empty() || mode == "readwrite") {
+    return CacheMode::ReadWrite;
+  }
+  if (mode == "readonly") {
+    return CacheMode::ReadOnly;
+  }
+  if (mode == "strict") {
+    return CacheMode::Strict;
+  }
+  return llvm::createStringError("KILN_CACHE_MODE='" + mode +
+                                 "' is not readwrite, readonly or strict");
+}
+
 StoreOptions Store::optionsFromEnvironment() {
   StoreOptions o;
   if (const char *mask = std::getenv("KILN_CACHE_UMASK")) {
@@ -156,9 +172,12 @@ StoreOptions Store::optionsFromEnvironment() {
     return v && *v && llvm::StringRef(v) != "0";
   };
   o.allowForeignOwner = flag("KILN_CACHE_ALLOW_FOREIGN_OWNER");
-  const char *mode = std::getenv("KILN_CACHE_MODE");
+  auto mode = cacheModeFromEnvironment();
   o.readOnly = flag("KILN_CACHE_READONLY") ||
-               (mode && llvm::StringRef(mode) == "readonly");
+               (mode && *mode == CacheMode::ReadOnly);
+  if (!mode) {
+    llvm::consumeError(mode.takeError()); // Cache::open reports it
+  }
   return o;
 }
 

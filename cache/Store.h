@@ -51,6 +51,17 @@ enum class PublishStep { Open, Write, Fsync, Link, Lease };
 /// A `kill` fault does not return.
 int injectedFault(PublishStep step);
 
+/// What a cache may do (KILN_CACHE_MODE).
+enum class CacheMode {
+  ReadWrite, // look up, compile on a miss, publish (the default)
+  ReadOnly,  // never write: a miss compiles in memory (KILN_CACHE_READONLY=1)
+  Strict,    // a miss is an error naming what precompile did not cover
+};
+
+/// KILN_CACHE_MODE: readwrite, readonly or strict; another value is an
+/// error naming it.
+llvm::Expected<CacheMode> cacheModeFromEnvironment();
+
 struct StoreOptions {
   /// Permission bits masked from every entry (KILN_CACHE_UMASK, octal;
   /// default 002: group members share the cache).

@@ -6,6 +6,7 @@
 #include "cache/Key.h"
 #include "cache/Store.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -25,34 +26,55 @@ llvm::Error verifyEntry(const Tier &tier, llvm::StringRef key,
   return loaded ? checkBinding(*loaded, key, origin) : loaded.takeError();
 }
 
-} // namespace
-
-llvm::Expected<TierVerifyReport> verifyTier(const Tier &tier, bool repair) {
+/// Hands every artifact of `tier` to `visit` with its bytes and what its
+/// verification found (success for a sound one); artifacts removed since
+/// the listing are passed over. Stops at the first error of the tier or
+/// of `visit`.
+llvm::Error visitArtifacts(
+    const Tier &tier,
+    llvm::function_ref<llvm::Error(const TierEntry &, llvm::StringRef bytes,
+                                   llvm::Error verified)>
+        visit) {
   auto entries = tier.listArtifacts();
   if (!entries) {
     return entries.takeError();
   }
-  TierVerifyReport report;
   for (const TierEntry &entry : *entries) {
     auto bytes = tier.fetchArtifact(entry.key);
     if (!bytes) {
       return bytes.takeError();
     }
     if (!*bytes) {
-      continue; // removed since the listing
-    }
-    ++report.checked;
-    llvm::Error bad = verifyEntry(tier, entry.key, **bytes);
-    if (!bad) {
       continue;
     }
-    report.bad.emplace_back(entry.key, llvm::toString(std::move(bad)));
-    if (repair) {
-      if (llvm::Error error = tier.removeArtifact(entry.key)) {
-        return std::move(error);
-      }
-      ++report.removed;
+    if (llvm::Error error =
+            visit(entry, **bytes, verifyEntry(tier, entry.key, **bytes))) {
+      return error;
     }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<TierVerifyReport> verifyTier(const Tier &tier, bool repair) {
+  TierVerifyReport report;
+  llvm::Error failed = visitArtifacts(
+      tier, [&](const TierEntry &entry, llvm::StringRef,
+                llvm::Error bad) -> llvm::Error {
+        ++report.checked;
+        if (!bad) {
+          return llvm::Error::success();
+        }
+        report.bad.emplace_back(entry.key, llvm::toString(std::move(bad)));
+        if (!repair) {
+          return llvm::Error::success();
+        }
+        ++report.removed;
+        return tier.removeArtifact(entry.key);
+      });
+  if (failed) {
+    return std::move(failed);
   }
   return report;
 }
@@ -101,32 +123,24 @@ llvm::Expected<TierGcReport> collectTierGarbage(const Tier &tier,
 
 llvm::Expected<ExportReport> exportTier(const Tier &tier,
                                         llvm::StringRef file) {
-  auto entries = tier.listArtifacts();
-  if (!entries) {
-    return entries.takeError();
-  }
   auto bundle = BundleWriter::create(file);
   if (!bundle) {
     return bundle.takeError();
   }
   ExportReport report;
-  for (const TierEntry &entry : *entries) {
-    auto bytes = tier.fetchArtifact(entry.key);
-    if (!bytes) {
-      return bytes.takeError();
-    }
-    if (!*bytes) {
-      continue; // removed since the listing, as verifyTier takes it
-    }
-    if (llvm::Error bad = verifyEntry(tier, entry.key, **bytes)) {
-      report.skipped.emplace_back(entry.key, llvm::toString(std::move(bad)));
-      continue;
-    }
-    if (llvm::Error error =
-            (*bundle)->addBytes("objects/" + entry.key + ".kneff", **bytes)) {
-      return std::move(error);
-    }
-    ++report.exported;
+  llvm::Error failed = visitArtifacts(
+      tier, [&](const TierEntry &entry, llvm::StringRef bytes,
+                llvm::Error bad) -> llvm::Error {
+        if (bad) {
+          report.skipped.emplace_back(entry.key,
+                                      llvm::toString(std::move(bad)));
+          return llvm::Error::success();
+        }
+        ++report.exported;
+        return (*bundle)->addBytes("objects/" + entry.key + ".kneff", bytes);
+      });
+  if (failed) {
+    return std::move(failed);
   }
   if (llvm::Error error = (*bundle)->close()) {
     return std::move(error);
