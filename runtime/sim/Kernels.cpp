@@ -236,7 +236,7 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
     auto *c = reinterpret_cast<float *>(memory.data(dst.partition, dst.offset));
     dnnl_status_t status = dnnl_sgemm(
         'T', 'N', rows, cols, k, 1.0f, a.data(), rows, b.data(), cols,
-        inst.accumulate() ? 1.0f : 0.0f, c, memory.bytesPerRow() / 4);
+        inst.accumulate() ? 1.0f : 0.0f, c, memory.rowPitch() / 4);
     if (status == dnnl_success) {
       if (!inst.accumulate()) {
         for (int64_t p = 0; p < rows; ++p) {
@@ -373,6 +373,9 @@ bool copy(MachineState &m, const isa::Instruction &inst) {
 bool executeFast(MachineState &m, const isa::Instruction &inst) {
   if (isa::hasIntegerOperand(inst)) {
     return false;
+  }
+  if (executeInRows(m, inst)) {
+    return true;
   }
   switch (inst.opcode) {
   case isa::Opcode::Matmul:

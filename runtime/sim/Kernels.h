@@ -21,6 +21,10 @@ namespace kiln::sim {
 /// when no kernel applies.
 bool executeFast(MachineState &m, const isa::Instruction &inst);
 
+/// Executes `inst` with a kernel that reads and writes f32 tiles where they
+/// lie (RowKernels.cpp); false, having changed nothing, when none applies.
+bool executeInRows(MachineState &m, const isa::Instruction &inst);
+
 /// A tile as f32 in (partition, free) order; false if an element is
 /// unwritten or the tile is an integer tile.
 bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,

@@ -5,7 +5,11 @@
 #include "compiler/target/Elements.h"
 #include "compiler/target/FloatFormats.h"
 
+#include <algorithm>
 #include <cmath>
+#include <new>
+
+#include <sys/mman.h>
 #include <cstring>
 
 namespace kiln::sim {
@@ -14,27 +18,40 @@ using numerics::bf16BitsToFloat;
 using numerics::floatToHalfBits;
 using numerics::halfBitsToFloat;
 
+MemoryArray::Storage MemoryArray::zeroed(int64_t size) {
+  size_t length = static_cast<size_t>(std::max<int64_t>(size, 1));
+  void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    throw std::bad_alloc();
+  }
+  madvise(p, length, MADV_HUGEPAGE); // advice: failure changes nothing
+  return Storage(static_cast<uint8_t *>(p), Unmap{length});
+}
+
+void MemoryArray::Unmap::operator()(uint8_t *p) const { munmap(p, size); }
+
 double MemoryArray::read(int64_t row, int64_t byte, isa::DType dtype) const {
   int64_t size = isa::dtypeBytes(dtype);
-  int64_t at = row * rowBytes + byte;
+  int64_t at = row * rowStride + byte;
   for (int64_t i = 0; i < size; ++i) {
     if (!written[at + i]) {
       return NAN;
     }
   }
-  return isa::decodeElement(dtype, bytes.data() + at);
+  return isa::decodeElement(dtype, bytes.get() + at);
 }
 
 void MemoryArray::write(int64_t row, int64_t byte, isa::DType dtype,
                         double value) {
-  int64_t at = row * rowBytes + byte;
-  isa::encodeElement(dtype, value, bytes.data() + at);
-  std::memset(written.data() + at, 1, isa::dtypeBytes(dtype));
+  int64_t at = row * rowStride + byte;
+  isa::encodeElement(dtype, value, bytes.get() + at);
+  std::memset(written.get() + at, 1, isa::dtypeBytes(dtype));
 }
 
 void MemoryArray::store(int64_t byte, const char *data, int64_t size) {
-  std::memcpy(bytes.data() + byte, data, size);
-  std::memset(written.data() + byte, 1, size);
+  std::memcpy(bytes.get() + byte, data, size);
+  std::memset(written.get() + byte, 1, size);
 }
 
 void MemoryArray::load(int64_t byte, char *data, int64_t size) const {
@@ -47,12 +64,12 @@ void MemoryArray::load(int64_t byte, char *data, int64_t size) const {
 
 bool MemoryArray::isWritten(int64_t row, int64_t byte, int64_t size) const {
   // glibc's memchr scans with the widest vectors the host has.
-  return std::memchr(written.data() + row * rowBytes + byte, 0, size) ==
+  return std::memchr(written.get() + row * rowStride + byte, 0, size) ==
          nullptr;
 }
 
 void MemoryArray::markWritten(int64_t row, int64_t byte, int64_t size) {
-  std::memset(written.data() + row * rowBytes + byte, 1, size);
+  std::memset(written.get() + row * rowStride + byte, 1, size);
 }
 
 double Rounder::round(isa::DType dtype, double value) {

@@ -6,6 +6,8 @@
 #include "compiler/target/Isa.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -18,8 +20,9 @@ class MemoryArray {
 public:
   MemoryArray() = default;
   MemoryArray(int64_t rows, int64_t rowBytes)
-      : rows(rows), rowBytes(rowBytes), bytes(rows * rowBytes, 0),
-        written(rows * rowBytes, 0) {}
+      : rows(rows), rowBytes(rowBytes),
+        rowStride(rows > 1 ? rowBytes + kRowSkew : rowBytes),
+        bytes(zeroed(rows * rowStride)), written(zeroed(rows * rowStride)) {}
 
   /// The element of `dtype` at (row, byte), as a double; NaN if unwritten.
   double read(int64_t row, int64_t byte, isa::DType dtype) const;
@@ -32,22 +35,39 @@ public:
   /// Direct access for the fast kernels (runtime/sim/Kernels.cpp), which
   /// move whole contiguous runs instead of one element at a time.
   const uint8_t *data(int64_t row, int64_t byte) const {
-    return bytes.data() + row * rowBytes + byte;
+    return bytes.get() + row * rowStride + byte;
   }
   uint8_t *data(int64_t row, int64_t byte) {
-    return bytes.data() + row * rowBytes + byte;
+    return bytes.get() + row * rowStride + byte;
   }
   const uint8_t *writtenData(int64_t row, int64_t byte) const {
-    return written.data() + row * rowBytes + byte;
+    return written.get() + row * rowStride + byte;
   }
-  int64_t bytesPerRow() const { return rowBytes; }
+  /// Bytes from one row's start to the next's (a GEMM's leading dimension).
+  int64_t rowPitch() const { return rowStride; }
   /// Whether every one of `size` bytes at (row, byte) has been written.
   bool isWritten(int64_t row, int64_t byte, int64_t size) const;
   void markWritten(int64_t row, int64_t byte, int64_t size);
 
 private:
-  int64_t rows = 0, rowBytes = 0;
-  std::vector<uint8_t> bytes, written;
+  /// Rows lie this much further apart than their size: SBUF and PSUM rows
+  /// are multiples of 4 KiB, so without it the same byte of every partition
+  /// falls in one cache set, and walking across partitions (a transpose, a
+  /// matmul's operands) thrashes it.
+  static constexpr int64_t kRowSkew = 64;
+  struct Unmap {
+    size_t size = 0;
+    void operator()(uint8_t *p) const;
+  };
+  using Storage = std::unique_ptr<uint8_t[], Unmap>;
+  /// `size` zero bytes mapped as untouched zero pages, so a simulator pays
+  /// only for the memory its program uses, not for all of SBUF and HBM up
+  /// front; in huge pages where the host allows, since the kernels stride
+  /// across partitions a row apart.
+  static Storage zeroed(int64_t size);
+
+  int64_t rows = 0, rowBytes = 0, rowStride = 0;
+  Storage bytes, written;
 };
 
 /// Rounding of simulator results: f32 and f16 round to nearest even; bf16

@@ -25,6 +25,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -107,103 +108,9 @@ llvm::Expected<std::string> Simulator::getBuffer(llvm::StringRef name) const {
   return bytes;
 }
 
-/// One run of a Simulator's program: the scheduler's state, the hazard
-/// checker's clocks and the result being built. Its steps are member
-/// functions so each reads on its own; it is a friend of Simulator to reach
-/// the memories and buffers the run works on.
-class Execution {
-public:
-  explicit Execution(Simulator &sim);
-
-  llvm::Expected<SimResult> run();
-
-private:
-  /// The next instruction of a stream whose waits are satisfied: when it can
-  /// start and the trace index of what it waited for.
-  struct Candidate {
-    size_t stream;
-    double start;
-    int64_t after;
-  };
-  /// An issued instruction's end and its index in the trace: when and by
-  /// whom its signals are given.
-  struct Issued {
-    double end;
-    int64_t event;
-  };
-
-  llvm::Error checkRunnable() const;
-  std::optional<std::pair<double, int64_t>> reachedAt(uint16_t sem,
-                                                      uint32_t value) const;
-  std::optional<Candidate> earliestReady() const;
-  bool finished() const;
-  llvm::Error deadlock() const;
-  llvm::Error step(const Candidate &candidate);
-  Issued issue(size_t s, const isa::Instruction &inst,
-               const Candidate &candidate);
-  uint32_t joinClocks(size_t s, const isa::Instruction &inst);
-  void checkHazards(size_t s, size_t index, const isa::Instruction &inst,
-                    uint32_t epoch);
-  std::string describeRace(const HazardChecker::Access &prev,
-                           const HazardChecker::Access &access) const;
-  llvm::Error apply(size_t s, size_t index, const isa::Instruction &inst);
-  void signal(size_t s, const isa::Instruction &inst, const Issued &issued);
-  void summarize();
-
-  // Accesses every running stream has seen are dropped this often.
-  static constexpr int kForgetEvery = 4096;
-  // A start later than any: what a ready stream's start is compared with
-  // before any stream is ready.
-  static constexpr double kNever = std::numeric_limits<double>::infinity();
-
-  const artifact::Artifact &artifact;
-  const target::TargetDescription &target;
-  const SimOptions &options;
-  const llvm::StringMap<bool> &bufferSet;
-  const std::vector<artifact::Stream> &streams;
-  size_t numStreams;
-  MachineState machine;
-
-  std::vector<size_t> next;
-  std::vector<double> streamTime;
-  std::vector<std::vector<uint32_t>> clocks;
-  // Per semaphore, in arrival order, the join of the signallers' clocks at
-  // that signal and every earlier one.
-  std::vector<std::vector<std::vector<uint32_t>>> signalClocks;
-  // Per semaphore, its signals' (time, trace index) in time order: the
-  // value-th is when it reached value. Kept sorted as signals arrive (they
-  // arrive nearly in time order) rather than selected per wait, which cost
-  // a pass over every signal so far each time a stream's next instruction
-  // was looked at.
-  std::vector<std::vector<std::pair<double, int64_t>>> signalTimes;
-  HazardChecker hazards;
-  int sinceForgetting = 0;
-  double sbufPortFree = 0, psumPortFree = 0;
-  // Each stream's last instruction and each port's last holder, by trace
-  // index: what an instruction's start waited for (TraceEvent::after).
-  std::vector<int64_t> lastEvent;
-  int64_t sbufPortHolder = -1, psumPortHolder = -1;
-  SimResult result;
-};
-
-Execution::Execution(Simulator &sim)
-    : artifact(sim.artifact), target(sim.target), options(sim.options),
-      bufferSet(sim.bufferSet), streams(sim.artifact.streams),
-      numStreams(streams.size()), machine{sim.hbm, sim.sbuf, sim.psum,
-                                          sim.rounder},
-      next(numStreams, 0), streamTime(numStreams, 0.0),
-      clocks(numStreams, std::vector<uint32_t>(numStreams, 0)),
-      signalClocks(artifact.manifest.semaphores()),
-      signalTimes(artifact.manifest.semaphores()), hazards(numStreams),
-      lastEvent(numStreams, -1) {
-  for (const artifact::Stream &s : streams) {
-    result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
-  }
-}
-
 /// The run's preconditions: a target at least the program's, a group of the
 /// size it was compiled for and every input set.
-llvm::Error Execution::checkRunnable() const {
+llvm::Error Simulator::checkRunnable() const {
   if (const target::TargetDescription *compiledFor =
           target::lookupTarget(artifact.manifest.target());
       !compiledFor ||
@@ -242,10 +149,132 @@ llvm::Error Execution::checkRunnable() const {
   return llvm::Error::success();
 }
 
-llvm::Expected<SimResult> Execution::run() {
-  if (auto e = checkRunnable()) {
-    return std::move(e);
+namespace {
+
+/// Applies one instruction's effect on the memories. An indexed DMA's bad
+/// index is an error naming the instruction (`stream` and `index`).
+llvm::Error applyInstruction(MachineState &machine, const SimOptions &options,
+                             const isa::Instruction &inst,
+                             llvm::StringRef stream, size_t index) {
+  if (inst.opcode == isa::Opcode::Collective) {
+    return executeCollective(
+        machine, inst, options.communicatorOf(isa::collectiveGroupOf(inst)));
   }
+  if (isa::indexedOperand(inst.opcode) >= 0) {
+    if (auto e = executeIndexed(machine, inst)) {
+      return llvm::createStringError(
+          llvm::formatv("{0} instruction {1} ({2}): {3}", stream, index,
+                        isa::schemaOf(inst.opcode).mnemonic,
+                        llvm::toString(std::move(e)))
+              .str());
+    }
+    return llvm::Error::success();
+  }
+  execute(machine, inst);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+/// One run of a Simulator's program: the scheduler's state, the hazard
+/// checker's clocks and the result being built. Its steps are member
+/// functions so each reads on its own; it is a friend of Simulator to reach
+/// the memories and buffers the run works on.
+class Execution {
+public:
+  /// With `order`, records there the instructions it applies, in order.
+  explicit Execution(
+      Simulator &sim,
+      std::vector<std::pair<uint32_t, uint32_t>> *order = nullptr);
+
+  llvm::Expected<SimResult> run();
+
+private:
+  /// The next instruction of a stream whose waits are satisfied: when it can
+  /// start and the trace index of what it waited for.
+  struct Candidate {
+    size_t stream;
+    double start;
+    int64_t after;
+  };
+  /// An issued instruction's end and its index in the trace: when and by
+  /// whom its signals are given.
+  struct Issued {
+    double end;
+    int64_t event;
+  };
+
+  std::optional<std::pair<double, int64_t>> reachedAt(uint16_t sem,
+                                                      uint32_t value) const;
+  std::optional<Candidate> earliestReady() const;
+  bool finished() const;
+  llvm::Error deadlock() const;
+  llvm::Error step(const Candidate &candidate);
+  Issued issue(size_t s, const isa::Instruction &inst,
+               const Candidate &candidate);
+  uint32_t joinClocks(size_t s, const isa::Instruction &inst);
+  void checkHazards(size_t s, size_t index, const isa::Instruction &inst,
+                    uint32_t epoch);
+  std::string describeRace(const HazardChecker::Access &prev,
+                           const HazardChecker::Access &access) const;
+  llvm::Error apply(size_t s, size_t index, const isa::Instruction &inst);
+  void signal(size_t s, const isa::Instruction &inst, const Issued &issued);
+  void summarize();
+
+  // Accesses every running stream has seen are dropped this often.
+  static constexpr int kForgetEvery = 4096;
+  // A start later than any: what a ready stream's start is compared with
+  // before any stream is ready.
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+
+  const artifact::Artifact &artifact;
+  const target::TargetDescription &target;
+  const SimOptions &options;
+  std::vector<std::pair<uint32_t, uint32_t>> *order;
+  const std::vector<artifact::Stream> &streams;
+  size_t numStreams;
+  MachineState machine;
+
+  std::vector<size_t> next;
+  std::vector<double> streamTime;
+  std::vector<std::vector<uint32_t>> clocks;
+  // Per semaphore, in arrival order, the join of the signallers' clocks at
+  // that signal and every earlier one.
+  std::vector<std::vector<std::vector<uint32_t>>> signalClocks;
+  // Per semaphore, its signals' (time, trace index) in time order: the
+  // value-th is when it reached value. Kept sorted as signals arrive (they
+  // arrive nearly in time order) rather than selected per wait, which cost
+  // a pass over every signal so far each time a stream's next instruction
+  // was looked at.
+  std::vector<std::vector<std::pair<double, int64_t>>> signalTimes;
+  HazardChecker hazards;
+  int sinceForgetting = 0;
+  double sbufPortFree = 0, psumPortFree = 0;
+  // Each stream's last instruction and each port's last holder, by trace
+  // index: what an instruction's start waited for (TraceEvent::after).
+  std::vector<int64_t> lastEvent;
+  int64_t sbufPortHolder = -1, psumPortHolder = -1;
+  std::vector<TraceEvent> trace;
+  SimResult result;
+};
+
+Execution::Execution(Simulator &sim,
+                     std::vector<std::pair<uint32_t, uint32_t>> *order)
+    : artifact(sim.artifact), target(sim.target), options(sim.options),
+      order(order), streams(sim.artifact.streams),
+      numStreams(streams.size()), machine{sim.hbm, sim.sbuf, sim.psum,
+                                          sim.rounder},
+      next(numStreams, 0), streamTime(numStreams, 0.0),
+      clocks(numStreams, std::vector<uint32_t>(numStreams, 0)),
+      signalClocks(artifact.manifest.semaphores()),
+      signalTimes(artifact.manifest.semaphores()), hazards(numStreams),
+      lastEvent(numStreams, -1) {
+  for (const artifact::Stream &s : streams) {
+    result.streams.push_back({artifact::streamName(s.engine, s.queue), 0, 0});
+  }
+}
+
+llvm::Expected<SimResult> Execution::run() {
   while (std::optional<Candidate> candidate = earliestReady()) {
     if (auto e = step(*candidate)) {
       return std::move(e);
@@ -368,7 +397,7 @@ Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
     start = psumPortFree;
     after = psumPortHolder;
   }
-  int64_t event = static_cast<int64_t>(result.trace.size());
+  int64_t event = static_cast<int64_t>(trace.size());
   lastEvent[s] = event;
   double duration = isa::instructionSeconds(inst, target, options.groups());
   double end = start + duration;
@@ -385,7 +414,7 @@ Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
   result.streams[s].instructions++;
   result.streams[s].busySeconds += held;
   result.makespanSeconds = std::max(result.makespanSeconds, end);
-  result.trace.push_back({static_cast<int>(s),
+  trace.push_back({static_cast<int>(s),
                           isa::schemaOf(inst.opcode).mnemonic.str(), start,
                           duration, after});
   if (inst.opcode == isa::Opcode::Matmul) {
@@ -467,29 +496,17 @@ std::string Execution::describeRace(const HazardChecker::Access &prev,
 }
 
 /// Applies the instruction's effect on the memories, unless the run models
-/// timing only. An indexed DMA's bad index is an error naming the
-/// instruction.
+/// timing only.
 llvm::Error Execution::apply(size_t s, size_t index,
                              const isa::Instruction &inst) {
   if (options.timingOnly) {
     return llvm::Error::success();
   }
-  if (inst.opcode == isa::Opcode::Collective) {
-    return executeCollective(
-        machine, inst, options.communicatorOf(isa::collectiveGroupOf(inst)));
+  if (order) {
+    order->emplace_back(static_cast<uint32_t>(s), static_cast<uint32_t>(index));
   }
-  if (isa::indexedOperand(inst.opcode) >= 0) {
-    if (auto e = executeIndexed(machine, inst)) {
-      return llvm::createStringError(
-          llvm::formatv(
-              "{0} instruction {1} ({2}): {3}", result.streams[s].name, index,
-              isa::schemaOf(inst.opcode).mnemonic, llvm::toString(std::move(e)))
-              .str());
-    }
-    return llvm::Error::success();
-  }
-  execute(machine, inst);
-  return llvm::Error::success();
+  return applyInstruction(machine, options, inst, result.streams[s].name,
+                          index);
 }
 
 /// The instruction's signals land at its end, carrying its stream's clock.
@@ -520,6 +537,8 @@ void Execution::signal(size_t s, const isa::Instruction &inst,
 
 /// The run's FLOPs and utilisation, once every stream has finished.
 void Execution::summarize() {
+  result.trace =
+      std::make_shared<const std::vector<TraceEvent>>(std::move(trace));
   result.modelFlops = artifact.manifest.cost().model_flops() > 0
                           ? artifact.manifest.cost().model_flops()
                           : result.matmulFlops;
@@ -529,7 +548,47 @@ void Execution::summarize() {
   }
 }
 
-llvm::Expected<SimResult> Simulator::run() { return Execution(*this).run(); }
+llvm::Expected<SimResult> Simulator::run() {
+  if (auto e = checkRunnable()) {
+    return std::move(e);
+  }
+  if (options.path == ExecutionPath::EventDriven || options.timingOnly) {
+    return Execution(*this).run();
+  }
+  if (schedule) {
+    return replay();
+  }
+  Schedule recorded;
+  llvm::Expected<SimResult> result = Execution(*this, &recorded.order).run();
+  if (result) {
+    recorded.result = *result;
+    schedule = std::move(recorded);
+  }
+  return result;
+}
+
+/// Applies the recorded schedule's instructions in its order.
+llvm::Expected<SimResult> Simulator::replay() {
+  MachineState machine{hbm, sbuf, psum, rounder};
+  HostProfile *profile = options.hostProfile;
+  for (auto [s, index] : schedule->order) {
+    const isa::Instruction &inst = artifact.streams[s].instructions[index];
+    auto start = profile ? std::chrono::steady_clock::now()
+                         : std::chrono::steady_clock::time_point();
+    if (auto e = applyInstruction(machine, options, inst,
+                                  schedule->result.streams[s].name, index)) {
+      return std::move(e);
+    }
+    if (profile) {
+      auto op = static_cast<size_t>(inst.opcode);
+      profile->seconds[op] += std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
+      profile->instructions[op]++;
+    }
+  }
+  return schedule->result;
+}
 
 llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
   std::error_code ec;
@@ -545,13 +604,15 @@ llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
         "\"tid\": {0}, \"args\": {{\"name\": \"{1}\"}},\n",
         s, result.streams[s].name);
   }
-  for (size_t i = 0; i < result.trace.size(); ++i) {
-    const TraceEvent &e = result.trace[i];
+  static const std::vector<TraceEvent> none;
+  const std::vector<TraceEvent> &trace = result.trace ? *result.trace : none;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const TraceEvent &e = trace[i];
     out << llvm::formatv(
         "{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
         "\"ts\": {2:F4}, \"dur\": {3:F4}, \"args\": {{\"after\": {4}}}{5}\n",
         e.name, e.stream, e.startSeconds * 1e6, e.durationSeconds * 1e6,
-        e.after, i + 1 < result.trace.size() ? "," : "");
+        e.after, i + 1 < trace.size() ? "," : "");
   }
   out << "]}\n";
   return llvm::Error::success();

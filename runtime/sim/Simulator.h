@@ -20,12 +20,38 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::sim {
 
+/// How a Simulator executes its runs. The schedule (which instruction each
+/// engine issues when, the hazards, the modelled times) depends on no value
+/// a run computes, so one event-driven run yields every run's.
+enum class ExecutionPath {
+  /// The first run is event-driven and records the order it applied the
+  /// instructions in; later runs apply them in that order, with no
+  /// scheduling, and report the first run's schedule. The same effects in
+  /// the same order: results are bit-identical to the event-driven path's.
+  Replay,
+  /// Every run schedules event by event (tests compare the two paths).
+  EventDriven,
+};
+
+/// Host time spent applying each opcode's instructions, summed over runs.
+struct HostProfile {
+  std::array<double, isa::kOpcodes> seconds{};
+  std::array<int64_t, isa::kOpcodes> instructions{};
+};
+
 struct SimOptions {
+  ExecutionPath path = ExecutionPath::Replay;
+  /// Where replayed runs add up their host time per opcode (not owned);
+  /// null: not measured.
+  HostProfile *hostProfile = nullptr;
   /// Report cross-engine accesses not ordered by semaphores (costs time).
   bool checkHazards = true;
   /// Round bf16 results stochastically, deterministically from `seed`.
@@ -82,7 +108,9 @@ struct SimResult {
   double matmulFlops = 0;
   double modelFlops = 0;
   double mfu = 0;
-  std::vector<TraceEvent> trace;
+  /// Every instruction's place on the timelines, in issue order; shared by
+  /// the results of the runs that replay one schedule.
+  std::shared_ptr<const std::vector<TraceEvent>> trace;
 };
 
 /// The modelled duration of one instruction, from the cost table.
@@ -106,6 +134,16 @@ public:
   llvm::Expected<SimResult> run();
 
 private:
+  /// The order the event-driven run applied the instructions in (stream,
+  /// index), and what it modelled.
+  struct Schedule {
+    std::vector<std::pair<uint32_t, uint32_t>> order;
+    SimResult result;
+  };
+
+  llvm::Error checkRunnable() const;
+  llvm::Expected<SimResult> replay();
+
   const artifact::Artifact &artifact;
   const target::TargetDescription &target;
   SimOptions options;
@@ -113,6 +151,7 @@ private:
   Rounder rounder;
   llvm::StringMap<const kneff::Buffer *> buffers;
   llvm::StringMap<bool> bufferSet;
+  std::optional<Schedule> schedule;
 
   friend class Execution;
 };

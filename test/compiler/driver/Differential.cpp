@@ -11,6 +11,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -47,6 +48,58 @@ std::string deviceBytes(const HostTensor &t, isa::DType dtype) {
     isa::encodeElement(dtype, t.data[i], out.data() + i * isa::dtypeBytes(dtype));
   }
   return out;
+}
+
+/// The first buffer whose bytes differ between the two simulators, and
+/// where, after a run; empty if none.
+std::string differingBuffer(const artifact::Artifact &artifact,
+                            const sim::Simulator &a, const sim::Simulator &b,
+                            llvm::StringRef run) {
+  for (const kneff::Buffer &buffer : artifact.manifest.buffers()) {
+    auto x = a.getBuffer(buffer.name()), y = b.getBuffer(buffer.name());
+    if (!x || !y) {
+      llvm::consumeError(x.takeError());
+      llvm::consumeError(y.takeError());
+      return "buffer '" + buffer.name() + "' cannot be read";
+    }
+    if (*x != *y) {
+      auto at = std::mismatch(x->begin(), x->end(), y->begin()).first;
+      return ("replay and event-driven runs differ after the " + run +
+              " run: buffer '" + buffer.name() + "' byte " +
+              llvm::Twine(at - x->begin()))
+          .str();
+    }
+  }
+  return "";
+}
+
+/// Runs `eventDriven` once, then both simulators a second time (`replayed`
+/// then replays its first run's schedule), comparing every buffer after
+/// each (`replayed` has run once).
+std::string compareExecutionPaths(const artifact::Artifact &artifact,
+                                  sim::Simulator &replayed,
+                                  sim::Simulator &eventDriven) {
+  auto first = eventDriven.run();
+  if (!first) {
+    return "the event-driven run fails: " + llvm::toString(first.takeError());
+  }
+  if (std::string d = differingBuffer(artifact, replayed, eventDriven, "first");
+      !d.empty()) {
+    return d;
+  }
+  auto second = replayed.run();
+  if (!second) {
+    return "the replayed run fails: " + llvm::toString(second.takeError());
+  }
+  auto secondEvent = eventDriven.run();
+  if (!secondEvent) {
+    return "the second event-driven run fails: " +
+           llvm::toString(secondEvent.takeError());
+  }
+  if (second->makespanSeconds != secondEvent->makespanSeconds) {
+    return "replay reports another modelled time than the event-driven run";
+  }
+  return differingBuffer(artifact, replayed, eventDriven, "second");
 }
 
 } // namespace
@@ -101,9 +154,16 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
     return expected.takeError();
   }
 
+  // The replay path (what training runs) and the event-driven path must
+  // leave every buffer bit for bit the same, on the first run (which
+  // schedules) and on the second (which replays; its inputs are the first
+  // run's updates).
   sim::SimOptions simOptions;
   simOptions.checkHazards = true;
   sim::Simulator simulator(*artifact, simOptions);
+  simOptions.path = sim::ExecutionPath::EventDriven;
+  simOptions.checkHazards = false; // no effect on results; checked above
+  sim::Simulator eventDriven(*artifact, simOptions);
   for (const kneff::Buffer &b : artifact->manifest.buffers()) {
     if (b.role() != kneff::INPUT && b.role() != kneff::INOUT) {
       continue;
@@ -114,8 +174,11 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
                                      "' is not a graph input");
     }
     auto dtype = static_cast<isa::DType>(b.dtype());
-    if (auto err = simulator.setBuffer(
-            b.name(), deviceBytes(inputs[it->second], dtype))) {
+    std::string bytes = deviceBytes(inputs[it->second], dtype);
+    if (auto err = simulator.setBuffer(b.name(), bytes)) {
+      return std::move(err);
+    }
+    if (auto err = eventDriven.setBuffer(b.name(), bytes)) {
       return std::move(err);
     }
   }
@@ -123,6 +186,16 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
   if (!result) {
     return result.takeError();
   }
+  llvm::StringMap<std::string> outputs;
+  for (const kneff::Buffer &b : artifact->manifest.buffers()) {
+    auto bytes = simulator.getBuffer(b.name());
+    if (!bytes) {
+      return bytes.takeError();
+    }
+    outputs[b.name()] = std::move(*bytes);
+  }
+  std::string pathsDiffer =
+      compareExecutionPaths(*artifact, simulator, eventDriven);
   DiffReport report;
   report.hazards = result->hazards.size();
   report.modelledSeconds = result->makespanSeconds;
@@ -134,10 +207,7 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
   }
   for (auto [r, type] : llvm::enumerate(func->getResultTypes())) {
     auto name = func->getResultAttrOfType<mlir::StringAttr>(r, "kgraph.name");
-    auto bytes = simulator.getBuffer(name.getValue());
-    if (!bytes) {
-      return bytes.takeError();
-    }
+    const std::string *bytes = &outputs[name.getValue()];
     isa::DType dtype = isa::DType::F32;
     for (const kneff::Buffer &b : artifact->manifest.buffers()) {
       if (b.name() == name.getValue()) {
@@ -166,6 +236,10 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
                            .str();
       }
     }
+  }
+  if (!pathsDiffer.empty()) {
+    report.worstExcess = INFINITY;
+    report.worst = pathsDiffer;
   }
   return report;
 }

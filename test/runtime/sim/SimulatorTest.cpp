@@ -275,7 +275,7 @@ TEST(Simulator, ModelsAVariantTargetTimingOnly) {
   ASSERT_TRUE(static_cast<bool>(variant))
       << llvm::toString(variant.takeError());
   EXPECT_DOUBLE_EQ(variant->makespanSeconds, 2e-6 + 2 * bytesTime);
-  EXPECT_DOUBLE_EQ(variant->trace[1].startSeconds, bytesTime);
+  EXPECT_DOUBLE_EQ((*variant->trace)[1].startSeconds, bytesTime);
   EXPECT_DOUBLE_EQ(variant->streams[0].busySeconds, 2 * bytesTime);
   // A variant with less SBUF than the program was compiled for is refused.
   target::TargetDescription smaller = trn1;
@@ -323,7 +323,7 @@ TEST(Simulator, ASemaphoreReachesAValueAtItsValueThSignalInTime) {
   double largeEnd = seconds(a.streams[1].instructions[0]);
   ASSERT_LT(smallEnd, largeEnd);
   std::vector<double> copyStarts;
-  for (const sim::TraceEvent &e : result->trace) {
+  for (const sim::TraceEvent &e : *result->trace) {
     if (e.stream == 0) {
       copyStarts.push_back(e.startSeconds);
     }

@@ -1,0 +1,361 @@
+//===- RowKernels.cpp - kernels that work in the simulated memories ------===//
+//
+// Most tiles a training step touches are f32 with each partition's elements
+// one contiguous run: an SBUF or PSUM row, or a row of an HBM matrix. The
+// kernels here read and write such tiles where they lie, a partition at a
+// time, instead of gathering them into scratch and scattering the result
+// back: the copies cost as much as the arithmetic for the elementwise
+// instructions. Like the scratch kernels (Kernels.cpp) they agree bit for
+// bit with the specification, give up before changing anything when an
+// operand is not fully written, and leave partly overlapping operands to
+// the scratch path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/sim/Arithmetic.h"
+#include "runtime/sim/Kernels.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace kiln::sim {
+
+using isa::AluOp;
+using isa::DType;
+
+namespace {
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KILN_ROW_CLONES                                                        \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KILN_ROW_CLONES
+#define KILN_ROW_CLONES
+#endif
+
+/// An f32 tile whose every partition is one contiguous run of `width`
+/// elements: in SBUF and PSUM, consecutive memory rows from one byte; in
+/// HBM, runs `step` bytes apart on its one row.
+struct Rows {
+  MemoryArray *memory;
+  int64_t firstRow, byte, step, partitions, width;
+
+  int64_t rowOf(int64_t p) const { return step ? firstRow : firstRow + p; }
+  int64_t byteOf(int64_t p) const { return byte + p * step; }
+  float *row(int64_t p) const {
+    return reinterpret_cast<float *>(memory->data(rowOf(p), byteOf(p)));
+  }
+  bool written() const {
+    for (int64_t p = 0; p < partitions; ++p) {
+      if (!memory->isWritten(rowOf(p), byteOf(p), width * 4)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  void markWritten() const {
+    for (int64_t p = 0; p < partitions; ++p) {
+      memory->markWritten(rowOf(p), byteOf(p), width * 4);
+    }
+  }
+  bool sameAs(const Rows &o) const {
+    return memory == o.memory && firstRow == o.firstRow && byte == o.byte &&
+           step == o.step && partitions == o.partitions && width == o.width;
+  }
+  /// Whether the two tiles share no byte.
+  bool disjointFrom(const Rows &o) const {
+    if (memory != o.memory) {
+      return true;
+    }
+    if (!step && !o.step) {
+      bool rowsMeet = firstRow < o.firstRow + o.partitions &&
+                      o.firstRow < firstRow + partitions;
+      bool bytesMeet = byte < o.byte + o.width * 4 && o.byte < byte + width * 4;
+      return !rowsMeet || !bytesMeet;
+    }
+    int64_t end = byteOf(partitions - 1) + width * 4,
+            otherEnd = o.byteOf(o.partitions - 1) + o.width * 4;
+    return end <= o.byte || otherEnd <= byte;
+  }
+  /// Whether an elementwise kernel may read `source` while writing this
+  /// tile, a partition at a time.
+  bool safeToReadWhileWriting(const Rows &source) const {
+    return sameAs(source) || disjointFrom(source);
+  }
+};
+
+/// `ap` as Rows, when it is an f32 tile whose partitions are contiguous
+/// runs (its free dimensions nest densely, innermost stride 1).
+std::optional<Rows> rowsOf(MachineState &m, const isa::AccessPattern &ap) {
+  if (ap.dtype != DType::F32 || ap.offset % 4 != 0) {
+    return std::nullopt;
+  }
+  int64_t expected = 1;
+  for (int d = ap.rank - 1; d >= 0; --d) {
+    if (ap.sizes[d] != 1 && ap.strides[d] != expected) {
+      return std::nullopt;
+    }
+    expected *= ap.sizes[d];
+  }
+  bool hbm = ap.memory == isa::Memory::Hbm;
+  if (hbm && ap.partitions > 1 && ap.partitionStride < expected) {
+    return std::nullopt; // partitions that overlap each other
+  }
+  return Rows{&m.memory(ap.memory), hbm ? 0 : ap.partition, ap.offset,
+              hbm ? ap.partitionStride * 4 : 0, ap.partitions,
+              ap.freeElements()};
+}
+
+// Elementwise loops over one partition, one per operation so that each
+// vectorises; `(float)alu(op, a, b)` is what every one computes.
+
+template <typename Op>
+inline void mapRow(const float *a, const float *b, float *out, int64_t n,
+                   Op op) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = op(a[i], b[i]);
+  }
+}
+
+template <typename Op>
+inline void mapRowScalar(const float *a, float s, float *out, int64_t n,
+                         Op op) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = op(a[i], s);
+  }
+}
+
+/// out = a op b, with `b` a row (bStep 1) or one scalar (bStep 0).
+KILN_ROW_CLONES
+void aluRow(AluOp op, const float *a, const float *b, int64_t bStep,
+            float *out, int64_t n) {
+  auto both = [&](auto f) {
+    if (bStep) {
+      mapRow(a, b, out, n, f);
+    } else {
+      mapRowScalar(a, *b, out, n, f);
+    }
+  };
+  switch (op) {
+  case AluOp::Bypass:
+    if (out != a) {
+      std::memmove(out, a, n * 4);
+    }
+    return;
+  case AluOp::Add:
+    return both([](float x, float y) { return x + y; });
+  case AluOp::Sub:
+    return both([](float x, float y) { return x - y; });
+  case AluOp::Mul:
+    return both([](float x, float y) { return x * y; });
+  case AluOp::Div:
+    return both([](float x, float y) { return x / y; });
+  default:
+    return both([op](float x, float y) {
+      return static_cast<float>(alu(op, x, y));
+    });
+  }
+}
+
+bool copy(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
+  if (!dst || !src || dst->partitions != src->partitions ||
+      dst->width != src->width || !dst->safeToReadWhileWriting(*src) ||
+      !src->written()) {
+    return false;
+  }
+  if (!dst->sameAs(*src)) {
+    for (int64_t p = 0; p < dst->partitions; ++p) {
+      std::memcpy(dst->row(p), src->row(p), dst->width * 4);
+    }
+  }
+  dst->markWritten();
+  return true;
+}
+
+bool tensorTensor(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), a = rowsOf(m, inst.operands[1]),
+       b = rowsOf(m, inst.operands[2]);
+  if (!dst || !a || !b || a->partitions != dst->partitions ||
+      b->partitions != dst->partitions || a->width != dst->width ||
+      b->width != dst->width || !dst->safeToReadWhileWriting(*a) ||
+      !dst->safeToReadWhileWriting(*b) || !a->written() || !b->written()) {
+    return false;
+  }
+  auto op = static_cast<AluOp>(inst.op0);
+  for (int64_t p = 0; p < dst->partitions; ++p) {
+    aluRow(op, a->row(p), b->row(p), 1, dst->row(p), dst->width);
+  }
+  dst->markWritten();
+  return true;
+}
+
+/// op1(op0(x, scalar0), scalar1), the scalars immediates or, per
+/// partition, columns of the third operand (scalar_operands bits 0 and 1).
+bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
+  if (!dst || !src || src->partitions != dst->partitions ||
+      src->width != dst->width || !dst->safeToReadWhileWriting(*src) ||
+      !src->written()) {
+    return false;
+  }
+  std::vector<float> scalars;
+  int64_t columns = 0;
+  if (inst.numOperands == 3) {
+    const isa::AccessPattern &ap = inst.operands[2];
+    columns = ap.freeElements();
+    scalars.resize(ap.partitions * columns);
+    if (!gatherFloats(m, ap, scalars.data())) {
+      return false;
+    }
+  }
+  auto op0 = static_cast<AluOp>(inst.op0), op1 = static_cast<AluOp>(inst.op1);
+  for (int64_t p = 0; p < dst->partitions; ++p) {
+    float s0 = static_cast<float>(inst.imm0),
+          s1 = static_cast<float>(inst.imm1);
+    if (columns) {
+      const float *column = scalars.data() + p * columns;
+      if (inst.int0 & 1) {
+        s0 = *column++;
+      }
+      if (inst.int0 & 2) {
+        s1 = *column;
+      }
+    }
+    float *out = dst->row(p);
+    aluRow(op0, src->row(p), &s0, 0, out, dst->width);
+    if (op1 != AluOp::Bypass) {
+      aluRow(op1, out, &s1, 0, out, dst->width);
+    }
+  }
+  dst->markWritten();
+  return true;
+}
+
+/// Also sums each partition's results (unrounded, in double, as the
+/// specification does) into the third operand, when there is one.
+bool activation(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
+  if (!dst || !src || src->partitions != dst->partitions ||
+      src->width != dst->width || !dst->safeToReadWhileWriting(*src) ||
+      !src->written()) {
+    return false;
+  }
+  auto func = static_cast<isa::ActFunc>(inst.op0);
+  float scale = static_cast<float>(inst.imm0),
+        bias = static_cast<float>(inst.imm1);
+  std::vector<float> sums(dst->partitions);
+  for (int64_t p = 0; p < dst->partitions; ++p) {
+    const float *in = src->row(p);
+    float *out = dst->row(p);
+    double sum = 0.0;
+    for (int64_t i = 0; i < dst->width; ++i) {
+      double r = sim::activation(func, in[i] * scale + bias);
+      out[i] = static_cast<float>(r);
+      sum += r;
+    }
+    sums[p] = static_cast<float>(sum);
+  }
+  dst->markWritten();
+  if (inst.numOperands == 3) {
+    scatterFloats(m, inst.operands[2], sums.data());
+  }
+  return true;
+}
+
+/// Reduces each run of the source's innermost dimension.
+bool tensorReduce(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &ap = inst.operands[1];
+  auto src = rowsOf(m, ap);
+  if (!src || !src->written()) {
+    return false;
+  }
+  int64_t inner = ap.sizes[ap.rank - 1], groups = src->width / inner;
+  auto op = static_cast<AluOp>(inst.op0);
+  std::vector<float> out(src->partitions * groups);
+  for (int64_t p = 0; p < src->partitions; ++p) {
+    const float *in = src->row(p);
+    for (int64_t g = 0; g < groups; ++g) {
+      double acc = reduceInit(op);
+      for (int64_t i = g * inner; i < (g + 1) * inner; ++i) {
+        acc = reduceStep(op, acc, in[i]);
+      }
+      out[p * groups + g] = static_cast<float>(acc);
+    }
+  }
+  scatterFloats(m, inst.operands[0], out.data());
+  return true;
+}
+
+/// TensorE's stationary-transposed product straight from and into the
+/// memories: SBUF and PSUM rows are the GEMM's rows, a memory row apart.
+bool matmul(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), stat = rowsOf(m, inst.operands[1]),
+       mov = rowsOf(m, inst.operands[2]);
+  if (!dst || !stat || !mov || dst->step || stat->step || mov->step ||
+      stat->partitions != mov->partitions ||
+      dst->partitions != stat->width || dst->width != mov->width ||
+      !dst->disjointFrom(*stat) || !dst->disjointFrom(*mov) ||
+      !stat->written() || !mov->written() ||
+      (inst.accumulate() && !dst->written())) {
+    return false;
+  }
+  auto ld = [](const Rows &r) { return r.memory->rowPitch() / 4; };
+  dnnl_status_t status = dnnl_sgemm(
+      'T', 'N', stat->width, mov->width, stat->partitions, 1.0f, stat->row(0),
+      ld(*stat), mov->row(0), ld(*mov), inst.accumulate() ? 1.0f : 0.0f,
+      dst->row(0), ld(*dst));
+  if (status != dnnl_success) {
+    return false;
+  }
+  dst->markWritten();
+  return true;
+}
+
+bool transpose(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
+  if (!dst || !src || dst->partitions != src->width ||
+      dst->width != src->partitions || !dst->disjointFrom(*src) ||
+      !src->written()) {
+    return false;
+  }
+  for (int64_t i = 0; i < src->partitions; ++i) {
+    const float *in = src->row(i);
+    for (int64_t j = 0; j < src->width; ++j) {
+      dst->row(j)[i] = in[j];
+    }
+  }
+  dst->markWritten();
+  return true;
+}
+
+} // namespace
+
+bool executeInRows(MachineState &m, const isa::Instruction &inst) {
+  switch (inst.opcode) {
+  case isa::Opcode::Matmul:
+    return matmul(m, inst);
+  case isa::Opcode::Transpose:
+    return transpose(m, inst);
+  case isa::Opcode::Activation:
+    return activation(m, inst);
+  case isa::Opcode::TensorTensor:
+    return tensorTensor(m, inst);
+  case isa::Opcode::TensorScalar:
+    return tensorScalar(m, inst);
+  case isa::Opcode::TensorReduce:
+    return tensorReduce(m, inst);
+  case isa::Opcode::TensorCopy:
+  case isa::Opcode::DmaCopy:
+    return copy(m, inst);
+  default:
+    return false;
+  }
+}
+
+} // namespace kiln::sim
