@@ -54,6 +54,16 @@ bool widenWrittenBF16(const uint8_t *src, const uint8_t *written, float *out,
   return all != 0;
 }
 
+KILN_VECTOR_CLONES
+void widenBF16(const uint8_t *src, float *out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, src + 2 * i, 2);
+    uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    std::memcpy(out + i, &wide, 4);
+  }
+}
+
 } // namespace
 
 bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
@@ -70,12 +80,14 @@ bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
     }
     const uint8_t *src = memory.data(row, byte);
     if (ap.dtype == DType::BF16) {
-      complete =
-          widenWrittenBF16(src, memory.writtenData(row, byte), out, count);
+      complete = m.tracksWritten ? widenWrittenBF16(
+                                       src, memory.writtenData(row, byte),
+                                       out, count)
+                                 : (widenBF16(src, out, count), true);
       out += count;
       return;
     }
-    if (!memory.isWritten(row, byte, count * elem)) {
+    if (m.tracksWritten && !memory.isWritten(row, byte, count * elem)) {
       complete = false;
       return;
     }
@@ -137,7 +149,9 @@ void scatterFloats(MachineState &m, const isa::AccessPattern &ap,
       }
       break;
     }
-    memory.markWritten(row, byte, count * elem);
+    if (m.tracksWritten) {
+      memory.markWritten(row, byte, count * elem);
+    }
     values += count;
   });
 }
@@ -226,7 +240,7 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
     // The usual case, an f32 PSUM tile: PSUM rows are the GEMM's rows, so
     // oneDNN accumulates straight into the simulated memory.
     int64_t rowBytes = cols * 4;
-    if (inst.accumulate()) {
+    if (inst.accumulate() && m.tracksWritten) {
       for (int64_t p = 0; p < rows; ++p) {
         if (!memory.isWritten(dst.partition + p, dst.offset, rowBytes)) {
           return false;
@@ -238,7 +252,7 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
         'T', 'N', rows, cols, k, 1.0f, a.data(), rows, b.data(), cols,
         inst.accumulate() ? 1.0f : 0.0f, c, memory.rowPitch() / 4);
     if (status == dnnl_success) {
-      if (!inst.accumulate()) {
+      if (!inst.accumulate() && m.tracksWritten) {
         for (int64_t p = 0; p < rows; ++p) {
           memory.markWritten(dst.partition + p, dst.offset, rowBytes);
         }

@@ -17,6 +17,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -44,6 +46,7 @@ namespace {
 struct Rows {
   MemoryArray *memory;
   int64_t firstRow, byte, step, partitions, width;
+  bool tracked; // MachineState::tracksWritten
 
   int64_t rowOf(int64_t p) const { return step ? firstRow : firstRow + p; }
   int64_t byteOf(int64_t p) const { return byte + p * step; }
@@ -51,6 +54,9 @@ struct Rows {
     return reinterpret_cast<float *>(memory->data(rowOf(p), byteOf(p)));
   }
   bool written() const {
+    if (!tracked) {
+      return true;
+    }
     for (int64_t p = 0; p < partitions; ++p) {
       if (!memory->isWritten(rowOf(p), byteOf(p), width * 4)) {
         return false;
@@ -59,6 +65,9 @@ struct Rows {
     return true;
   }
   void markWritten() const {
+    if (!tracked) {
+      return;
+    }
     for (int64_t p = 0; p < partitions; ++p) {
       memory->markWritten(rowOf(p), byteOf(p), width * 4);
     }
@@ -108,7 +117,7 @@ std::optional<Rows> rowsOf(MachineState &m, const isa::AccessPattern &ap) {
   }
   return Rows{&m.memory(ap.memory), hbm ? 0 : ap.partition, ap.offset,
               hbm ? ap.partitionStride * 4 : 0, ap.partitions,
-              ap.freeElements()};
+              ap.freeElements(), m.tracksWritten};
 }
 
 // Elementwise loops over one partition, one per operation so that each
@@ -237,6 +246,38 @@ bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+/// out = func(in * scale + bias) over a row, for the functions the table
+/// computes in f32 with correctly rounded operations alone, as loops that
+/// vectorise; false for the others.
+KILN_ROW_CLONES
+bool activationRow(isa::ActFunc func, const float *in, float scale,
+                   float bias, float *out, int64_t n) {
+  auto map = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = f(in[i] * scale + bias);
+    }
+    return true;
+  };
+  switch (func) {
+  case isa::ActFunc::Identity:
+    return map([](float x) { return x; });
+  case isa::ActFunc::Relu:
+    return map([](float x) { return std::isnan(x) ? x : std::max(x, 0.0f); });
+  case isa::ActFunc::Square:
+    return map([](float x) { return x * x; });
+  case isa::ActFunc::Sqrt:
+    return map([](float x) { return std::sqrt(x); });
+  case isa::ActFunc::Rsqrt:
+    return map([](float x) { return 1.0f / std::sqrt(x); });
+  case isa::ActFunc::Reciprocal:
+    return map([](float x) { return 1.0f / x; });
+  case isa::ActFunc::Abs:
+    return map([](float x) { return std::fabs(x); });
+  default:
+    return false;
+  }
+}
+
 /// Also sums each partition's results (unrounded, in double, as the
 /// specification does) into the third operand, when there is one.
 bool activation(MachineState &m, const isa::Instruction &inst) {
@@ -249,21 +290,29 @@ bool activation(MachineState &m, const isa::Instruction &inst) {
   auto func = static_cast<isa::ActFunc>(inst.op0);
   float scale = static_cast<float>(inst.imm0),
         bias = static_cast<float>(inst.imm1);
-  std::vector<float> sums(dst->partitions);
+  bool sums = inst.numOperands == 3;
+  std::vector<float> rowSums(dst->partitions);
   for (int64_t p = 0; p < dst->partitions; ++p) {
     const float *in = src->row(p);
     float *out = dst->row(p);
     double sum = 0.0;
-    for (int64_t i = 0; i < dst->width; ++i) {
-      double r = sim::activation(func, in[i] * scale + bias);
-      out[i] = static_cast<float>(r);
-      sum += r;
+    if (activationRow(func, in, scale, bias, out, dst->width)) {
+      // Computed in f32: the unrounded results are the f32 ones.
+      for (int64_t i = 0; sums && i < dst->width; ++i) {
+        sum += out[i];
+      }
+    } else {
+      for (int64_t i = 0; i < dst->width; ++i) {
+        double r = sim::activation(func, in[i] * scale + bias);
+        out[i] = static_cast<float>(r);
+        sum += r;
+      }
     }
-    sums[p] = static_cast<float>(sum);
+    rowSums[p] = static_cast<float>(sum);
   }
   dst->markWritten();
-  if (inst.numOperands == 3) {
-    scatterFloats(m, inst.operands[2], sums.data());
+  if (sums) {
+    scatterFloats(m, inst.operands[2], rowSums.data());
   }
   return true;
 }
@@ -281,9 +330,17 @@ bool tensorReduce(MachineState &m, const isa::Instruction &inst) {
   for (int64_t p = 0; p < src->partitions; ++p) {
     const float *in = src->row(p);
     for (int64_t g = 0; g < groups; ++g) {
+      const float *run = in + g * inner;
       double acc = reduceInit(op);
-      for (int64_t i = g * inner; i < (g + 1) * inner; ++i) {
-        acc = reduceStep(op, acc, in[i]);
+      if (op == AluOp::Add) {
+        // The specification's order: one double sum, element by element.
+        for (int64_t i = 0; i < inner; ++i) {
+          acc += run[i];
+        }
+      } else {
+        for (int64_t i = 0; i < inner; ++i) {
+          acc = reduceStep(op, acc, run[i]);
+        }
       }
       out[p * groups + g] = static_cast<float>(acc);
     }
@@ -324,10 +381,18 @@ bool transpose(MachineState &m, const isa::Instruction &inst) {
       !src->written()) {
     return false;
   }
-  for (int64_t i = 0; i < src->partitions; ++i) {
-    const float *in = src->row(i);
-    for (int64_t j = 0; j < src->width; ++j) {
-      dst->row(j)[i] = in[j];
+  // In blocks, so that the destination rows a block writes stay cached.
+  constexpr int64_t kBlock = 16;
+  for (int64_t i0 = 0; i0 < src->partitions; i0 += kBlock) {
+    int64_t i1 = std::min(i0 + kBlock, src->partitions);
+    for (int64_t j0 = 0; j0 < src->width; j0 += kBlock) {
+      int64_t j1 = std::min(j0 + kBlock, src->width);
+      for (int64_t j = j0; j < j1; ++j) {
+        float *out = dst->row(j);
+        for (int64_t i = i0; i < i1; ++i) {
+          out[i] = src->row(i)[j];
+        }
+      }
     }
   }
   dst->markWritten();

@@ -15,6 +15,11 @@ namespace kiln::sim {
 struct MachineState {
   MemoryArray &hbm, &sbuf, &psum;
   Rounder &rounder;
+  /// Whether the fast kernels check that what they read was written and
+  /// mark what they write. A replayed instruction whose operands the
+  /// recorded run found written needs neither: written bits are only ever
+  /// set, so they still are, and its destination was marked then.
+  bool tracksWritten = true;
 
   MemoryArray &memory(isa::Memory which) const {
     switch (which) {

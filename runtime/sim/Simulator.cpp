@@ -18,6 +18,7 @@
 #include "compiler/target/AccessRegion.h"
 #include "runtime/sim/HazardChecker.h"
 #include "runtime/sim/Semantics.h"
+#include "runtime/sim/TileWalk.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -174,6 +175,33 @@ llvm::Error applyInstruction(MachineState &machine, const SimOptions &options,
   return llvm::Error::success();
 }
 
+/// Whether every byte `inst` reads has been written. Indexed transfers
+/// and collectives read what their indices and peers choose: never said.
+bool readsOnlyWritten(const MachineState &machine,
+                      const isa::Instruction &inst) {
+  if (isa::indexedOperand(inst.opcode) >= 0 ||
+      inst.opcode == isa::Opcode::Collective) {
+    return false;
+  }
+  for (int i = 0; i < inst.numOperands; ++i) {
+    bool accumulates = i == 0 && inst.opcode == isa::Opcode::Matmul &&
+                       inst.accumulate();
+    if (isa::writesOperand(inst.opcode, i) && !accumulates) {
+      continue;
+    }
+    const isa::AccessPattern &ap = inst.operands[i];
+    const MemoryArray &memory = machine.memory(ap.memory);
+    bool written = true;
+    forEachRun(ap, [&](int64_t row, int64_t byte, int64_t count) {
+      written = written && memory.isWritten(row, byte, count * ap.elementBytes());
+    });
+    if (!written) {
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 /// One run of a Simulator's program: the scheduler's state, the hazard
@@ -185,7 +213,7 @@ public:
   /// With `order`, records there the instructions it applies, in order.
   explicit Execution(
       Simulator &sim,
-      std::vector<std::pair<uint32_t, uint32_t>> *order = nullptr);
+      std::vector<Simulator::Scheduled> *order = nullptr);
 
   llvm::Expected<SimResult> run();
 
@@ -230,7 +258,7 @@ private:
   const artifact::Artifact &artifact;
   const target::TargetDescription &target;
   const SimOptions &options;
-  std::vector<std::pair<uint32_t, uint32_t>> *order;
+  std::vector<Simulator::Scheduled> *order;
   const std::vector<artifact::Stream> &streams;
   size_t numStreams;
   MachineState machine;
@@ -259,7 +287,7 @@ private:
 };
 
 Execution::Execution(Simulator &sim,
-                     std::vector<std::pair<uint32_t, uint32_t>> *order)
+                     std::vector<Simulator::Scheduled> *order)
     : artifact(sim.artifact), target(sim.target), options(sim.options),
       order(order), streams(sim.artifact.streams),
       numStreams(streams.size()), machine{sim.hbm, sim.sbuf, sim.psum,
@@ -503,7 +531,8 @@ llvm::Error Execution::apply(size_t s, size_t index,
     return llvm::Error::success();
   }
   if (order) {
-    order->emplace_back(static_cast<uint32_t>(s), static_cast<uint32_t>(index));
+    order->push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(index),
+                      readsOnlyWritten(machine, inst)});
   }
   return applyInstruction(machine, options, inst, result.streams[s].name,
                           index);
@@ -571,8 +600,9 @@ llvm::Expected<SimResult> Simulator::run() {
 llvm::Expected<SimResult> Simulator::replay() {
   MachineState machine{hbm, sbuf, psum, rounder};
   HostProfile *profile = options.hostProfile;
-  for (auto [s, index] : schedule->order) {
+  for (auto [s, index, readsWritten] : schedule->order) {
     const isa::Instruction &inst = artifact.streams[s].instructions[index];
+    machine.tracksWritten = !readsWritten;
     auto start = profile ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
     if (auto e = applyInstruction(machine, options, inst,

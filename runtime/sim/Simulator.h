@@ -134,10 +134,16 @@ public:
   llvm::Expected<SimResult> run();
 
 private:
-  /// The order the event-driven run applied the instructions in (stream,
-  /// index), and what it modelled.
+  /// An instruction of the schedule, and whether everything it read was
+  /// written when the schedule was recorded (MachineState::tracksWritten).
+  struct Scheduled {
+    uint32_t stream, index;
+    bool readsWritten;
+  };
+  /// The order the event-driven run applied the instructions in, and what
+  /// it modelled.
   struct Schedule {
-    std::vector<std::pair<uint32_t, uint32_t>> order;
+    std::vector<Scheduled> order;
     SimResult result;
   };
 
