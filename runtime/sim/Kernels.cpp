@@ -15,6 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -156,24 +157,56 @@ void scatterFloats(MachineState &m, const isa::AccessPattern &ap,
   });
 }
 
-void matmulF32(const float *a, const float *b, float *c, int64_t k, int64_t m,
-               int64_t n, bool accumulate) {
-  dnnl_status_t status = dnnl_sgemm('T', 'N', m, n, k, 1.0f, a, m, b, n,
-                                    accumulate ? 1.0f : 0.0f, c, n);
-  if (status == dnnl_success) {
-    return;
+namespace {
+
+/// The specification's order: each element of C accumulates its k products
+/// in f32, p ascending; p outermost, so that every operand row is read
+/// once, in order, into an accumulator held contiguously.
+KILN_VECTOR_CLONES
+void matmulInOrder(const float *a, int64_t lda, const float *b, int64_t ldb,
+                   float *c, int64_t ldc, int64_t k, int64_t m, int64_t n,
+                   bool accumulate) {
+  thread_local std::vector<float> acc;
+  acc.assign(m * n, 0.0f);
+  for (int64_t i = 0; accumulate && i < m; ++i) {
+    std::copy_n(c + i * ldc, n, acc.data() + i * n);
   }
-  // Only reachable with arguments oneDNN rejects, which the loader's limits
-  // rule out; keep the result right regardless.
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float acc = accumulate ? c[i * n + j] : 0.0f;
-      for (int64_t p = 0; p < k; ++p) {
-        acc += a[p * m + i] * b[p * n + j];
+  for (int64_t p = 0; p < k; ++p) {
+    const float *ap = a + p * lda, *bp = b + p * ldb;
+    if (n == 1) {
+      float bv = bp[0];
+      for (int64_t i = 0; i < m; ++i) {
+        acc[i] += ap[i] * bv;
       }
-      c[i * n + j] = acc;
+      continue;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      float av = ap[i];
+      float *row = acc.data() + i * n;
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] += av * bp[j];
+      }
     }
   }
+  for (int64_t i = 0; i < m; ++i) {
+    std::copy_n(acc.data() + i * n, n, c + i * ldc);
+  }
+}
+
+/// Below this many multiply-adds a GEMM call costs more than the loop.
+constexpr int64_t kSmallMatmul = 1 << 12;
+
+} // namespace
+
+void matmulF32(const float *a, int64_t lda, const float *b, int64_t ldb,
+               float *c, int64_t ldc, int64_t k, int64_t m, int64_t n,
+               bool accumulate) {
+  if (k * m * n > kSmallMatmul &&
+      dnnl_sgemm('T', 'N', m, n, k, 1.0f, a, lda, b, ldb,
+                 accumulate ? 1.0f : 0.0f, c, ldc) == dnnl_success) {
+    return;
+  }
+  matmulInOrder(a, lda, b, ldb, c, ldc, k, m, n, accumulate);
 }
 
 namespace {
@@ -248,23 +281,21 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
       }
     }
     auto *c = reinterpret_cast<float *>(memory.data(dst.partition, dst.offset));
-    dnnl_status_t status = dnnl_sgemm(
-        'T', 'N', rows, cols, k, 1.0f, a.data(), rows, b.data(), cols,
-        inst.accumulate() ? 1.0f : 0.0f, c, memory.rowPitch() / 4);
-    if (status == dnnl_success) {
-      if (!inst.accumulate() && m.tracksWritten) {
-        for (int64_t p = 0; p < rows; ++p) {
-          memory.markWritten(dst.partition + p, dst.offset, rowBytes);
-        }
+    matmulF32(a.data(), rows, b.data(), cols, c, memory.rowPitch() / 4, k,
+              rows, cols, inst.accumulate());
+    if (!inst.accumulate() && m.tracksWritten) {
+      for (int64_t p = 0; p < rows; ++p) {
+        memory.markWritten(dst.partition + p, dst.offset, rowBytes);
       }
-      return true;
     }
+    return true;
   }
   std::vector<float> &c = scratch(2, rows * cols);
   if (inst.accumulate() && !gatherFloats(m, dst, c.data())) {
     return false;
   }
-  matmulF32(a.data(), b.data(), c.data(), k, rows, cols, inst.accumulate());
+  matmulF32(a.data(), rows, b.data(), cols, c.data(), cols, k, rows, cols,
+            inst.accumulate());
   scatterFloats(m, dst, c.data());
   return true;
 }
@@ -382,6 +413,13 @@ bool copy(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+bool memset(MachineState &m, const isa::Instruction &inst) {
+  std::vector<float> &v = scratch(0, elementsOf(inst.operands[0]));
+  std::fill(v.begin(), v.end(), static_cast<float>(inst.imm0));
+  scatterFloats(m, inst.operands[0], v.data());
+  return true;
+}
+
 } // namespace
 
 bool executeFast(MachineState &m, const isa::Instruction &inst) {
@@ -407,6 +445,8 @@ bool executeFast(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::TensorCopy:
   case isa::Opcode::DmaCopy:
     return copy(m, inst);
+  case isa::Opcode::Memset:
+    return memset(m, inst);
   default:
     return false;
   }

@@ -33,10 +33,14 @@ bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
 void scatterFloats(MachineState &m, const isa::AccessPattern &ap,
                    const float *values);
 
-/// C[m x n] = A^T B (+ C when `accumulate`), A stored [k x m] and B [k x n],
-/// all row-major f32: TensorE's stationary-transposed product.
-void matmulF32(const float *a, const float *b, float *c, int64_t k, int64_t m,
-               int64_t n, bool accumulate);
+/// C[m x n] = A^T B (+ C when `accumulate`), A [k x m], B [k x n] and C
+/// row-major f32 with rows `lda`, `ldb`, `ldc` floats apart: TensorE's
+/// stationary-transposed product. Small products run in the specification's
+/// order, so bit for bit as it does and without a GEMM call's fixed cost;
+/// larger ones in oneDNN's GEMM.
+void matmulF32(const float *a, int64_t lda, const float *b, int64_t ldb,
+               float *c, int64_t ldc, int64_t k, int64_t m, int64_t n,
+               bool accumulate);
 
 } // namespace kiln::sim
 

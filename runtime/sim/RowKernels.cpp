@@ -15,8 +15,6 @@
 #include "runtime/sim/Arithmetic.h"
 #include "runtime/sim/Kernels.h"
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -363,13 +361,9 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
     return false;
   }
   auto ld = [](const Rows &r) { return r.memory->rowPitch() / 4; };
-  dnnl_status_t status = dnnl_sgemm(
-      'T', 'N', stat->width, mov->width, stat->partitions, 1.0f, stat->row(0),
-      ld(*stat), mov->row(0), ld(*mov), inst.accumulate() ? 1.0f : 0.0f,
-      dst->row(0), ld(*dst));
-  if (status != dnnl_success) {
-    return false;
-  }
+  matmulF32(stat->row(0), ld(*stat), mov->row(0), ld(*mov), dst->row(0),
+            ld(*dst), stat->partitions, stat->width, mov->width,
+            inst.accumulate());
   dst->markWritten();
   return true;
 }
@@ -399,6 +393,19 @@ bool transpose(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+bool memset(MachineState &m, const isa::Instruction &inst) {
+  auto dst = rowsOf(m, inst.operands[0]);
+  if (!dst) {
+    return false;
+  }
+  float value = static_cast<float>(inst.imm0);
+  for (int64_t p = 0; p < dst->partitions; ++p) {
+    std::fill_n(dst->row(p), dst->width, value);
+  }
+  dst->markWritten();
+  return true;
+}
+
 } // namespace
 
 bool executeInRows(MachineState &m, const isa::Instruction &inst) {
@@ -418,6 +425,8 @@ bool executeInRows(MachineState &m, const isa::Instruction &inst) {
   case isa::Opcode::TensorCopy:
   case isa::Opcode::DmaCopy:
     return copy(m, inst);
+  case isa::Opcode::Memset:
+    return memset(m, inst);
   default:
     return false;
   }

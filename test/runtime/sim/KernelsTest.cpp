@@ -50,9 +50,17 @@ struct Twin {
     }
   }
 
+  /// Whether both machines' memories hold the same bytes (and written
+  /// bits).
   bool sbufIdentical() const {
-    return std::memcmp(sbuf[0].data(0, 0), sbuf[1].data(0, 0),
-                       128 * kRowBytes) == 0;
+    auto same = [](const sim::MemoryArray &a, const sim::MemoryArray &b,
+                   int64_t rows) {
+      int64_t size = rows * a.rowPitch();
+      return std::memcmp(a.data(0, 0), b.data(0, 0), size) == 0 &&
+             std::memcmp(a.writtenData(0, 0), b.writtenData(0, 0), size) == 0;
+    };
+    return same(sbuf[0], sbuf[1], 128) && same(psum[0], psum[1], 128) &&
+           same(hbm[0], hbm[1], 1);
   }
 };
 
@@ -112,6 +120,89 @@ TEST(Kernels, ElementwiseAgreeBitForBit) {
     }
     expectAgreement(t, make(Opcode::TensorCopy, {out, a}));
   }
+}
+
+TEST(Kernels, InPlaceKernelsAgreeBitForBit) {
+  Twin t;
+  auto a = test::rowsOf(Memory::Sbuf, 128, 300, 0),
+       b = test::rowsOf(Memory::Sbuf, 128, 300, 2048),
+       scalars = test::rowsOf(Memory::Sbuf, 128, 2, 8192),
+       sums = test::rowsOf(Memory::Sbuf, 128, 1, 8256);
+  t.fill(a, 1);
+  t.fill(b, 2);
+  t.fill(scalars, 3);
+  // Every function the in-place kernel computes as a vector loop, and one
+  // it leaves to the table (with row sums).
+  for (isa::ActFunc f :
+       {isa::ActFunc::Identity, isa::ActFunc::Square, isa::ActFunc::Sqrt,
+        isa::ActFunc::Rsqrt, isa::ActFunc::Reciprocal, isa::ActFunc::Abs,
+        isa::ActFunc::Relu, isa::ActFunc::Sigmoid}) {
+    auto out = test::rowsOf(Memory::Sbuf, 128, 300, 4096);
+    expectAgreement(t, make(Opcode::Activation, {out, a, sums},
+                            static_cast<uint8_t>(f), 0, 0.5, 0.25));
+  }
+  // Per-partition scalars from both columns, and from the second alone.
+  for (int64_t which : {3, 2}) {
+    isa::Instruction inst = make(
+        Opcode::TensorScalar, {test::rowsOf(Memory::Sbuf, 128, 300, 4096), a,
+                               scalars},
+        static_cast<uint8_t>(AluOp::Sub), static_cast<uint8_t>(AluOp::Mul),
+        0.5, 0);
+    inst.int0 = which;
+    expectAgreement(t, inst);
+  }
+  // In place (the destination is the source), and a destination that
+  // overlaps its source four bytes on (left to the scratch kernels).
+  expectAgreement(t, make(Opcode::TensorTensor, {a, a, b},
+                          static_cast<uint8_t>(AluOp::Mul)));
+  expectAgreement(t, make(Opcode::TensorScalar, {b, b},
+                          static_cast<uint8_t>(AluOp::Add),
+                          static_cast<uint8_t>(AluOp::Bypass), 1.5, 0));
+  expectAgreement(t, make(Opcode::TensorCopy,
+                          {test::rowsOf(Memory::Sbuf, 128, 300, 4), a}));
+  expectAgreement(t, make(Opcode::Memset,
+                          {test::rowsOf(Memory::Sbuf, 128, 300, 4096)}, 0, 0,
+                          -0.75));
+  expectAgreement(t, make(Opcode::Transpose,
+                          {test::rowsOf(Memory::Psum, 100, 128, 0),
+                           test::rowsOf(Memory::Sbuf, 128, 100, 0)}));
+}
+
+TEST(Kernels, SmallMatmulsRunInTheSpecificationsOrder) {
+  Twin t;
+  auto stat = test::rowsOf(Memory::Sbuf, 112, 16, 0),
+       mov = test::rowsOf(Memory::Sbuf, 112, 2, 64),
+       acc = test::rowsOf(Memory::Psum, 16, 2, 0);
+  t.fill(stat, 4);
+  t.fill(mov, 5);
+  t.fill(acc, 6);
+  for (uint8_t accumulate : {0, 1}) {
+    isa::Instruction inst = make(Opcode::Matmul, {acc, stat, mov});
+    inst.flags = accumulate;
+    expectAgreement(t, inst);
+  }
+}
+
+TEST(Kernels, UntrackedRunsComputeTheSameWithoutTouchingWrittenBits) {
+  // A replayed instruction whose operands are known written skips the
+  // written bits; its results must not change.
+  Twin t;
+  auto a = test::rowsOf(Memory::Sbuf, 64, 100, 0),
+       b = test::rowsOf(Memory::Sbuf, 64, 100, 512),
+       out = test::rowsOf(Memory::Sbuf, 64, 100, 1024);
+  t.fill(a, 7);
+  t.fill(b, 8);
+  isa::Instruction inst =
+      make(Opcode::TensorTensor, {out, a, b}, static_cast<uint8_t>(AluOp::Add));
+  sim::MachineState tracked = t.state(0), untracked = t.state(1);
+  untracked.tracksWritten = false;
+  sim::execute(tracked, inst);
+  sim::execute(untracked, inst);
+  EXPECT_EQ(std::memcmp(t.sbuf[0].data(0, 1024), t.sbuf[1].data(0, 1024),
+                        400),
+            0);
+  EXPECT_FALSE(t.sbuf[1].isWritten(0, 1024, 400));
+  EXPECT_TRUE(t.sbuf[0].isWritten(0, 1024, 400));
 }
 
 TEST(Kernels, StridedAndHbmPatternsAgree) {
