@@ -161,15 +161,17 @@ namespace {
 
 /// The specification's order: each element of C accumulates its k products
 /// in f32, p ascending; p outermost, so that every operand row is read
-/// once, in order, into an accumulator held contiguously.
+/// once, in order, into `acc`, m x n floats held contiguously.
 KILN_VECTOR_CLONES
 void matmulInOrder(const float *a, int64_t lda, const float *b, int64_t ldb,
                    float *c, int64_t ldc, int64_t k, int64_t m, int64_t n,
-                   bool accumulate) {
-  thread_local std::vector<float> acc;
-  acc.assign(m * n, 0.0f);
-  for (int64_t i = 0; accumulate && i < m; ++i) {
-    std::copy_n(c + i * ldc, n, acc.data() + i * n);
+                   bool accumulate, float *acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    if (accumulate) {
+      std::copy_n(c + i * ldc, n, acc + i * n);
+    } else {
+      std::fill_n(acc + i * n, n, 0.0f);
+    }
   }
   for (int64_t p = 0; p < k; ++p) {
     const float *ap = a + p * lda, *bp = b + p * ldb;
@@ -182,14 +184,14 @@ void matmulInOrder(const float *a, int64_t lda, const float *b, int64_t ldb,
     }
     for (int64_t i = 0; i < m; ++i) {
       float av = ap[i];
-      float *row = acc.data() + i * n;
+      float *row = acc + i * n;
       for (int64_t j = 0; j < n; ++j) {
         row[j] += av * bp[j];
       }
     }
   }
   for (int64_t i = 0; i < m; ++i) {
-    std::copy_n(acc.data() + i * n, n, c + i * ldc);
+    std::copy_n(acc + i * n, n, c + i * ldc);
   }
 }
 
@@ -206,7 +208,11 @@ void matmulF32(const float *a, int64_t lda, const float *b, int64_t ldb,
                  accumulate ? 1.0f : 0.0f, c, ldc) == dnnl_success) {
     return;
   }
-  matmulInOrder(a, lda, b, ldb, c, ldc, k, m, n, accumulate);
+  // The accumulator lives out here: clang does not give the function
+  // clones above thread-local objects of their own.
+  thread_local std::vector<float> acc;
+  acc.resize(m * n);
+  matmulInOrder(a, lda, b, ldb, c, ldc, k, m, n, accumulate, acc.data());
 }
 
 namespace {
