@@ -432,27 +432,24 @@ bool executeFast(MachineState &m, const isa::Instruction &inst) {
   if (isa::hasIntegerOperand(inst)) {
     return false;
   }
-  if (executeInRows(m, inst)) {
-    return true;
-  }
   switch (inst.opcode) {
   case isa::Opcode::Matmul:
-    return matmul(m, inst);
+    return in_place::matmul(m, inst) || matmul(m, inst);
   case isa::Opcode::Transpose:
-    return transpose(m, inst);
+    return in_place::transpose(m, inst) || transpose(m, inst);
   case isa::Opcode::Activation:
-    return activation(m, inst);
+    return in_place::activation(m, inst) || activation(m, inst);
   case isa::Opcode::TensorTensor:
-    return tensorTensor(m, inst);
+    return in_place::tensorTensor(m, inst) || tensorTensor(m, inst);
   case isa::Opcode::TensorScalar:
-    return tensorScalar(m, inst);
+    return in_place::tensorScalar(m, inst) || tensorScalar(m, inst);
   case isa::Opcode::TensorReduce:
-    return tensorReduce(m, inst);
+    return in_place::tensorReduce(m, inst) || tensorReduce(m, inst);
   case isa::Opcode::TensorCopy:
   case isa::Opcode::DmaCopy:
-    return copy(m, inst);
+    return in_place::copy(m, inst) || copy(m, inst);
   case isa::Opcode::Memset:
-    return memset(m, inst);
+    return in_place::memset(m, inst) || memset(m, inst);
   default:
     return false;
   }

@@ -21,9 +21,19 @@ namespace kiln::sim {
 /// when no kernel applies.
 bool executeFast(MachineState &m, const isa::Instruction &inst);
 
-/// Executes `inst` with a kernel that reads and writes f32 tiles where they
-/// lie (RowKernels.cpp); false, having changed nothing, when none applies.
-bool executeInRows(MachineState &m, const isa::Instruction &inst);
+/// Kernels that read and write f32 tiles where they lie (RowKernels.cpp),
+/// tried before the ones that go through scratch; each returns false,
+/// having changed nothing, when its operands are not such tiles.
+namespace in_place {
+bool copy(MachineState &m, const isa::Instruction &inst);
+bool tensorTensor(MachineState &m, const isa::Instruction &inst);
+bool tensorScalar(MachineState &m, const isa::Instruction &inst);
+bool activation(MachineState &m, const isa::Instruction &inst);
+bool tensorReduce(MachineState &m, const isa::Instruction &inst);
+bool matmul(MachineState &m, const isa::Instruction &inst);
+bool transpose(MachineState &m, const isa::Instruction &inst);
+bool memset(MachineState &m, const isa::Instruction &inst);
+} // namespace in_place
 
 /// A tile as f32 in (partition, free) order; false if an element is
 /// unwritten or the tile is an integer tile.

@@ -169,6 +169,42 @@ void aluRow(AluOp op, const float *a, const float *b, int64_t bStep,
   }
 }
 
+/// out = func(in * scale + bias) over a row, for the functions the table
+/// computes in f32 with correctly rounded operations alone, as loops that
+/// vectorise; false for the others.
+KILN_ROW_CLONES
+bool activationRow(isa::ActFunc func, const float *in, float scale,
+                   float bias, float *out, int64_t n) {
+  auto map = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = f(in[i] * scale + bias);
+    }
+    return true;
+  };
+  switch (func) {
+  case isa::ActFunc::Identity:
+    return map([](float x) { return x; });
+  case isa::ActFunc::Relu:
+    return map([](float x) { return std::isnan(x) ? x : std::max(x, 0.0f); });
+  case isa::ActFunc::Square:
+    return map([](float x) { return x * x; });
+  case isa::ActFunc::Sqrt:
+    return map([](float x) { return std::sqrt(x); });
+  case isa::ActFunc::Rsqrt:
+    return map([](float x) { return 1.0f / std::sqrt(x); });
+  case isa::ActFunc::Reciprocal:
+    return map([](float x) { return 1.0f / x; });
+  case isa::ActFunc::Abs:
+    return map([](float x) { return std::fabs(x); });
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+namespace in_place {
+
 bool copy(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
   if (!dst || !src || dst->partitions != src->partitions ||
@@ -242,38 +278,6 @@ bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
   }
   dst->markWritten();
   return true;
-}
-
-/// out = func(in * scale + bias) over a row, for the functions the table
-/// computes in f32 with correctly rounded operations alone, as loops that
-/// vectorise; false for the others.
-KILN_ROW_CLONES
-bool activationRow(isa::ActFunc func, const float *in, float scale,
-                   float bias, float *out, int64_t n) {
-  auto map = [&](auto f) {
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = f(in[i] * scale + bias);
-    }
-    return true;
-  };
-  switch (func) {
-  case isa::ActFunc::Identity:
-    return map([](float x) { return x; });
-  case isa::ActFunc::Relu:
-    return map([](float x) { return std::isnan(x) ? x : std::max(x, 0.0f); });
-  case isa::ActFunc::Square:
-    return map([](float x) { return x * x; });
-  case isa::ActFunc::Sqrt:
-    return map([](float x) { return std::sqrt(x); });
-  case isa::ActFunc::Rsqrt:
-    return map([](float x) { return 1.0f / std::sqrt(x); });
-  case isa::ActFunc::Reciprocal:
-    return map([](float x) { return 1.0f / x; });
-  case isa::ActFunc::Abs:
-    return map([](float x) { return std::fabs(x); });
-  default:
-    return false;
-  }
 }
 
 /// Also sums each partition's results (unrounded, in double, as the
@@ -406,30 +410,6 @@ bool memset(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
-} // namespace
-
-bool executeInRows(MachineState &m, const isa::Instruction &inst) {
-  switch (inst.opcode) {
-  case isa::Opcode::Matmul:
-    return matmul(m, inst);
-  case isa::Opcode::Transpose:
-    return transpose(m, inst);
-  case isa::Opcode::Activation:
-    return activation(m, inst);
-  case isa::Opcode::TensorTensor:
-    return tensorTensor(m, inst);
-  case isa::Opcode::TensorScalar:
-    return tensorScalar(m, inst);
-  case isa::Opcode::TensorReduce:
-    return tensorReduce(m, inst);
-  case isa::Opcode::TensorCopy:
-  case isa::Opcode::DmaCopy:
-    return copy(m, inst);
-  case isa::Opcode::Memset:
-    return memset(m, inst);
-  default:
-    return false;
-  }
-}
+} // namespace in_place
 
 } // namespace kiln::sim
