@@ -11,6 +11,9 @@
 // different streams to overlapping bytes, one a write, race unless the
 // earlier one's epoch is covered by the later one's clock (HazardChecker).
 //
+// Simulator::run records the order of the first such run and replays it
+// afterwards (Simulator::replay), unless told to schedule every run.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/sim/Simulator.h"

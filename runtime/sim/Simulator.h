@@ -2,10 +2,11 @@
 //
 // Executes a loaded artifact's engine streams with machine-model.md's
 // semantics: every engine runs its stream in order; engines are ordered only
-// by semaphores. The same run yields the results (functional model), the
-// modelled time of every instruction (timing model), and every pair of
-// cross-engine accesses that no semaphore chain orders (hazard checker).
-// docs/runtime.md describes it.
+// by semaphores. An event-driven run yields the results (functional model),
+// the modelled time of every instruction (timing model), and every pair of
+// cross-engine accesses that no semaphore chain orders (hazard checker);
+// since none of the latter depends on values, later runs replay the first
+// one's order (ExecutionPath). docs/runtime.md describes it.
 //
 //===----------------------------------------------------------------------===//
 
