@@ -240,8 +240,10 @@ void bindSession(py::module_ &m) {
           "set_input",
           [](runtime::Session &s, const std::string &name,
              const py::bytes &bytes) {
-            std::string data(bytes);
-            if (llvm::Error error = s.setInput(name, data)) {
+            // Read in place: a batch is copied once, into simulated HBM.
+            auto data = static_cast<std::string_view>(bytes);
+            if (llvm::Error error = s.setInput(
+                    name, llvm::StringRef(data.data(), data.size()))) {
               raise(std::move(error));
             }
           },

@@ -350,7 +350,8 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef bytes) {
   if (!device) {
     return device.takeError();
   }
-  return simulator->setBuffer(name, *device);
+  return simulator->setBuffer(name, *device ? llvm::StringRef(**device)
+                                            : bytes);
 }
 
 llvm::Expected<StepStats> Session::run(llvm::StringRef tracePath) {
@@ -396,9 +397,9 @@ llvm::Expected<std::string> Session::read(llvm::StringRef name) const {
   return fromDevice(*bytes, (*where)->type.dtype(), (*where)->deviceDtype);
 }
 
-llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,
-                                     uint32_t deviceDtype,
-                                     llvm::StringRef what) {
+llvm::Expected<std::optional<std::string>>
+toDevice(llvm::StringRef bytes, proto::DType dtype, uint32_t deviceDtype,
+         llvm::StringRef what) {
   auto device = static_cast<isa::DType>(deviceDtype);
   switch (dtype) {
   case proto::I64: {
@@ -428,9 +429,9 @@ llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,
     if (device == isa::DType::BF16) { // an auto-cast input
       return numerics::f32BytesToBF16Bytes(bytes.data(), bytes.size());
     }
-    return bytes.str();
+    return std::nullopt;
   default:
-    return bytes.str();
+    return std::nullopt;
   }
 }
 

@@ -127,9 +127,11 @@ private:
 };
 
 /// Bytes in the graph dtype `dtype` to the device dtype `deviceDtype` (and
-/// back); i64 values outside i32 are an error naming `what`.
-llvm::Expected<std::string> toDevice(llvm::StringRef bytes, proto::DType dtype,
-                                     uint32_t deviceDtype, llvm::StringRef what);
+/// back); i64 values outside i32 are an error naming `what`. toDevice gives
+/// nullopt where the bytes are already the device's (no copy is made).
+llvm::Expected<std::optional<std::string>>
+toDevice(llvm::StringRef bytes, proto::DType dtype, uint32_t deviceDtype,
+         llvm::StringRef what);
 std::string fromDevice(llvm::StringRef bytes, proto::DType dtype,
                        uint32_t deviceDtype);
 
