@@ -14,6 +14,9 @@
 
 #include "runtime/sim/Arithmetic.h"
 #include "runtime/sim/Kernels.h"
+#include "runtime/sim/TileWalk.h"
+
+#include "compiler/target/AccessRegion.h"
 
 #include <algorithm>
 #include <cmath>
@@ -201,6 +204,39 @@ bool activationRow(isa::ActFunc func, const float *in, float scale,
   }
 }
 
+/// An f32 copy between tiles of any patterns that share no byte: the two
+/// patterns' runs walked side by side, each chunk copied once.
+bool copyRuns(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &to = inst.operands[0], &from = inst.operands[1];
+  if (to.dtype != DType::F32 || from.dtype != DType::F32 ||
+      isa::regionOfOperand(inst, 0).overlaps(isa::regionOfOperand(inst, 1))) {
+    return false;
+  }
+  const MemoryArray &source = m.memory(from.memory);
+  MemoryArray &destination = m.memory(to.memory);
+  if (m.tracksWritten) {
+    bool written = true;
+    forEachRun(from, [&](int64_t row, int64_t byte, int64_t count) {
+      written = written && source.isWritten(row, byte, count * 4);
+    });
+    if (!written) {
+      return false;
+    }
+  }
+  RunCursor out(to), in(from);
+  while (!out.done() && !in.done()) {
+    int64_t n = std::min(out.left(), in.left());
+    std::memcpy(destination.data(out.row(), out.byte()),
+                source.data(in.row(), in.byte()), n * 4);
+    if (m.tracksWritten) {
+      destination.markWritten(out.row(), out.byte(), n * 4);
+    }
+    out.consume(n);
+    in.consume(n);
+  }
+  return true;
+}
+
 } // namespace
 
 namespace in_place {
@@ -208,8 +244,10 @@ namespace in_place {
 bool copy(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
   if (!dst || !src || dst->partitions != src->partitions ||
-      dst->width != src->width || !dst->safeToReadWhileWriting(*src) ||
-      !src->written()) {
+      dst->width != src->width || !dst->safeToReadWhileWriting(*src)) {
+    return copyRuns(m, inst);
+  }
+  if (!src->written()) {
     return false;
   }
   if (!dst->sameAs(*src)) {

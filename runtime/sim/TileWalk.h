@@ -52,6 +52,78 @@ template <typename Fn> void forEachRun(const isa::AccessPattern &ap, Fn &&fn) {
   }
 }
 
+/// The runs forEachRun visits, one at a time and consumed in parts: what a
+/// kernel walking two patterns of different shapes side by side needs.
+class RunCursor {
+public:
+  explicit RunCursor(const isa::AccessPattern &ap)
+      : ap(ap), elem(ap.elementBytes()), hbm(ap.memory == isa::Memory::Hbm) {
+    bool contiguous = ap.rank > 0 && ap.strides[ap.rank - 1] == 1;
+    outerRank = contiguous ? ap.rank - 1 : ap.rank;
+    runLength = contiguous ? ap.sizes[ap.rank - 1] : 1;
+    for (int d = 0; d < outerRank; ++d) {
+      runs *= ap.sizes[d];
+    }
+    if (runLength > 0 && runs > 0 && ap.partitions > 0) {
+      place();
+    } else {
+      partition = ap.partitions;
+    }
+  }
+
+  bool done() const { return partition >= ap.partitions; }
+  /// The current run's memory row, byte and elements not yet consumed.
+  int64_t row() const { return rowAt; }
+  int64_t byte() const { return byteAt; }
+  int64_t left() const { return leftInRun; }
+  /// Consumes `n` (at most left()) elements of the current run.
+  void consume(int64_t n) {
+    byteAt += n * elem;
+    leftInRun -= n;
+    if (leftInRun == 0) {
+      next();
+    }
+  }
+
+private:
+  void next() {
+    for (int d = outerRank - 1; d >= 0; --d) {
+      if (++index[d] < ap.sizes[d]) {
+        break;
+      }
+      index[d] = 0;
+    }
+    if (++run == runs) {
+      run = 0;
+      index.fill(0);
+      if (++partition == ap.partitions) {
+        return;
+      }
+    }
+    place();
+  }
+  void place() {
+    int64_t offset = 0;
+    for (int d = 0; d < outerRank; ++d) {
+      offset += index[d] * ap.strides[d];
+    }
+    rowAt = hbm ? 0 : ap.partition + partition;
+    byteAt = (hbm ? ap.offset + partition * ap.partitionStride * elem
+                  : ap.offset) +
+             offset * elem;
+    leftInRun = runLength;
+  }
+
+  const isa::AccessPattern &ap;
+  int64_t elem;
+  bool hbm;
+  int outerRank = 0;
+  int64_t runLength = 1, runs = 1;
+  int64_t partition = 0, run = 0;
+  std::array<int64_t, isa::kMaxRank> index{};
+  int64_t rowAt = 0, byteAt = 0, leftInRun = 0;
+};
+
 /// Calls fn(row, byte) for every element, in the same order.
 template <typename Fn>
 void forEachElement(const isa::AccessPattern &ap, Fn &&fn) {

@@ -216,6 +216,16 @@ TEST(Kernels, StridedAndHbmPatternsAgree) {
   auto dense = test::rowsOf(Memory::Sbuf, 128, 256, 4096);
   expectAgreement(t, make(Opcode::TensorCopy, {dense, strided}));
 
+  // Runs of different lengths on the two sides: each partition's 200
+  // contiguous HBM elements into four SBUF runs of 50, 64 apart.
+  isa::AccessPattern flat = test::rowsOf(Memory::Hbm, 32, 200, 65536);
+  t.fill(flat, 5);
+  isa::AccessPattern boxed = test::rowsOf(Memory::Sbuf, 32, 0, 8192);
+  boxed.rank = 2;
+  boxed.sizes = {4, 50};
+  boxed.strides = {64, 1};
+  expectAgreement(t, make(Opcode::DmaCopy, {boxed, flat}));
+
   // A DMA from HBM rows 1000 elements apart.
   isa::AccessPattern hbm = test::rowsOf(Memory::Hbm, 64, 200, 4096);
   hbm.partitionStride = 1000;
