@@ -165,8 +165,11 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     iteration is not the next one handed out: consecutive iterations get
     different buffers and the engine phase can overlap one iteration's loads
     with the previous one's compute (double buffering). PSUM buffers take
-    whole 2 KiB banks. HBM intermediates reuse the space of dead ones;
-    arguments, results and constants get fixed places first.
+    whole 2 KiB banks. Arguments, results, constants and the operands of
+    collectives get fixed places first; the other HBM intermediates rotate
+    through an arena four times the most that is ever live at once, so a
+    dead one's space is reused only after several times the live bytes
+    have been placed since.
 
     Buffers marked `ktile.background` (a whole-table update spread over the
     forward pass) are placed in a region of their own at the top of SBUF,

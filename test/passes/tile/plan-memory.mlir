@@ -101,3 +101,41 @@ func.func @local_region(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"
   ktile.dma_copy %y, %g {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
   return %y : memref<8x128xf32, "hbm">
 }
+
+// HBM intermediates rotate through four times the most that is live at
+// once (one 4 KiB buffer here): the fifth reuses the first's space, dead
+// since its read. The operands of a collective keep space of their own,
+// like the argument and the result, below the intermediates.
+// CHECK-LABEL: func.func @hbm_rotation
+// CHECK-SAME: ktile.hbm_bytes = 28672
+// CHECK: ktile.alloc {address = 4096 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 8192 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 12288 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 16384 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 20480 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 24576 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 12288 : i64} : memref<8x128xf32, "hbm">
+func.func @hbm_rotation(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
+  %y = ktile.alloc : memref<8x128xf32, "hbm">
+  %g = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.collective %g, %x {kind = "all_reduce_sum", dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 1024], pstride = 1024>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 1024], pstride = 1024>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "hbm">
+  %s = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %g {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t0 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t0, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t0 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t1 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t1, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t1 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t2 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t2, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t2 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t3 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t3, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t3 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t4 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t4, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t4 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  ktile.dma_copy %y, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  return %y : memref<8x128xf32, "hbm">
+}
