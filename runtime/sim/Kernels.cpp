@@ -26,19 +26,6 @@ using isa::DType;
 
 namespace {
 
-/// The hot loops are built for AVX-512, AVX2 and baseline x86-64, and the
-/// loader picks the widest the host runs: Debian's compiler flags target
-/// baseline x86-64, whose SSE2 is a quarter of what these hosts have.
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KILN_VECTOR_CLONES                                                     \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KILN_VECTOR_CLONES
-#define KILN_VECTOR_CLONES
-#endif
-
 /// Widens `count` bf16 values to f32, and says whether all their bytes were
 /// written: one pass over both, since the pass is bound by memory.
 KILN_VECTOR_CLONES

@@ -15,6 +15,19 @@
 
 #include "runtime/sim/Semantics.h"
 
+/// The hot loops are built for AVX-512, AVX2 and baseline x86-64, and the
+/// loader picks the widest the host runs: Debian's compiler flags target
+/// baseline x86-64, whose SSE2 is a quarter of what these hosts have.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KILN_VECTOR_CLONES                                                     \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KILN_VECTOR_CLONES
+#define KILN_VECTOR_CLONES
+#endif
+
 namespace kiln::sim {
 
 /// Executes `inst` with a fast kernel. Returns false, having changed nothing,

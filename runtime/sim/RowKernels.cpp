@@ -31,16 +31,6 @@ using isa::DType;
 
 namespace {
 
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KILN_ROW_CLONES                                                        \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KILN_ROW_CLONES
-#define KILN_ROW_CLONES
-#endif
-
 /// An f32 tile whose every partition is one contiguous run of `width`
 /// elements: in SBUF and PSUM, consecutive memory rows from one byte; in
 /// HBM, runs `step` bytes apart on its one row.
@@ -141,7 +131,7 @@ inline void mapRowScalar(const float *a, float s, float *out, int64_t n,
 }
 
 /// out = a op b, with `b` a row (bStep 1) or one scalar (bStep 0).
-KILN_ROW_CLONES
+KILN_VECTOR_CLONES
 void aluRow(AluOp op, const float *a, const float *b, int64_t bStep,
             float *out, int64_t n) {
   auto both = [&](auto f) {
@@ -175,7 +165,7 @@ void aluRow(AluOp op, const float *a, const float *b, int64_t bStep,
 /// out = func(in * scale + bias) over a row, for the functions the table
 /// computes in f32 with correctly rounded operations alone, as loops that
 /// vectorise; false for the others.
-KILN_ROW_CLONES
+KILN_VECTOR_CLONES
 bool activationRow(isa::ActFunc func, const float *in, float scale,
                    float bias, float *out, int64_t n) {
   auto map = [&](auto f) {
