@@ -16,9 +16,8 @@
 
 namespace kiln::sim {
 
-/// The runs of a pattern in (partition, free) order, one at a time and
-/// consumed in parts: what a kernel walking two patterns of different
-/// shapes side by side needs, and what forEachRun visits.
+/// The runs forEachRun visits, one at a time and consumed in parts: what a
+/// kernel walking two patterns of different shapes side by side needs.
 class RunCursor {
 public:
   explicit RunCursor(const isa::AccessPattern &ap)
@@ -93,9 +92,37 @@ private:
 /// starting at byte `byte` of memory row `row`. The innermost dimension is
 /// one run when its stride is 1; otherwise every element is a run of one.
 /// HBM is one row: its partitions are `partitionStride` elements apart.
+/// The hot walker, so a loop nest of its own: built on RunCursor, the MLP
+/// step took 1.05 ms instead of 0.83.
 template <typename Fn> void forEachRun(const isa::AccessPattern &ap, Fn &&fn) {
-  for (RunCursor runs(ap); !runs.done(); runs.consume(runs.left())) {
-    fn(runs.row(), runs.byte(), runs.left());
+  int64_t elem = ap.elementBytes();
+  bool hbm = ap.memory == isa::Memory::Hbm;
+  int rank = ap.rank;
+  bool contiguous = rank > 0 && ap.strides[rank - 1] == 1;
+  int outerRank = contiguous ? rank - 1 : rank;
+  int64_t run = contiguous ? ap.sizes[rank - 1] : 1;
+  int64_t runs = 1;
+  for (int d = 0; d < outerRank; ++d) {
+    runs *= ap.sizes[d];
+  }
+  std::array<int64_t, isa::kMaxRank> index{};
+  for (int64_t p = 0; p < ap.partitions; ++p) {
+    int64_t row = hbm ? 0 : ap.partition + p;
+    int64_t base = hbm ? ap.offset + p * ap.partitionStride * elem : ap.offset;
+    index.fill(0);
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t offset = 0;
+      for (int d = 0; d < outerRank; ++d) {
+        offset += index[d] * ap.strides[d];
+      }
+      fn(row, base + offset * elem, run);
+      for (int d = outerRank - 1; d >= 0; --d) {
+        if (++index[d] < ap.sizes[d]) {
+          break;
+        }
+        index[d] = 0;
+      }
+    }
   }
 }
 
