@@ -87,6 +87,12 @@ struct Rows {
   bool safeToReadWhileWriting(const Rows &source) const {
     return sameAs(source) || disjointFrom(source);
   }
+  /// Whether an elementwise kernel can compute this tile from `source`:
+  /// the same shape, safe to read while writing, and written.
+  bool elementwiseFrom(const Rows &source) const {
+    return source.partitions == partitions && source.width == width &&
+           safeToReadWhileWriting(source) && source.written();
+  }
 };
 
 /// `ap` as Rows, when it is an f32 tile whose partitions are contiguous
@@ -252,10 +258,8 @@ bool copy(MachineState &m, const isa::Instruction &inst) {
 bool tensorTensor(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), a = rowsOf(m, inst.operands[1]),
        b = rowsOf(m, inst.operands[2]);
-  if (!dst || !a || !b || a->partitions != dst->partitions ||
-      b->partitions != dst->partitions || a->width != dst->width ||
-      b->width != dst->width || !dst->safeToReadWhileWriting(*a) ||
-      !dst->safeToReadWhileWriting(*b) || !a->written() || !b->written()) {
+  if (!dst || !a || !b || !dst->elementwiseFrom(*a) ||
+      !dst->elementwiseFrom(*b)) {
     return false;
   }
   auto op = static_cast<AluOp>(inst.op0);
@@ -270,9 +274,7 @@ bool tensorTensor(MachineState &m, const isa::Instruction &inst) {
 /// partition, columns of the third operand (scalar_operands bits 0 and 1).
 bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
-  if (!dst || !src || src->partitions != dst->partitions ||
-      src->width != dst->width || !dst->safeToReadWhileWriting(*src) ||
-      !src->written()) {
+  if (!dst || !src || !dst->elementwiseFrom(*src)) {
     return false;
   }
   std::vector<float> scalars;
@@ -312,9 +314,7 @@ bool tensorScalar(MachineState &m, const isa::Instruction &inst) {
 /// specification does) into the third operand, when there is one.
 bool activation(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
-  if (!dst || !src || src->partitions != dst->partitions ||
-      src->width != dst->width || !dst->safeToReadWhileWriting(*src) ||
-      !src->written()) {
+  if (!dst || !src || !dst->elementwiseFrom(*src)) {
     return false;
   }
   auto func = static_cast<isa::ActFunc>(inst.op0);
