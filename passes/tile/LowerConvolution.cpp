@@ -39,6 +39,7 @@ namespace {
 
 constexpr int64_t kPartitions = 128;
 constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
+constexpr int64_t kMinBlocks = 4;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t floorDiv(int64_t a, int64_t b) {
@@ -137,31 +138,63 @@ llvm::SmallVector<ChannelTile> channelTiles(int64_t count,
 }
 
 /// A block of output positions: rows [row, row + rows), columns
-/// [col, col + cols).
+/// [col, col + cols) of images [n, n + images). A block spans several
+/// images only when each holds the whole image, so that a small feature
+/// map still fills a PSUM bank (or the partitions) with one instruction.
 struct PixelBlock {
-  int64_t row, rows, col, cols;
-  int64_t pixels() const { return rows * cols; }
+  int64_t n, images, row, rows, col, cols;
+  int64_t pixels() const { return images * rows * cols; }
 };
 
+/// The blocks of at most `limit` output positions covering the batch,
+/// image by image.
 llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
                                           int64_t limit) {
   int64_t cols = std::min(g.out[1], limit);
   int64_t rows = std::min(g.out[0], std::max<int64_t>(1, limit / cols));
   llvm::SmallVector<PixelBlock> blocks;
-  for (int64_t r = 0; r < g.out[0]; r += rows) {
-    for (int64_t c = 0; c < g.out[1]; c += cols) {
-      blocks.push_back({r, std::min(rows, g.out[0] - r), c,
-                        std::min(cols, g.out[1] - c)});
+  if (rows == g.out[0] && cols == g.out[1]) {
+    // At least kMinBlocks blocks where the batch allows, so that loading
+    // one block's band overlaps another's matmuls.
+    int64_t images = std::clamp<int64_t>(
+        std::min(limit / (rows * cols), ceilDiv(g.batch, kMinBlocks)), 1,
+        g.batch);
+    for (int64_t n = 0; n < g.batch; n += images) {
+      blocks.push_back({n, std::min(images, g.batch - n), 0, rows, 0, cols});
+    }
+    return blocks;
+  }
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t r = 0; r < g.out[0]; r += rows) {
+      for (int64_t c = 0; c < g.out[1]; c += cols) {
+        blocks.push_back({n, 1, r, std::min(rows, g.out[0] - r), c,
+                          std::min(cols, g.out[1] - c)});
+      }
     }
   }
   return blocks;
+}
+
+/// The free dims of a block's positions in a channels-first buffer (image
+/// stride `image`, row stride `row`, column stride `col`); the image dim
+/// only when the block spans several.
+llvm::SmallVector<FreeDim, 3> blockDims(const PixelBlock &block, int64_t image,
+                                        FreeDim row, FreeDim col) {
+  llvm::SmallVector<FreeDim, 3> dims;
+  if (block.images > 1) {
+    dims.push_back(FreeDim{image, block.images});
+  }
+  dims.push_back(row);
+  dims.push_back(col);
+  return dims;
 }
 
 /// An input band in SBUF: the band rows and columns a block's windows
 /// read, from band position (row0, col0) on.
 struct Band {
   Tile tile;
-  int64_t row0 = 0, col0 = 0, cols = 0;
+  int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
+  int64_t image() const { return rows * cols; } // elements of one image
 };
 
 class ConvLowering {
@@ -179,17 +212,17 @@ public:
                   const HbmView &gradWeight);
 
 private:
-  Band loadBand(const HbmView &input, int64_t n, int64_t channel,
-                int64_t channels, const PixelBlock &block);
+  Band loadBand(const HbmView &input, int64_t channel, int64_t channels,
+                const PixelBlock &block);
   Tile loadWeights(const WeightLayout &w, int64_t group, const ChannelTile &in,
                    const ChannelTile &out);
   TileWindow window(const Band &band, int64_t tap,
                     const PixelBlock &block) const;
   void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
-                  int64_t n, const PixelBlock &block, const ChannelTile &ot,
+                  const PixelBlock &block, const ChannelTile &ot,
                   llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
                   bool flipped);
-  Tile transposedGradient(const HbmView &gradOut, int64_t n, int64_t channel,
+  Tile transposedGradient(const HbmView &gradOut, int64_t channel,
                           const ChannelTile &ot, const PixelBlock &block);
   void storeWeightGrad(const HbmView &gradWeight, int64_t group,
                        const ChannelTile &ot, int64_t firstIn, int64_t tap,
@@ -201,19 +234,20 @@ private:
   int64_t sbufBudget;
 };
 
-Band ConvLowering::loadBand(const HbmView &input, int64_t n, int64_t channel,
+Band ConvLowering::loadBand(const HbmView &input, int64_t channel,
                             int64_t channels, const PixelBlock &block) {
   Band band;
   band.row0 = block.row * g.stride[0];
   band.col0 = block.col * g.stride[1];
-  int64_t rows = (block.rows - 1) * g.stride[0] +
-                 (g.kernel[0] - 1) * g.dilation[0] + 1;
+  band.rows = (block.rows - 1) * g.stride[0] +
+              (g.kernel[0] - 1) * g.dilation[0] + 1;
   band.cols = (block.cols - 1) * g.stride[1] +
               (g.kernel[1] - 1) * g.dilation[1] + 1;
-  band.tile = tb.tile(isa::Memory::Sbuf, operand, channels, rows * band.cols);
+  band.tile = tb.tile(isa::Memory::Sbuf, operand, channels,
+                      block.images * band.image());
   // The input elements inside the band, per dim: [first, first + count).
   int64_t first[2], count[2], start[2] = {band.row0, band.col0},
-                                  size[2] = {rows, band.cols};
+                                  size[2] = {band.rows, band.cols};
   bool covered = true;
   for (int d = 0; d < 2; ++d) {
     first[d] = std::max<int64_t>(0, ceilDiv(start[d] - g.padLo[d],
@@ -235,12 +269,14 @@ Band ConvLowering::loadBand(const HbmView &input, int64_t n, int64_t channel,
                  (g.padLo[0] + first[0] * g.spacing[0] - band.row0) *
                          band.cols +
                      g.padLo[1] + first[1] * g.spacing[1] - band.col0,
-                 {FreeDim{g.spacing[0] * band.cols, count[0]},
-                  FreeDim{g.spacing[1], count[1]}}};
-  int64_t offset = input.offset + n * s.n + channel * s.c + first[0] * s.row +
-                   first[1] * s.col;
+                 blockDims(block, band.image(),
+                           FreeDim{g.spacing[0] * band.cols, count[0]},
+                           FreeDim{g.spacing[1], count[1]})};
+  int64_t offset = input.offset + block.n * s.n + channel * s.c +
+                   first[0] * s.row + first[1] * s.col;
   tb.load(dst, input, offset, s.c,
-          {FreeDim{s.row, count[0]}, FreeDim{s.col, count[1]}});
+          blockDims(block, s.n, FreeDim{s.row, count[0]},
+                    FreeDim{s.col, count[1]}));
   return band;
 }
 
@@ -263,13 +299,14 @@ TileWindow ConvLowering::window(const Band &band, int64_t tap,
   int64_t ry = tap / g.kernel[1], rx = tap % g.kernel[1];
   return TileWindow{band.tile,
                     ry * g.dilation[0] * band.cols + rx * g.dilation[1],
-                    {FreeDim{g.stride[0] * band.cols, block.rows},
-                     FreeDim{g.stride[1], block.cols}}};
+                    blockDims(block, band.image(),
+                              FreeDim{g.stride[0] * band.cols, block.rows},
+                              FreeDim{g.stride[1], block.cols})};
 }
 
 void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
-                              int64_t group, int64_t n,
-                              const PixelBlock &block, const ChannelTile &ot,
+                              int64_t group, const PixelBlock &block,
+                              const ChannelTile &ot,
                               llvm::ArrayRef<Band> bands,
                               llvm::ArrayRef<Tile> weights, bool flipped) {
   Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
@@ -286,11 +323,13 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
   Tile result = tb.tile(isa::Memory::Sbuf, out.dtype, ot.size, block.pixels());
   tb.copy(result, acc);
   Strides4 s(out);
-  int64_t offset = out.offset + n * s.n +
+  int64_t offset = out.offset + block.n * s.n +
                    (group * g.outPerGroup() + ot.first) * s.c +
                    block.row * s.row + block.col * s.col;
   tb.store(out, offset, s.c,
-           {FreeDim{s.row, block.rows}, FreeDim{s.col, block.cols}}, result);
+           blockDims(block, s.n, FreeDim{s.row, block.rows},
+                     FreeDim{s.col, block.cols}),
+           result);
 }
 
 void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
@@ -322,18 +361,14 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
           tiles.back().push_back(loadWeights(weights, group, it, ot));
         }
       }
-      for (int64_t n = 0; n < g.batch; ++n) {
-        for (const PixelBlock &block : blocks) {
-          llvm::SmallVector<Band> bands;
-          for (const ChannelTile &it : inTiles) {
-            bands.push_back(loadBand(input, n,
-                                     group * g.inPerGroup() + it.first,
-                                     it.size, block));
-          }
-          for (auto [ot, w] : llvm::zip(set, tiles)) {
-            applyBlock(input, out, group, n, block, ot, bands, w,
-                       weights.flipped);
-          }
+      for (const PixelBlock &block : blocks) {
+        llvm::SmallVector<Band> bands;
+        for (const ChannelTile &it : inTiles) {
+          bands.push_back(loadBand(input, group * g.inPerGroup() + it.first,
+                                   it.size, block));
+        }
+        for (auto [ot, w] : llvm::zip(set, tiles)) {
+          applyBlock(input, out, group, block, ot, bands, w, weights.flipped);
         }
       }
     }
@@ -342,15 +377,17 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
 
 /// [pixels, channels]: the output gradient's block, transposed so that its
 /// pixels lie on the partitions.
-Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t n,
-                                      int64_t channel, const ChannelTile &ot,
+Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t channel,
+                                      const ChannelTile &ot,
                                       const PixelBlock &block) {
   Strides4 s(gradOut);
   Tile rows = tb.tile(isa::Memory::Sbuf, operand, ot.size, block.pixels());
   tb.load(rows, gradOut,
-          gradOut.offset + n * s.n + channel * s.c + block.row * s.row +
+          gradOut.offset + block.n * s.n + channel * s.c + block.row * s.row +
               block.col * s.col,
-          s.c, {FreeDim{s.row, block.rows}, FreeDim{s.col, block.cols}});
+          s.c,
+          blockDims(block, s.n, FreeDim{s.row, block.rows},
+                    FreeDim{s.col, block.cols}));
   Tile flipped =
       tb.tile(isa::Memory::Psum, isa::DType::F32, block.pixels(), ot.size);
   tb.transpose(flipped, rows);
@@ -396,29 +433,27 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
                                   ot.size, chunk.size));
           }
           bool first = true;
-          for (int64_t n = 0; n < g.batch; ++n) {
-            for (const PixelBlock &block : blocks) {
-              Tile dy = transposedGradient(
-                  gradOut, n, group * g.outPerGroup() + ot.first, ot, block);
-              llvm::SmallVector<Band> bands;
-              for (const ChannelTile &it : inTiles) {
-                bands.push_back(loadBand(
-                    input, n, group * g.inPerGroup() + chunk.first + it.first,
-                    it.size, block));
-              }
-              for (int64_t t = 0; t < taps; ++t) {
-                Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
-                                 chunk.size);
-                for (auto [it, band] : llvm::zip(inTiles, bands)) {
-                  Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
-                                         block.pixels(), it.size);
-                  tb.transpose(flipped, window(band, tap0 + t, block));
-                  tb.copy(x.columns(it.first, it.size), flipped);
-                }
-                tb.matmul(acc[t], dy, x, /*accumulate=*/!first);
-              }
-              first = false;
+          for (const PixelBlock &block : blocks) {
+            Tile dy = transposedGradient(
+                gradOut, group * g.outPerGroup() + ot.first, ot, block);
+            llvm::SmallVector<Band> bands;
+            for (const ChannelTile &it : inTiles) {
+              bands.push_back(loadBand(
+                  input, group * g.inPerGroup() + chunk.first + it.first,
+                  it.size, block));
             }
+            for (int64_t t = 0; t < taps; ++t) {
+              Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
+                               chunk.size);
+              for (auto [it, band] : llvm::zip(inTiles, bands)) {
+                Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                                       block.pixels(), it.size);
+                tb.transpose(flipped, window(band, tap0 + t, block));
+                tb.copy(x.columns(it.first, it.size), flipped);
+              }
+              tb.matmul(acc[t], dy, x, /*accumulate=*/!first);
+            }
+            first = false;
           }
           for (int64_t t = 0; t < taps; ++t) {
             storeWeightGrad(gradWeight, group, ot, chunk.first, tap0 + t,

@@ -236,6 +236,11 @@ const std::vector<ConvCase> &convCases() {
       {{2, 6, 13}, 4, 5, 2, 3, 1, 1},     // 1-d
       {{1, 130, 5, 5}, 129, 1, 1, 0, 1, 1},
       {{1, 2, 33, 33}, 3, 7, 2, 3, 1, 1}, // a ResNet stem
+      // Small feature maps: blocks of several images, the last one short.
+      {{5, 3, 7, 7}, 4, 3, 1, 1, 1, 1},
+      {{11, 6, 5, 5}, 6, 3, 2, 1, 1, 3},
+      {{3, 2, 13, 13}, 2, 3, 2, 1, 1, 2},
+      {{4, 5, 13}, 3, 3, 1, 1, 1, 1},
   };
   return cases;
 }

@@ -1,0 +1,42 @@
+// RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile | FileCheck %s
+
+// A 3x3 convolution, padding 1, on 5x5 maps: channels on the partitions.
+// The weights load once, tap-major ([3 x 9 taps x 4 out]). Each block's
+// input band is a zero field of 7x7 per image with the image inside it;
+// the nine taps are matmuls whose moving operand is a window over the band
+// (shifted by the tap, no copy), accumulating in PSUM, then one evacuation
+// and one store. A map of 25 positions fills little of a PSUM bank, so a
+// block holds two images: the batch of 8 runs as four blocks, enough for
+// one block's band load to overlap another's matmuls.
+// CHECK-LABEL: func.func @small_maps
+// CHECK: ktile.dma_copy %[[W:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 36]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 0, dims = [1 x 9, 27 x 4], pstride = 9>}
+// CHECK: ktile.memset %[[BAND:.*]] {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 98]>
+// CHECK: ktile.dma_copy %[[BAND]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 32, dims = [49 x 2, 7 x 5, 1 x 5]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 0, dims = [75 x 2, 1 x 25], pstride = 25>}
+// CHECK: ktile.matmul %[[ACC:.*]], %[[W]], %[[BAND]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 50]>, moving = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 4]>}
+// CHECK: ktile.matmul %[[ACC]], %[[W]], %[[BAND]] {accumulate = true, {{.*}}moving = #kisa.ap<sbuf, f32, p = 0:3, offset = 4, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:3, offset = 16, dims = [1 x 4]>}
+// CHECK-COUNT-7: ktile.matmul %[[ACC]], %[[W]], %[[BAND]] {accumulate = true
+// CHECK: ktile.tensor_copy %[[OUT:.*]], %[[ACC]]
+// CHECK: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>
+// CHECK-COUNT-3: offset = {{600|1200|1800}}, dims = [75 x 2, 1 x 25], pstride = 25>
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %arg0
+// CHECK: return
+func.func @small_maps(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x3x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<8x4x5x5xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<8x4x5x5xf32>
+  return %0 : tensor<8x4x5x5xf32>
+}
+
+// The weight gradient contracts over positions, which must lie on the
+// partitions: per block of positions (here 2 images of 25) the output
+// gradient is transposed once and each tap's window of the input band once,
+// and their product accumulates in PSUM over the batch (four taps at a
+// time), stored per tap.
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK: ktile.dma_copy %[[DY:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 50]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>}
+// CHECK: ktile.transpose %{{.*}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 4]>
+// CHECK: ktile.transpose %{{.*}}, %[[BAND:.*]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 3]>, src = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>}
+// CHECK: ktile.matmul {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 3]>
+// CHECK: return
+func.func @weight_gradient(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<8x4x5x5xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x3x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
+  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x4x5x5xf32>, tensor<8x3x5x5xf32> -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
+}
