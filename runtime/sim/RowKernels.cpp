@@ -18,6 +18,8 @@
 
 #include "compiler/target/AccessRegion.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -400,8 +402,58 @@ bool matmul(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+namespace {
+
+/// A transpose whose source is an on-chip f32 window of up to four free
+/// dimensions (a convolution's tap over its input band, which the weight
+/// gradient transposes per tap): each partition's elements read in the
+/// window's order straight into the destination's column, with no gather
+/// into a scratch buffer. Only where the written bits need no tracking.
+bool transposeWindow(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &ap = inst.operands[1];
+  auto dst = rowsOf(m, inst.operands[0]);
+  if (!dst || m.tracksWritten || ap.dtype != DType::F32 || ap.offset % 4 ||
+      ap.memory == isa::Memory::Hbm || dst->memory == &m.memory(ap.memory) ||
+      dst->partitions != ap.freeElements() || dst->width != ap.partitions) {
+    return false;
+  }
+  // The dims outermost first, padded to four from the outside.
+  int64_t size[4] = {1, 1, 1, 1}, stride[4] = {0, 0, 0, 0};
+  for (int d = 0; d < ap.rank; ++d) {
+    size[4 - ap.rank + d] = ap.sizes[d];
+    stride[4 - ap.rank + d] = ap.strides[d];
+  }
+  MemoryArray &memory = m.memory(ap.memory);
+  llvm::SmallVector<float *, 128> out(dst->partitions);
+  for (int64_t j = 0; j < dst->partitions; ++j) {
+    out[j] = dst->row(j);
+  }
+  for (int64_t p = 0; p < ap.partitions; ++p) {
+    const auto *base = reinterpret_cast<const float *>(
+        memory.data(ap.partition + p, ap.offset));
+    int64_t j = 0;
+    for (int64_t i0 = 0; i0 < size[0]; ++i0) {
+      for (int64_t i1 = 0; i1 < size[1]; ++i1) {
+        for (int64_t i2 = 0; i2 < size[2]; ++i2) {
+          const float *run =
+              base + i0 * stride[0] + i1 * stride[1] + i2 * stride[2];
+          for (int64_t i3 = 0; i3 < size[3]; ++i3) {
+            out[j++][p] = run[i3 * stride[3]];
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+} // namespace
+
 bool transpose(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
+  if (dst && !src) {
+    return transposeWindow(m, inst);
+  }
   if (!dst || !src || dst->partitions != src->width ||
       dst->width != src->partitions || !dst->disjointFrom(*src) ||
       !src->written()) {
