@@ -42,6 +42,30 @@ collapseRange(const HbmView &v, size_t from, size_t to) {
   return std::make_pair(size, stride);
 }
 
+/// Dims [from, to) of a view as at most two free dims (outermost first),
+/// merging evenly strided neighbours: a reduction over all but the
+/// channels of an NCHW value reads [N, H * W] per channel, two dims.
+std::optional<llvm::SmallVector<FreeDim, 2>>
+collapseToTwo(const HbmView &v, size_t from, size_t to) {
+  llvm::SmallVector<FreeDim, 2> dims; // innermost first while building
+  for (size_t d = to; d-- > from;) {
+    if (v.shape[d] == 1) {
+      continue;
+    }
+    if (!dims.empty() &&
+        v.strides[d] == dims.back().stride * dims.back().size) {
+      dims.back().size *= v.shape[d];
+      continue;
+    }
+    if (dims.size() == 2) {
+      return std::nullopt;
+    }
+    dims.push_back(FreeDim{v.strides[d], v.shape[d]});
+  }
+  std::reverse(dims.begin(), dims.end());
+  return dims;
+}
+
 } // namespace
 
 const char *reductionAlu(Operation *op) {
@@ -69,8 +93,21 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
     return success();
   }
   HbmView view = operand.view;
+  int64_t tileElements = sbufBudget / 16;
   auto rows = collapseRange(view, 0, kept);
   auto cols = collapseRange(view, kept, rank);
+  // Reduced elements in two evenly strided runs (a transposed view: batch
+  // norm's statistics over [N, H, W] per channel) load as two free dims
+  // rather than as a copy of the whole view; a chunk then holds whole
+  // inner runs.
+  std::optional<FreeDim> outer;
+  if (rows && !cols) {
+    auto two = collapseToTwo(view, kept, rank);
+    if (two && two->size() == 2 && (*two)[1].size <= tileElements) {
+      outer = (*two)[0];
+      cols = std::make_pair((*two)[1].size, (*two)[1].stride);
+    }
+  }
   if (!rows || !cols) {
     view = materialize(operand, inType.getShape());
     rows = collapseRange(view, 0, kept);
@@ -79,9 +116,26 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   const char *alu = reductionAlu(op);
   // A contiguous view always collapses.
   auto [rowCount, rowStride] = rows.value_or(std::make_pair(int64_t(1), int64_t(1)));
-  auto [colCount, colStride] = cols.value_or(std::make_pair(int64_t(1), int64_t(1)));
-  int64_t tileElements = sbufBudget / 16;
-  int64_t chunk = std::min(colCount, tileElements);
+  auto [runLength, colStride] = cols.value_or(std::make_pair(int64_t(1), int64_t(1)));
+  int64_t runs = outer ? outer->size : 1;
+  int64_t colCount = runs * runLength;
+  int64_t chunk = outer ? (tileElements / runLength) * runLength
+                        : std::min(colCount, tileElements);
+  chunk = std::min(chunk, colCount);
+  // Columns [c0, c0 + m) of a row as free dims from the row's start.
+  auto columnDims = [&](int64_t c0, int64_t m) {
+    llvm::SmallVector<FreeDim, 2> dims;
+    if (outer) {
+      dims.push_back(FreeDim{outer->stride, m / runLength});
+      dims.push_back(FreeDim{colStride, runLength});
+    } else {
+      dims.push_back(FreeDim{colStride, m});
+    }
+    return dims;
+  };
+  auto columnOffset = [&](int64_t c0) {
+    return outer ? (c0 / runLength) * outer->stride : c0 * colStride;
+  };
   // Short rows (softmax over 128 keys) go several to a partition, so that a
   // load moves ~256 KiB, not one 128-row block: each DMA costs a fixed ~2 us.
   int64_t rowBytes = colCount * isa::dtypeBytes(view.dtype);
@@ -109,8 +163,10 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
         int64_t m = std::min(chunk, colCount - c0);
         bool last = c0 + m >= colCount;
         Tile in = tb.tile(isa::Memory::Sbuf, view.dtype, parts, g * m);
-        tb.load(in, view, view.offset + first * rowStride + c0 * colStride,
-                g * rowStride, {FreeDim{rowStride, g}, FreeDim{colStride, m}});
+        llvm::SmallVector<FreeDim, 3> free = {FreeDim{rowStride, g}};
+        free.append(columnDims(c0, m));
+        tb.load(in, view, view.offset + first * rowStride + columnOffset(c0),
+                g * rowStride, free);
         Tile into = result.columns(b * g, g);
         Tile partial =
             c0 == 0 && last

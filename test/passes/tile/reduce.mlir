@@ -111,3 +111,35 @@ func.func @short_rows(%x: tensor<8x128x128xf32>, %m: tensor<8x128x1xf32>) -> (te
   %s = kgraph.reduce_sum %e, [2] {keepdim = true} : tensor<8x128x128xf32> -> tensor<8x128x1xf32>
   return %e, %s : tensor<8x128x128xf32>, tensor<8x128x1xf32>
 }
+
+// Batch norm's statistics: a sum over [N, H, W] per channel of an NCHW
+// value, which layout assignment writes as a transpose putting the
+// channels first. The transpose is a view, not a copy: each channel's
+// elements are two evenly strided runs (8 images 3136 apart, 196
+// contiguous pixels each), loaded as two free dims straight from x.
+// CHECK-LABEL: func.func @channel_sums
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:16, offset = 0, dims = [1 x 1568]
+// CHECK: ktile.dma_copy %[[IN:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:16, offset = 0, dims = [1 x 1568]>, src = #kisa.ap<hbm, f32, p = 0:16, offset = 0, dims = [1 x 1, 3136 x 8, 1 x 196], pstride = 196>}
+// CHECK: ktile.tensor_reduce %[[RES:.*]], %[[IN]] {dst = #kisa.ap<sbuf, f32, p = 0:16, offset = 0, dims = [1 x 1]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:16, offset = 0, dims = [1 x 1568]>}
+// CHECK: ktile.dma_copy %{{.*}}, %[[RES]]
+// CHECK-NEXT: return
+func.func @channel_sums(%x: tensor<8x16x14x14xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<16x1x1x1xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.transpose %x, [1, 0, 2, 3] : tensor<8x16x14x14xf32> -> tensor<16x8x14x14xf32>
+  %1 = kgraph.reduce_sum %0, [1, 2, 3] {keepdim = true} : tensor<16x8x14x14xf32> -> tensor<16x1x1x1xf32>
+  return %1 : tensor<16x1x1x1xf32>
+}
+
+// Runs as long as a chunk: 4 images of 64x64 pixels per channel load one
+// image (16 KiB a partition) at a time, and the partial sums combine.
+// CHECK-LABEL: func.func @channel_sums_in_chunks
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 1, 1 x 4096], pstride = 4096>}
+// CHECK: ktile.tensor_reduce %[[ACC:.*]], %
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}src = #kisa.ap<hbm, f32, p = 0:8, offset = 131072, dims = [1 x 1, 1 x 4096], pstride = 4096>}
+// CHECK: ktile.tensor_reduce
+// CHECK: ktile.tensor_tensor %[[ACC]], %[[ACC]], %{{.*}} {{.*}}op = "add"
+// CHECK-COUNT-2: offset = {{262144|393216}}, dims = [1 x 1, 1 x 4096]
+func.func @channel_sums_in_chunks(%x: tensor<4x8x64x64xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<8x1x1x1xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.transpose %x, [1, 0, 2, 3] : tensor<4x8x64x64xf32> -> tensor<8x4x64x64xf32>
+  %1 = kgraph.reduce_sum %0, [1, 2, 3] {keepdim = true} : tensor<8x4x64x64xf32> -> tensor<8x1x1x1xf32>
+  return %1 : tensor<8x1x1x1xf32>
+}
