@@ -143,6 +143,10 @@ void addSteeringViews(LoopViews &lv, llvm::ArrayRef<Operation *> ops,
   for (const LoopReduction &r : reductions) {
     Shape seen = rowMajorStrides(shape.take_front(r.from));
     seen.resize(shape.size(), 0);
+    if (r.keptDim >= 0) { // one result per index of the kept dimension
+      seen.assign(shape.size(), 0);
+      seen[r.keptDim] = 1;
+    }
     lv.strides.push_back(seen);
     lv.offsets.push_back(r.dst.offset);
   }
@@ -278,9 +282,33 @@ bool fuseRowFolds(const LoopSpace &space, const LoopViews &views,
                   llvm::MutableArrayRef<LoopReduction> reductions,
                   const RowChain *chain) {
   for (auto [k, r] : llvm::enumerate(reductions)) {
-    r.fused = foldsInnermost(space, views.reductionView + k);
+    // A kept-dimension sum waits for the layout (fuseKeptDimFolds).
+    r.fused = r.keptDim < 0 && foldsInnermost(space, views.reductionView + k);
   }
   return chain && foldsInnermost(space, views.chainView);
+}
+
+bool fuseKeptDimFolds(const LoopLayout &layout, const LoopViews &views,
+                      llvm::MutableArrayRef<LoopReduction> reductions) {
+  bool any = false;
+  for (auto [k, r] : llvm::enumerate(reductions)) {
+    if (r.keptDim < 0) {
+      continue;
+    }
+    // Every tile's rows are indices of the kept dimension: its view steps
+    // along the partitions only.
+    // Each tile iteration folds into a column of its own (4 bytes a
+    // partition): bounded so that they stay small beside the loop's tiles.
+    constexpr int64_t kMaxIterations = 2048;
+    const Shape &st = layout.space.strides[views.reductionView + k];
+    r.fused = layout.outerCount * layout.chunks <= kMaxIterations &&
+              st[layout.partitionDim] != 0 &&
+              llvm::all_of(llvm::seq<size_t>(0, layout.rank), [&](size_t d) {
+                return d == layout.partitionDim || st[d] == 0;
+              });
+    any |= r.fused;
+  }
+  return any;
 }
 
 int64_t chunkLimitOf(int64_t sbufBudget, llvm::ArrayRef<Operation *> ops,

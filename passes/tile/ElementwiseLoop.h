@@ -96,6 +96,11 @@ struct LoopLayout {
 
 LoopLayout layOut(LoopSpace space, int64_t chunkLimit, const LoopViews &views);
 
+/// Marks fused the kept-dimension sums (LoopReduction::keptDim) whose kept
+/// dimension the layout put on the partitions; returns whether any.
+bool fuseKeptDimFolds(const LoopLayout &layout, const LoopViews &views,
+                      llvm::MutableArrayRef<LoopReduction> reductions);
+
 /// Marks fused the column sums the layout can fold on TensorE; returns
 /// whether it could hold any (then the outputs only they read need no
 /// store).

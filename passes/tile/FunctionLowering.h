@@ -58,7 +58,8 @@ private:
   llvm::SmallVector<LoopReduction> groupReductions(
       llvm::ArrayRef<mlir::Operation *> members, llvm::ArrayRef<int64_t> shape,
       unsigned at,
-      const llvm::SmallPtrSetImpl<mlir::Operation *> *computed = nullptr);
+      const llvm::SmallPtrSetImpl<mlir::Operation *> *computed = nullptr,
+      bool keptDims = false);
   void bindLoopResults(llvm::ArrayRef<LoopOutput> outputs,
                        llvm::ArrayRef<LoopReduction> reductions);
   void planBf16Copies();

@@ -100,7 +100,7 @@ void skipOutputsOnlyReducedOnes(llvm::MutableArrayRef<LoopOutput> outputs,
     if (inside.contains(user) || fused.contains(user)) {
       return true;
     }
-    return llvm::isa<ReshapeOp>(user) && !user->use_empty() &&
+    return llvm::isa<ReshapeOp, TransposeOp>(user) && !user->use_empty() &&
            llvm::all_of(user->getUsers(),
                         [&](Operation *u) { return fused.contains(u); });
   };
@@ -146,8 +146,11 @@ struct LoopNest {
   std::vector<size_t> loadedAs;
   /// The kept inputs' tiles by (input, first column; 0 for `everywhere`).
   std::map<std::pair<size_t, int64_t>, Tile> kept;
-  /// Per fused reduction, the fold of the columns so far.
+  /// Per fused reduction, the fold of the columns so far; for a kept-
+  /// dimension sum, per row block, a column per tile iteration.
   std::vector<Tile> reductionSoFar;
+  std::vector<std::map<int64_t, Tile>> keptSoFar;
+  int64_t iteration = 0; // the outer iteration being emitted
   /// Per fused column sum, its PSUM tile (a column per 128-column block),
   /// and the columns of ones they multiply, per operand type.
   std::vector<Tile> sums;
@@ -173,6 +176,7 @@ private:
   void foldReductions(const llvm::DenseMap<Value, TileArg> &tiles, int64_t p0,
                       int64_t f0, int64_t rows, int64_t cols);
   void storeGatheredReductions();
+  void storeKeptDimSums();
   void storeColumnSums();
 };
 
@@ -184,6 +188,7 @@ LogicalResult LoopNest::emit() {
       return failure();
     }
   }
+  storeKeptDimSums();
   storeColumnSums();
   return success();
 }
@@ -226,6 +231,7 @@ void LoopNest::planInputLoads() {
 
 void LoopNest::allocateColumnSums() {
   reductionSoFar.resize(reductions.size());
+  keptSoFar.resize(reductions.size());
   int64_t columnBlocks = (layout.colsTotal + 127) / 128;
   sums.resize(columnSums.size());
   for (auto [k, c] : llvm::enumerate(columnSums)) {
@@ -239,6 +245,7 @@ void LoopNest::allocateColumnSums() {
 /// The tiles of one index of the outer dimensions: every row block, every
 /// column chunk.
 LogicalResult LoopNest::emitOuterIteration(int64_t o) {
+  iteration = o;
   // Element offset of this outer index in every view.
   const Shape &outer = layout.outer;
   base.assign(views.strides.size(), 0);
@@ -257,7 +264,7 @@ LogicalResult LoopNest::emitOuterIteration(int64_t o) {
   int64_t rowBlocks = (rowsTotal + 127) / 128;
   gathered.assign(reductions.size(), Tile{});
   for (auto [k, r] : llvm::enumerate(reductions)) {
-    if (r.fused && !layout.wide) {
+    if (r.fused && !layout.wide && r.keptDim < 0) {
       gathered[k] = tb.tile(isa::Memory::Sbuf, isa::DType::F32,
                             std::min<int64_t>(128, rowsTotal), rowBlocks);
     }
@@ -418,6 +425,20 @@ void LoopNest::foldReductions(const llvm::DenseMap<Value, TileArg> &tiles,
     if (!r.fused) {
       continue;
     }
+    if (r.keptDim >= 0) {
+      // Each partition's whole tile row into this iteration's column; the
+      // columns fold once the loop nest is done (independent folds, not a
+      // chain of additions).
+      Tile &columns = keptSoFar[k][p0];
+      if (!columns.buffer) {
+        columns = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows,
+                          layout.outerCount * layout.chunks);
+      }
+      int64_t column = iteration * layout.chunks + f0 / layout.chunk;
+      foldRows(tb, r, tiles, rows, cols, 1, nullptr,
+               columns.columns(column, 1));
+      continue;
+    }
     bool last = f0 + cols >= layout.colsTotal;
     Tile into = last && !wide
                     ? gathered[k].columns(p0 / 128, 1).withRows(0, rows)
@@ -447,10 +468,26 @@ void LoopNest::foldReductions(const llvm::DenseMap<Value, TileArg> &tiles,
 
 void LoopNest::storeGatheredReductions() {
   for (auto [k, r] : llvm::enumerate(reductions)) {
-    if (r.fused && !layout.wide) {
+    if (r.fused && !layout.wide && r.keptDim < 0) {
       size_t v = views.reductionView + k;
       storeGathered(tb, r.dst, base[v], layout.rowStride(v), layout.rowsTotal,
                     gathered[k]);
+    }
+  }
+}
+
+void LoopNest::storeKeptDimSums() {
+  for (auto [k, r] : llvm::enumerate(reductions)) {
+    for (auto &[p0, columns] : keptSoFar[k]) {
+      Tile sum = columns;
+      if (columns.cols > 1) {
+        sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, columns.rows, 1);
+        tb.reduce(sum, columns, reductionAlu(r.op));
+      }
+      size_t v = views.reductionView + k;
+      int64_t rowStride = layout.rowStride(v);
+      tb.store(r.dst, r.dst.offset + p0 * rowStride, rowStride,
+               {FreeDim{1, 1}}, sum);
     }
   }
 }
@@ -486,6 +523,9 @@ LogicalResult Lowering::lowerElementwise(
   int64_t chunkLimit =
       chunkLimitOf(sbufBudget, ops, views, space, outputs, chainShape);
   LoopLayout layout = layOut(std::move(space), chunkLimit, views);
+  if (fuseKeptDimFolds(layout, views, reductions)) {
+    skipOutputsOnlyReducedOnes(outputs, ops, reductions);
+  }
   if (chain && !(chainFolds && layout.chunks == 1)) {
     chain->declined = true; // nothing emitted: its parts go one by one
     return success();

@@ -59,10 +59,13 @@ FunctionLowering::groupOutputs(llvm::ArrayRef<Operation *> members) {
 
 /// Reductions over the trailing dimensions of a group value of the group's
 /// shape whose results nothing reads before the group runs (at position
-/// `at`), each with a fresh buffer for the loop nest to fill.
+/// `at`), each with a fresh buffer for the loop nest to fill; with
+/// `keptDims`, sums over all dimensions but one too (see
+/// LoopReduction::keptDim).
 llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
     llvm::ArrayRef<Operation *> members, llvm::ArrayRef<int64_t> shape,
-    unsigned at, const llvm::SmallPtrSetImpl<Operation *> *computed) {
+    unsigned at, const llvm::SmallPtrSetImpl<Operation *> *computed,
+    bool keptDims) {
   llvm::SmallVector<LoopReduction> reductions;
   auto consider = [&](Operation *user, Operation *via) {
     if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(user) ||
@@ -97,6 +100,34 @@ llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
           LoopReduction{user, via, from, freshBuffer(user->getResult(0))});
     }
   };
+  // A sum over every dim but `kept`, through a transpose that puts `kept`
+  // first and keeps the others in order.
+  auto considerKept = [&](TransposeOp transpose) {
+    llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
+    int64_t kept = perm.empty() ? 0 : perm[0];
+    auto rank = static_cast<int64_t>(perm.size());
+    for (int64_t i = 1; i < rank; ++i) {
+      if (perm[i] != (i <= kept ? i - 1 : i)) {
+        return;
+      }
+    }
+    for (Operation *reader : transpose->getUsers()) {
+      auto sum = llvm::dyn_cast<ReduceSumOp>(reader);
+      if (!sum || sum.getDims().size() != static_cast<size_t>(rank - 1) ||
+          llvm::is_contained(sum.getDims(), 0) ||
+          (computed && computed->contains(reader)) ||
+          inPlace.count(sum.getResult()) ||
+          destinations.count(sum.getResult()) ||
+          !llvm::all_of(sum.getResult().getUsers(), [&](Operation *u) {
+            return position.lookup(u) > at;
+          })) {
+        continue;
+      }
+      LoopReduction r{reader, transpose, 0, freshBuffer(sum.getResult())};
+      r.keptDim = kept;
+      reductions.push_back(r);
+    }
+  };
   for (Operation *op : members) {
     for (Value result : op->getResults()) {
       if (tensorType(result).getShape() != shape) {
@@ -106,6 +137,10 @@ llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
         if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
           for (Operation *reader : reshape->getUsers()) {
             consider(reader, reshape);
+          }
+        } else if (auto transpose = llvm::dyn_cast<TransposeOp>(user)) {
+          if (keptDims) {
+            considerKept(transpose);
           }
         } else {
           consider(user, nullptr);
@@ -121,7 +156,8 @@ FunctionLowering::lowerGroup(llvm::ArrayRef<Operation *> members) {
   llvm::SmallVector<LoopOutput> outputs = groupOutputs(members);
   auto shape = tensorType(members.back()->getResult(0)).getShape();
   llvm::SmallVector<LoopReduction> reductions =
-      groupReductions(members, shape, position.lookup(members.back()));
+      groupReductions(members, shape, position.lookup(members.back()),
+                      /*computed=*/nullptr, /*keptDims=*/true);
   llvm::SmallVector<LoopColumnSum> columnSums;
   for (auto [sum, value] : rowSumsOf.lookup(members.back())) {
     columnSums.push_back(LoopColumnSum{sum, value, freshBuffer(sumResult(sum))});

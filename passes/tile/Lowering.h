@@ -45,6 +45,12 @@ struct LoopReduction {
   /// A value a row chain's ops compute per row (one of its reductions or
   /// statistics, read after the chain): stored as it is, not folded.
   bool rowValue = false;
+  /// >= 0: a reduction over every dimension of the group value but this one
+  /// (batch norm's sums over [N, H, W] per channel, read through a
+  /// transpose that puts the channels first). The loop nest fuses it when
+  /// that dimension lies on the partitions, folding each tile's rows and
+  /// adding the folds of every iteration.
+  int64_t keptDim = -1;
 };
 
 /// A row chain (see planRowChains, PlanRowChains.cpp): elementwise groups of

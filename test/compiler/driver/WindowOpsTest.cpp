@@ -49,7 +49,10 @@ void out(GraphBuilder &b, Tensor t, const char *name) {
 TEST(WindowOpsTest, BatchNormTrainingAndEvalWithBackward) {
   for (bool training : {true, false}) {
     for (llvm::SmallVector<int64_t, 4> shape :
-         {llvm::SmallVector<int64_t, 4>{4, 3, 5, 5}, {2, 130, 3, 3}, {8, 7, 13}}) {
+         {llvm::SmallVector<int64_t, 4>{4, 3, 5, 5}, {2, 130, 3, 3}, {8, 7, 13},
+          // Channels on the partitions an image at a time, the statistics
+          // folded by the loop nests across images and column chunks.
+          {6, 16, 20, 20}, {2, 4, 70, 70}}) {
       SCOPED_TRACE(training ? "training" : "eval");
       expectMatches([&](GraphBuilder &b) {
         int64_t c = shape[1];
