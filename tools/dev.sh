@@ -89,7 +89,7 @@ build_sanitized() {
 
 main_job() {
   build
-  log "main job: precompile, then 4-worker data-parallel training from the cache (Fashion-MNIST MLP, fortunes GPT)"
+  log "main job: precompile, then 4-worker data-parallel training from the cache (Fashion-MNIST MLP and CNN, fortunes GPT)"
   "$ROOT/examples/pytorch/main_job.sh" "$BUILD"
 }
 

@@ -47,7 +47,7 @@ def models():
         ("char-llama 2x64 b8x32", lambda: CharLlama(64, 4, 2, 2, 32, 176), lm_loss,
          lambda: kiln.optim.AdamW(lr=3e-3, weight_decay=0.01),
          lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.01), gpt_batch),
-        ("resnet-small-16 b32", lambda: ResNetSmall(16), F.cross_entropy,
+        ("resnet-small-32 b32", lambda: ResNetSmall(32), F.cross_entropy,
          lambda: kiln.optim.Adam(lr=2e-3), lambda p: torch.optim.Adam(p, lr=2e-3),
          mlp_batch),
     ]

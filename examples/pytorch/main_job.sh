@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: for each model, `kiln precompile` runs the real 4-worker
+# The main job: for each model (the Fashion-MNIST MLP and ResNet-style CNN,
+# the fortunes character Llama), `kiln precompile` runs the real 4-worker
 # training command in graph-collection mode and compiles its graphs into a
 # local cache; then the same command trains from that cache with zero
 # compiles at train time. Prints the precompile reports, the training
@@ -22,22 +23,24 @@ mkdir -p "$WORK"
 
 torchrun=("$PYTHON" -m kiln.torchrun --nproc_per_node "$WORKERS" --master_port "${MASTER_PORT:-29400}")
 
+# run_model <name> <script> [args...]: precompile, then train from the cache.
 run_model() {
-  local name="$1"; shift
+  local name="$1" script="$2"; shift 2
   echo
   echo "=== $name: kiln precompile (graph collection with $WORKERS workers, then parallel compile)"
   "$BUILD/bin/kiln" precompile --no-progress --graphs "$WORK/$name-graphs" \
     --report "$WORK/$name-precompile.json" -- \
-    "${torchrun[@]}" "$HERE/$name.py" "$@"
+    "${torchrun[@]}" "$HERE/$script.py" "$@"
   echo
   echo "=== $name: training, $WORKERS data-parallel workers, from the cache"
-  "${torchrun[@]}" "$HERE/$name.py" "$@" --summary "$WORK/$name.json" \
+  "${torchrun[@]}" "$HERE/$script.py" "$@" --summary "$WORK/$name.json" \
     --checkpoints "$WORK/$name-checkpoints" --logdir "$WORK/$name-tensorboard" 2>&1 |
     grep -v -e '^\*\*\*\*' -e 'OMP_NUM_THREADS'
 }
 
-run_model fashion_mnist
-run_model fortunes_gpt
+run_model fashion_mnist fashion_mnist
+run_model fashion_mnist_cnn fashion_mnist --model resnet --steps 600 --print-every 200
+run_model fortunes_gpt fortunes_gpt
 
 "$PYTHON" - "$WORK" <<'PY'
 import json, sys
@@ -45,17 +48,25 @@ work = sys.argv[1]
 # The character GPT of the same size, with plain AdamW and one batch of 8
 # per worker and step, reached 2.304 nats/char in the same time.
 GPT_GOAL = 2.304
+# The CNN must beat the MLP clearly; 91 % is the figure it aims at, which
+# the simulator's speed does not yet allow within the main job's time
+# (docs/performance.md).
+CNN_FLOOR, CNN_AIM = 0.88, 0.91
 mnist = json.load(open(f"{work}/fashion_mnist.json"))
+cnn = json.load(open(f"{work}/fashion_mnist_cnn.json"))
 gpt = json.load(open(f"{work}/fortunes_gpt.json"))
-compiles = mnist["compiles"] + gpt["compiles"]
+compiles = mnist["compiles"] + cnn["compiles"] + gpt["compiles"]
 print()
-print(f"main job: Fashion-MNIST test accuracy {100 * mnist['accuracy']:.2f}% (goal 85%); "
-      f"fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char (goal below "
-      f"{GPT_GOAL}; frequencies alone {gpt['unigram_loss']:.3f}); compiles at train time: "
-      f"{compiles}")
+print(f"main job: Fashion-MNIST test accuracy {100 * mnist['accuracy']:.2f}% with the MLP "
+      f"(goal 85%), {100 * cnn['accuracy']:.2f}% with the CNN (goal {100 * CNN_FLOOR:.0f}%; "
+      f"aim {100 * CNN_AIM:.0f}%); fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char "
+      f"(goal below {GPT_GOAL}; frequencies alone {gpt['unigram_loss']:.3f}); compiles at "
+      f"train time: {compiles}")
 problems = []
 if mnist["accuracy"] < 0.85:
     problems.append("Fashion-MNIST accuracy below 85%")
+if cnn["accuracy"] < CNN_FLOOR:
+    problems.append(f"the CNN's Fashion-MNIST accuracy below {100 * CNN_FLOOR:.0f}%")
 if gpt["held_out_loss"] >= GPT_GOAL:
     problems.append(f"the language model's held-out loss is not below {GPT_GOAL}")
 if compiles:
