@@ -18,6 +18,11 @@
 //                   4 heads, sequence 128, batch 8)
 //   bert-base-fwd   12 BERT-base encoder layers, forward (hidden 768,
 //                   12 heads, sequence 128, batch 8), bf16 matmuls
+//   conv-block-14   a 3x3 convolution, batch norm (training) and ReLU with
+//                   their gradients: the Fashion-MNIST CNN's 14x14 stage
+//                   (batch 32, 32 channels), f32
+//   conv-block-56   the same at ResNet-50's 56x56 stage (batch 4, 64
+//                   channels), bf16 convolutions
 //
 // --graph adds graph files, compiled in f32 and with --auto-cast=bf16
 // (--f32-only, --bf16-only pick one; --no-builtin skips the steps above): the
@@ -124,6 +129,40 @@ llvm::Expected<proto::Graph> encoder(mlir::MLIRContext &context, int layers,
     x = encoderLayer(b, x, l, batch, seq, hidden, heads);
   }
   b.output("y", x, proto::METRIC);
+  return b.finishGraph();
+}
+
+/// A residual CNN's convolution block as its training step runs it: a 3x3
+/// convolution, batch norm in training mode and ReLU, then the gradients of
+/// all three from the output's gradient `g`. [batch, channels, size, size].
+llvm::Expected<proto::Graph> convBlock(mlir::MLIRContext &context,
+                                       int64_t batch, int64_t channels,
+                                       int64_t size) {
+  GraphBuilder b(context, "conv-block");
+  llvm::SmallVector<int64_t, 4> shape = {batch, channels, size, size};
+  llvm::SmallVector<int64_t, 4> weightShape = {channels, channels, 3, 3};
+  Tensor x = b.input("x", proto::F32, shape, proto::BATCH_INPUT);
+  Tensor g = b.input("g", proto::F32, shape, proto::BATCH_INPUT);
+  Tensor w = input(b, "w", weightShape);
+  Tensor gamma = input(b, "gamma", {channels});
+  Tensor beta = input(b, "beta", {channels});
+  Tensor mean = input(b, "running_mean", {channels});
+  Tensor var = input(b, "running_var", {channels});
+  GraphBuilder::ConvWindow window{{1, 1}, {1, 1}, {1, 1}};
+  Tensor y = b.conv(x, w, {}, window);
+  auto bn = b.batchNorm(y, gamma, beta, mean, var, /*training=*/true);
+  Tensor out = b.relu(bn.output);
+  b.output("out", out, proto::METRIC);
+  b.output("next_running_mean", bn.runningMean, proto::METRIC);
+  b.output("next_running_var", bn.runningVar, proto::METRIC);
+  auto grads = b.batchNormBackward(b.reluBackward(g, out), y, bn.mean,
+                                   bn.rstd, gamma, /*training=*/true);
+  b.output("grad_x", b.convInputGrad(grads.input, w, shape, window),
+           proto::METRIC);
+  b.output("grad_w", b.convWeightGrad(grads.input, x, weightShape, window),
+           proto::METRIC);
+  b.output("grad_gamma", grads.weight, proto::METRIC);
+  b.output("grad_beta", grads.bias, proto::METRIC);
   return b.finishGraph();
 }
 
@@ -606,6 +645,10 @@ int main(int argc, char **argv) {
     bench("matmul-4096", [&] { return bigMatmul(context); }, bf16);
     bench("bert-layer-fwd", [&] { return encoder(context, 1, 256, 4); }, f32);
     bench("bert-base-fwd", [&] { return encoder(context, 12, 768, 12); },
+          bf16);
+    bench("conv-block-14", [&] { return convBlock(context, 32, 32, 14); },
+          f32);
+    bench("conv-block-56", [&] { return convBlock(context, 4, 64, 56); },
           bf16);
   }
   // The differential suite's graphs: alone, and as data-parallel steps with
