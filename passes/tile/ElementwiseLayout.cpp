@@ -290,16 +290,16 @@ bool fuseRowFolds(const LoopSpace &space, const LoopViews &views,
 
 bool fuseKeptDimFolds(const LoopLayout &layout, const LoopViews &views,
                       llvm::MutableArrayRef<LoopReduction> reductions) {
+  // Each tile iteration folds into a column of its own (4 bytes a
+  // partition): bounded so that they stay small beside the loop's tiles.
+  constexpr int64_t kMaxIterations = 2048;
   bool any = false;
   for (auto [k, r] : llvm::enumerate(reductions)) {
     if (r.keptDim < 0) {
       continue;
     }
-    // Every tile's rows are indices of the kept dimension: its view steps
-    // along the partitions only.
-    // Each tile iteration folds into a column of its own (4 bytes a
-    // partition): bounded so that they stay small beside the loop's tiles.
-    constexpr int64_t kMaxIterations = 2048;
+    // Every tile's rows are indices of the kept dimension: the result's
+    // view steps along the partitions only.
     const Shape &st = layout.space.strides[views.reductionView + k];
     r.fused = layout.outerCount * layout.chunks <= kMaxIterations &&
               st[layout.partitionDim] != 0 &&

@@ -67,11 +67,19 @@ llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
     unsigned at, const llvm::SmallPtrSetImpl<Operation *> *computed,
     bool keptDims) {
   llvm::SmallVector<LoopReduction> reductions;
+  // A reduction the loop nest may compute: not computed already, its
+  // result planned into no other buffer and read only after the group.
+  auto available = [&](Operation *reduction) {
+    Value result = reduction->getResult(0);
+    return !(computed && computed->contains(reduction)) &&
+           !inPlace.count(result) && !destinations.count(result) &&
+           llvm::all_of(result.getUsers(), [&](Operation *u) {
+             return position.lookup(u) > at;
+           });
+  };
   auto consider = [&](Operation *user, Operation *via) {
     if (!llvm::isa<ReduceSumOp, ReduceMaxOp, ReduceMinOp>(user) ||
-        (computed && computed->contains(user)) ||
-        inPlace.count(user->getResult(0)) ||
-        destinations.count(user->getResult(0))) {
+        !available(user)) {
       return;
     }
     // The reduced dimensions must be trailing ones, and their elements
@@ -92,10 +100,7 @@ llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
     while (from > 0 && tail < reduced) {
       tail *= shape[--from];
     }
-    bool readAfter =
-        llvm::all_of(user->getResult(0).getUsers(),
-                     [&](Operation *u) { return position.lookup(u) > at; });
-    if (tail == reduced && readAfter) {
+    if (tail == reduced) {
       reductions.push_back(
           LoopReduction{user, via, from, freshBuffer(user->getResult(0))});
     }
@@ -114,13 +119,7 @@ llvm::SmallVector<LoopReduction> FunctionLowering::groupReductions(
     for (Operation *reader : transpose->getUsers()) {
       auto sum = llvm::dyn_cast<ReduceSumOp>(reader);
       if (!sum || sum.getDims().size() != static_cast<size_t>(rank - 1) ||
-          llvm::is_contained(sum.getDims(), 0) ||
-          (computed && computed->contains(reader)) ||
-          inPlace.count(sum.getResult()) ||
-          destinations.count(sum.getResult()) ||
-          !llvm::all_of(sum.getResult().getUsers(), [&](Operation *u) {
-            return position.lookup(u) > at;
-          })) {
+          llvm::is_contained(sum.getDims(), 0) || !available(sum)) {
         continue;
       }
       LoopReduction r{reader, transpose, 0, freshBuffer(sum.getResult())};

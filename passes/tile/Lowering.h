@@ -48,8 +48,8 @@ struct LoopReduction {
   /// >= 0: a reduction over every dimension of the group value but this one
   /// (batch norm's sums over [N, H, W] per channel, read through a
   /// transpose that puts the channels first). The loop nest fuses it when
-  /// that dimension lies on the partitions, folding each tile's rows and
-  /// adding the folds of every iteration.
+  /// that dimension lies on the partitions: each tile iteration folds its
+  /// rows into a column of its own, and the columns fold at the end.
   int64_t keptDim = -1;
 };
 

@@ -52,42 +52,6 @@ void widenBF16(const uint8_t *src, float *out, int64_t count) {
   }
 }
 
-/// An on-chip f32 pattern whose written bits need no check, gathered a
-/// partition at a time through its free dims: a convolution's window over
-/// its band is runs of a row's width (7 to 28 elements), where a copy call
-/// per run cost more than the copying.
-void gatherOnChipF32(const MachineState &m, const isa::AccessPattern &ap,
-                     float *out) {
-  int64_t size[4] = {1, 1, 1, 1}, stride[4] = {0, 0, 0, 0};
-  for (int d = 0; d < ap.rank; ++d) {
-    size[4 - ap.rank + d] = ap.sizes[d];
-    stride[4 - ap.rank + d] = ap.strides[d];
-  }
-  const MemoryArray &memory = m.memory(ap.memory);
-  for (int64_t p = 0; p < ap.partitions; ++p) {
-    const auto *base = reinterpret_cast<const float *>(
-        memory.data(ap.partition + p, ap.offset));
-    for (int64_t i0 = 0; i0 < size[0]; ++i0) {
-      for (int64_t i1 = 0; i1 < size[1]; ++i1) {
-        for (int64_t i2 = 0; i2 < size[2]; ++i2) {
-          const float *run =
-              base + i0 * stride[0] + i1 * stride[1] + i2 * stride[2];
-          if (stride[3] == 1) {
-            for (int64_t i3 = 0; i3 < size[3]; ++i3) {
-              out[i3] = run[i3];
-            }
-          } else {
-            for (int64_t i3 = 0; i3 < size[3]; ++i3) {
-              out[i3] = run[i3 * stride[3]];
-            }
-          }
-          out += size[3];
-        }
-      }
-    }
-  }
-}
-
 } // namespace
 
 bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
@@ -96,8 +60,22 @@ bool gatherFloats(const MachineState &m, const isa::AccessPattern &ap,
     return false;
   }
   if (ap.dtype == DType::F32 && ap.memory != isa::Memory::Hbm &&
-      !m.tracksWritten && ap.offset % 4 == 0 && ap.rank <= 4) {
-    gatherOnChipF32(m, ap, out);
+      !m.tracksWritten && ap.offset % 4 == 0) {
+    // No written bits to check (a replayed run): a plain loop per run.
+    forEachOnChipF32Run(m.memory(ap.memory), ap,
+                        [&](int64_t, const float *run, int64_t count,
+                            int64_t stride) {
+                          if (stride == 1) {
+                            for (int64_t i = 0; i < count; ++i) {
+                              out[i] = run[i];
+                            }
+                          } else {
+                            for (int64_t i = 0; i < count; ++i) {
+                              out[i] = run[i * stride];
+                            }
+                          }
+                          out += count;
+                        });
     return true;
   }
   const MemoryArray &memory = m.memory(ap.memory);

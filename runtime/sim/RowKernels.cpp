@@ -417,33 +417,20 @@ bool transposeWindow(MachineState &m, const isa::Instruction &inst) {
       dst->partitions != ap.freeElements() || dst->width != ap.partitions) {
     return false;
   }
-  // The dims outermost first, padded to four from the outside.
-  int64_t size[4] = {1, 1, 1, 1}, stride[4] = {0, 0, 0, 0};
-  for (int d = 0; d < ap.rank; ++d) {
-    size[4 - ap.rank + d] = ap.sizes[d];
-    stride[4 - ap.rank + d] = ap.strides[d];
-  }
-  MemoryArray &memory = m.memory(ap.memory);
   llvm::SmallVector<float *, 128> out(dst->partitions);
   for (int64_t j = 0; j < dst->partitions; ++j) {
     out[j] = dst->row(j);
   }
-  for (int64_t p = 0; p < ap.partitions; ++p) {
-    const auto *base = reinterpret_cast<const float *>(
-        memory.data(ap.partition + p, ap.offset));
-    int64_t j = 0;
-    for (int64_t i0 = 0; i0 < size[0]; ++i0) {
-      for (int64_t i1 = 0; i1 < size[1]; ++i1) {
-        for (int64_t i2 = 0; i2 < size[2]; ++i2) {
-          const float *run =
-              base + i0 * stride[0] + i1 * stride[1] + i2 * stride[2];
-          for (int64_t i3 = 0; i3 < size[3]; ++i3) {
-            out[j++][p] = run[i3 * stride[3]];
-          }
-        }
-      }
-    }
-  }
+  // j: the free index, which a partition's last run brings back to 0.
+  int64_t j = 0;
+  forEachOnChipF32Run(m.memory(ap.memory), ap,
+                      [&](int64_t p, const float *run, int64_t count,
+                          int64_t stride) {
+                        for (int64_t i = 0; i < count; ++i) {
+                          out[j++][p] = run[i * stride];
+                        }
+                        j %= dst->partitions;
+                      });
   return true;
 }
 

@@ -10,6 +10,7 @@
 #define KILN_RUNTIME_SIM_TILEWALK_H
 
 #include "compiler/target/Isa.h"
+#include "runtime/sim/Memory.h"
 
 #include <array>
 #include <cstdint>
@@ -121,6 +122,34 @@ template <typename Fn> void forEachRun(const isa::AccessPattern &ap, Fn &&fn) {
           break;
         }
         index[d] = 0;
+      }
+    }
+  }
+}
+
+/// Calls fn(p, run, count, stride) for each innermost run of an on-chip
+/// f32 pattern: `count` floats `stride` apart from `run` in partition p, in
+/// the walkers' order. Four plain loops over the dims, for kernels that
+/// copy each run themselves (a convolution tap's window over its band is
+/// runs of 7 to 28 floats, where a call per run costs more than the copy).
+template <typename Fn>
+void forEachOnChipF32Run(const MemoryArray &memory,
+                         const isa::AccessPattern &ap, Fn &&fn) {
+  static_assert(isa::kMaxRank == 4, "the loops below nest four dims");
+  int64_t size[4] = {1, 1, 1, 1}, stride[4] = {0, 0, 0, 0};
+  for (int d = 0; d < ap.rank; ++d) {
+    size[4 - ap.rank + d] = ap.sizes[d];
+    stride[4 - ap.rank + d] = ap.strides[d];
+  }
+  for (int64_t p = 0; p < ap.partitions; ++p) {
+    const auto *base = reinterpret_cast<const float *>(
+        memory.data(ap.partition + p, ap.offset));
+    for (int64_t i0 = 0; i0 < size[0]; ++i0) {
+      for (int64_t i1 = 0; i1 < size[1]; ++i1) {
+        for (int64_t i2 = 0; i2 < size[2]; ++i2) {
+          fn(p, base + i0 * stride[0] + i1 * stride[1] + i2 * stride[2],
+             size[3], stride[3]);
+        }
       }
     }
   }
