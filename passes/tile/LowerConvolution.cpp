@@ -39,7 +39,7 @@ namespace {
 
 constexpr int64_t kPartitions = 128;
 constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
-constexpr int64_t kMinBlocks = 4;
+constexpr int64_t kMinBlocks = 4;      // of whole images, where the batch allows
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t floorDiv(int64_t a, int64_t b) {
@@ -156,9 +156,8 @@ llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
   if (rows == g.out[0] && cols == g.out[1]) {
     // At least kMinBlocks blocks where the batch allows, so that loading
     // one block's band overlaps another's matmuls.
-    int64_t images = std::clamp<int64_t>(
-        std::min(limit / (rows * cols), ceilDiv(g.batch, kMinBlocks)), 1,
-        g.batch);
+    int64_t images = std::max<int64_t>(
+        1, std::min(limit / (rows * cols), ceilDiv(g.batch, kMinBlocks)));
     for (int64_t n = 0; n < g.batch; n += images) {
       blocks.push_back({n, std::min(images, g.batch - n), 0, rows, 0, cols});
     }

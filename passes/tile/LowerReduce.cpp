@@ -18,35 +18,12 @@ namespace kiln::tile_passes {
 
 namespace {
 
-/// Collapses dims [from, to) of a view into one (size, stride), if they are
-/// evenly strided.
-std::optional<std::pair<int64_t, int64_t>>
-collapseRange(const HbmView &v, size_t from, size_t to) {
-  int64_t size = 1, stride = 1;
-  bool first = true;
-  for (size_t d = to; d-- > from;) {
-    if (v.shape[d] == 1) {
-      continue;
-    }
-    if (first) {
-      size = v.shape[d];
-      stride = v.strides[d];
-      first = false;
-      continue;
-    }
-    if (v.strides[d] != stride * size) {
-      return std::nullopt;
-    }
-    size *= v.shape[d];
-  }
-  return std::make_pair(size, stride);
-}
-
-/// Dims [from, to) of a view as at most two free dims (outermost first),
-/// merging evenly strided neighbours: a reduction over all but the
-/// channels of an NCHW value reads [N, H * W] per channel, two dims.
+/// Dims [from, to) of a view as at most `most` free dims (outermost
+/// first), evenly strided neighbours merged and dims of size 1 dropped; a
+/// reduction over all but the channels of an NCHW value reads [N, H * W]
+/// per channel, two dims.
 std::optional<llvm::SmallVector<FreeDim, 2>>
-collapseToTwo(const HbmView &v, size_t from, size_t to) {
+collapseDims(const HbmView &v, size_t from, size_t to, size_t most) {
   llvm::SmallVector<FreeDim, 2> dims; // innermost first while building
   for (size_t d = to; d-- > from;) {
     if (v.shape[d] == 1) {
@@ -57,13 +34,26 @@ collapseToTwo(const HbmView &v, size_t from, size_t to) {
       dims.back().size *= v.shape[d];
       continue;
     }
-    if (dims.size() == 2) {
+    if (dims.size() == most) {
       return std::nullopt;
     }
     dims.push_back(FreeDim{v.strides[d], v.shape[d]});
   }
   std::reverse(dims.begin(), dims.end());
   return dims;
+}
+
+/// Dims [from, to) of a view as one (size, stride), if they are evenly
+/// strided.
+std::optional<std::pair<int64_t, int64_t>>
+collapseRange(const HbmView &v, size_t from, size_t to) {
+  auto dims = collapseDims(v, from, to, 1);
+  if (!dims) {
+    return std::nullopt;
+  }
+  return dims->empty() ? std::make_pair(int64_t(1), int64_t(1))
+                       : std::make_pair(dims->front().size,
+                                        dims->front().stride);
 }
 
 } // namespace
@@ -102,7 +92,7 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   // inner runs.
   std::optional<FreeDim> outer;
   if (rows && !cols) {
-    auto two = collapseToTwo(view, kept, rank);
+    auto two = collapseDims(view, kept, rank, 2);
     if (two && two->size() == 2 && (*two)[1].size <= tileElements) {
       outer = (*two)[0];
       cols = std::make_pair((*two)[1].size, (*two)[1].stride);
