@@ -52,6 +52,10 @@ def KGraph_Dialect : Dialect {
       matmul labelled `kgraph.product = N` (a weight gradient
       `transpose(G) . X`) computes it beside itself from its G tiles; or it
       is a candidate for the loop nest of the group that computes G.
+      `kgraph.sum_beside = N` on a `reduce_sum` over all but the first dim
+      of a channels-first transpose of a convolution's f32 output (or of
+      the f32 cast folded into its evacuation): the convolution labelled N
+      computes that per-channel sum as its tiles leave PSUM.
     - The epilogue plan (`kgraph-plan-epilogues`): `kgraph.row_chains` on
       the function lists each row chain's `from` and `shape`, and
       `kgraph.row_chain = K` marks the ops of chain K; on a matmul,

@@ -66,6 +66,39 @@ bool kiln::kgraph::isTensorEngineProduct(Operation *op) {
   return isa<MatmulOp, ConvOp, ConvInputGradOp, ConvWeightGradOp>(op);
 }
 
+Operation *kiln::kgraph::channelSummedConvolution(ReduceSumOp sum) {
+  auto transpose = sum.getInput().getDefiningOp<TransposeOp>();
+  if (!transpose || !sum.getOutput().getType().getElementType().isF32()) {
+    return nullptr;
+  }
+  int64_t rank = sum.getInput().getType().getRank();
+  llvm::ArrayRef<int64_t> perm = transpose.getPermutation();
+  llvm::ArrayRef<int64_t> dims = sum.getDims();
+  if (rank < 3 || perm[0] != 1 || perm[1] != 0 ||
+      dims.size() != static_cast<size_t>(rank - 1)) {
+    return nullptr;
+  }
+  for (int64_t d = 2; d < rank; ++d) {
+    if (perm[d] != d) {
+      return nullptr;
+    }
+  }
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d != static_cast<int64_t>(i) + 1) {
+      return nullptr;
+    }
+  }
+  // An f32 sum adds the f32 values the evacuation writes: the product's,
+  // or those of the cast it performs.
+  Value summed = transpose.getInput();
+  if (auto cast = summed.getDefiningOp<CastOp>();
+      cast && foldOf(cast) == Fold::IntoEvacuation) {
+    summed = cast.getInput();
+  }
+  Operation *conv = summed.getDefiningOp();
+  return isa_and_nonnull<ConvOp, ConvInputGradOp>(conv) ? conv : nullptr;
+}
+
 /// A cast folded into a product's loads is read by TensorE products alone;
 /// one folded into its evacuation reads a product's only result use.
 static LogicalResult verifyFoldedCast(CastOp cast, Fold fold) {
@@ -87,12 +120,21 @@ static LogicalResult verifyFoldedCast(CastOp cast, Fold fold) {
   return success();
 }
 
-/// kgraph.product labels a matmul; kgraph.sum_beside names the label of a
-/// product before the sum; kgraph.sum_in_loop_nest is a unit.
+/// kgraph.product labels a matmul or a convolution; kgraph.sum_beside on
+/// a matmul names the label of a product before the sum, on a reduce_sum
+/// that of the convolution whose output it sums per channel;
+/// kgraph.sum_in_loop_nest is a unit on a matmul.
 static LogicalResult verifyRowSumPlan(Operation *op, NamedAttribute attr) {
   llvm::StringRef name = attr.getName().getValue();
-  if (!isa<MatmulOp>(op)) {
-    return op->emitOpError("has ") << name << " but is not a matmul";
+  bool labelled = attr.getName() == kProductAttr
+                      ? isa<MatmulOp, ConvOp, ConvInputGradOp>(op)
+                      : isa<MatmulOp>(op) ||
+                            (attr.getName() == kSumBesideAttr &&
+                             isa<ReduceSumOp>(op));
+  if (!labelled) {
+    return op->emitOpError("has ")
+           << name << " but is not a matmul"
+           << (attr.getName() == kProductAttr ? " or a convolution" : "");
   }
   if (attr.getName() == kSumInLoopNestAttr) {
     if (!isa<UnitAttr>(attr.getValue())) {
@@ -106,6 +148,15 @@ static LogicalResult verifyRowSumPlan(Operation *op, NamedAttribute attr) {
            << name << " that is not a product label (a non-negative i64)";
   }
   if (attr.getName() == kProductAttr) {
+    return success();
+  }
+  if (auto sum = dyn_cast<ReduceSumOp>(op)) {
+    Operation *conv = channelSummedConvolution(sum);
+    if (!conv || conv->getAttr(kProductAttr) != label) {
+      return op->emitOpError("is not a per-channel sum of the output of "
+                             "the convolution labelled ")
+             << label.getInt();
+    }
     return success();
   }
   for (Operation *before = op->getPrevNode(); before;

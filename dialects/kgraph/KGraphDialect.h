@@ -37,11 +37,13 @@ inline constexpr llvm::StringLiteral kFoldAttr = "kgraph.fold";
 /// same pass).
 inline constexpr llvm::StringLiteral kNarrowedAttr = "kgraph.narrowed";
 
-/// A label on a matmul that other ops' plans refer to (the tile phase's
-/// kgraph-plan-row-sums).
+/// A label on a matmul or a convolution that other ops' plans refer to (the
+/// tile phase's kgraph-plan-row-sums).
 inline constexpr llvm::StringLiteral kProductAttr = "kgraph.product";
 /// On a row sum `ones[1, K] . G`: the product (by label) that computes it
-/// beside itself from the G tiles it holds (the same pass).
+/// beside itself from the G tiles it holds; on a per-channel sum of a
+/// convolution's output, the convolution, which sums its tiles as they
+/// leave PSUM (the same pass).
 inline constexpr llvm::StringLiteral kSumBesideAttr = "kgraph.sum_beside";
 /// On a row sum: a candidate for the loop nest of the group computing
 /// what it sums (the same pass).
@@ -79,6 +81,13 @@ inline constexpr llvm::StringLiteral kCopiedIntoAttr = "kgraph.copied_into";
 /// its operands and of its result may fold into its loads and its PSUM
 /// evacuation.
 bool isTensorEngineProduct(mlir::Operation *op);
+
+/// The convolution (or convolution input gradient) whose output `sum` adds
+/// up per channel, `reduce_sum(transpose(Y, [1, 0, 2, ...]), [1, ...])`,
+/// where Y is its f32 result or the f32 cast folded into its evacuation;
+/// null for any other sum. Such a sum can be computed from the output's
+/// tiles as they leave PSUM, channels on the partitions.
+mlir::Operation *channelSummedConvolution(ReduceSumOp sum);
 
 /// The values of kgraph.fold.
 enum class Fold {

@@ -44,7 +44,7 @@ private:
   mlir::LogicalResult lowerChainEpilogue(kgraph::MatmulOp m, size_t chain);
   mlir::LogicalResult lowerGroupEpilogue(kgraph::MatmulOp m, int64_t group);
   mlir::LogicalResult lowerEarlyViews(kgraph::MatmulOp m);
-  llvm::SmallVector<HbmView, 1> sumsBeside(kgraph::MatmulOp m);
+  llvm::SmallVector<HbmView, 1> sumsBeside(mlir::Operation *product);
   void addEpilogueSums(kgraph::MatmulOp m, Epilogue &e);
   mlir::LogicalResult lowerEmbeddingOp(kgraph::EmbeddingOp e);
   mlir::LogicalResult lowerConvolutionOp(mlir::Operation *op);

@@ -196,15 +196,74 @@ struct Band {
   int64_t image() const { return rows * cols; } // elements of one image
 };
 
+/// A convolution's sums per output channel, folded as its blocks leave
+/// PSUM: the activation evacuating a block writes its sums into a column of
+/// their own, and the columns fold once the blocks are done (independent
+/// folds, not a chain of additions). Every kFoldColumns columns fold into a
+/// partial column first, so the tile stays small however many blocks.
+class ChannelSumColumns {
+public:
+  ChannelSumColumns(TileBuilder &tb, int64_t channels, int64_t blocks)
+      : tb(tb), channels(channels), blocks(blocks) {
+    int64_t folds = ceilDiv(blocks, kFoldColumns);
+    if (folds > 1) {
+      partials = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, folds);
+    }
+  }
+
+  /// The column the next block's sums go to.
+  Tile next() {
+    if (!columns.buffer || used == columns.cols) {
+      if (columns.buffer) {
+        fold(partials.columns(folded++, 1));
+      }
+      columns = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels,
+                        std::min(kFoldColumns, blocks - done));
+      used = 0;
+    }
+    ++done;
+    return columns.columns(used++, 1);
+  }
+
+  /// [channels x 1]: the sums over every block.
+  Tile total() {
+    Tile sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, 1);
+    if (!partials.buffer) {
+      fold(sum);
+      return sum;
+    }
+    fold(partials.columns(folded++, 1));
+    tb.reduce(sum, partials, "add");
+    return sum;
+  }
+
+private:
+  static constexpr int64_t kFoldColumns = 512;
+
+  void fold(const Tile &into) {
+    if (columns.cols == 1) {
+      tb.copy(into, columns);
+    } else {
+      tb.reduce(into, columns, "add");
+    }
+  }
+
+  TileBuilder &tb;
+  int64_t channels, blocks;
+  int64_t done = 0, used = 0, folded = 0;
+  Tile columns, partials;
+};
+
 class ConvLowering {
 public:
   ConvLowering(TileBuilder &tb, const ConvGeometry &g, isa::DType operand,
                int64_t sbufBudget)
       : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget) {}
 
-  /// out = conv(input, weights), `out` [N, K, O...].
+  /// out = conv(input, weights), `out` [N, K, O...]; its sums per output
+  /// channel into each of `channelSums` ([K] elements, any shape).
   void apply(const HbmView &input, const WeightLayout &weights,
-             const HbmView &out);
+             const HbmView &out, llvm::ArrayRef<HbmView> channelSums);
   /// grad_weight = the weight gradient of the forward convolution `g`
   /// from its input and output gradient.
   void weightGrad(const HbmView &input, const HbmView &gradOut,
@@ -220,7 +279,9 @@ private:
   void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
                   const PixelBlock &block, const ChannelTile &ot,
                   llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
-                  bool flipped);
+                  bool flipped, ChannelSumColumns *sums);
+  void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
+                        const Tile &sums);
   Tile transposedGradient(const HbmView &gradOut, int64_t channel,
                           const ChannelTile &ot, const PixelBlock &block);
   void storeWeightGrad(const HbmView &gradWeight, int64_t group,
@@ -307,7 +368,8 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
                               int64_t group, const PixelBlock &block,
                               const ChannelTile &ot,
                               llvm::ArrayRef<Band> bands,
-                              llvm::ArrayRef<Tile> weights, bool flipped) {
+                              llvm::ArrayRef<Tile> weights, bool flipped,
+                              ChannelSumColumns *sums) {
   Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
                      block.pixels());
   bool first = true;
@@ -320,7 +382,11 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
     }
   }
   Tile result = tb.tile(isa::Memory::Sbuf, out.dtype, ot.size, block.pixels());
-  tb.copy(result, acc);
+  if (sums) {
+    tb.activationWithRowSums(result, acc, "identity", sums->next());
+  } else {
+    tb.copy(result, acc);
+  }
   Strides4 s(out);
   int64_t offset = out.offset + block.n * s.n +
                    (group * g.outPerGroup() + ot.first) * s.c +
@@ -332,7 +398,8 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
 }
 
 void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
-                         const HbmView &out) {
+                         const HbmView &out,
+                         llvm::ArrayRef<HbmView> channelSums) {
   llvm::SmallVector<ChannelTile> inTiles = channelTiles(g.inPerGroup());
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
   llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kBankColumns);
@@ -360,17 +427,38 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
           tiles.back().push_back(loadWeights(weights, group, it, ot));
         }
       }
+      std::vector<ChannelSumColumns> sums;
+      for (const ChannelTile &ot : set) {
+        if (!channelSums.empty()) {
+          sums.emplace_back(tb, ot.size, static_cast<int64_t>(blocks.size()));
+        }
+      }
       for (const PixelBlock &block : blocks) {
         llvm::SmallVector<Band> bands;
         for (const ChannelTile &it : inTiles) {
           bands.push_back(loadBand(input, group * g.inPerGroup() + it.first,
                                    it.size, block));
         }
-        for (auto [ot, w] : llvm::zip(set, tiles)) {
-          applyBlock(input, out, group, block, ot, bands, w, weights.flipped);
+        for (auto [i, ot] : llvm::enumerate(set)) {
+          applyBlock(input, out, group, block, ot, bands, tiles[i],
+                     weights.flipped, sums.empty() ? nullptr : &sums[i]);
         }
       }
+      for (auto [ot, columns] : llvm::zip(set, sums)) {
+        storeChannelSums(channelSums, group * g.outPerGroup() + ot.first,
+                         columns.total());
+      }
     }
+  }
+}
+
+void ConvLowering::storeChannelSums(llvm::ArrayRef<HbmView> channelSums,
+                                    int64_t channel, const Tile &sums) {
+  for (const HbmView &dst : channelSums) {
+    // [K] elements in channel order, whatever unit dims the shape has.
+    int64_t stride = dst.strides.front();
+    tb.store(dst, dst.offset + channel * stride, stride, {FreeDim{1, 1}},
+             sums);
   }
 }
 
@@ -489,7 +577,8 @@ WeightLayout weightLayout(const HbmView &w, const ConvGeometry &forward,
 
 } // namespace
 
-LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
+LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
+                                         llvm::ArrayRef<HbmView> channelSums) {
   // An operand's view, through a bf16 cast the loads perform (the view is
   // then f32, and the loads round it: the operand type says bf16).
   auto view = [&](Value v) {
@@ -507,7 +596,7 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
     ConvGeometry g = forwardGeometry(windowOf(conv), shape(conv.getInput()),
                                      shape(conv.getOutput()), conv.getGroups());
     ConvLowering(tb, g, operandType(xType, wType), sbufBudget)
-        .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst);
+        .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst, channelSums);
     return success();
   }
   if (auto grad = llvm::dyn_cast<ConvInputGradOp>(op)) {
@@ -518,7 +607,7 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst) {
                         shape(grad.getGradOutput()), grad.getGroups());
     ConvGeometry g = inputGradGeometry(f);
     ConvLowering(tb, g, operandType(dyType, wType), sbufBudget)
-        .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst);
+        .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst, channelSums);
     return success();
   }
   auto grad = llvm::cast<ConvWeightGradOp>(op);
@@ -541,7 +630,7 @@ LogicalResult FunctionLowering::lowerConvolutionOp(Operation *op) {
   Operation *cast = matmulResultCast.lookup(op);
   Value result = cast ? cast->getResult(0) : op->getResult(0);
   HbmView dst = freshBuffer(result);
-  if (failed(lowering.lowerConvolution(op, dst))) {
+  if (failed(lowering.lowerConvolution(op, dst, sumsBeside(op)))) {
     return failure();
   }
   bindView(result, dst);

@@ -31,12 +31,18 @@ LogicalResult FunctionLowering::lowerEarlyViews(MatmulOp m) {
   return success();
 }
 
-/// The buffers of the row sums `m` computes beside its product, bound to
-/// their results (through an f32 cast folded into the sum) now; the sums'
-/// own ops are then done.
-llvm::SmallVector<HbmView, 1> FunctionLowering::sumsBeside(MatmulOp m) {
+/// The buffers of the sums `product` computes beside itself (a weight
+/// gradient's row sums, a convolution's per-channel sums), bound to their
+/// results (through an f32 cast folded into the sum) now; the sums' own
+/// ops are then done.
+llvm::SmallVector<HbmView, 1>
+FunctionLowering::sumsBeside(Operation *product) {
+  llvm::SmallVector<Operation *, 2> sums(channelSumsOf.lookup(product));
+  for (MatmulOp sum : columnSumsOf.lookup(product)) {
+    sums.push_back(sum);
+  }
   llvm::SmallVector<HbmView, 1> views;
-  for (MatmulOp sum : columnSumsOf.lookup(m)) {
+  for (Operation *sum : sums) {
     Value result = sumResult(sum);
     views.push_back(freshBuffer(result));
     bindView(result, views.back());

@@ -203,8 +203,10 @@ public:
                    RowChain *chain = nullptr);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// A convolution, or its input or weight gradient, into `dst` (see
-  /// LowerConvolution.cpp).
-  mlir::LogicalResult lowerConvolution(mlir::Operation *op, const HbmView &dst);
+  /// LowerConvolution.cpp); the sums of its output per channel into each
+  /// of `channelSums` (not for the weight gradient).
+  mlir::LogicalResult lowerConvolution(mlir::Operation *op, const HbmView &dst,
+                                       llvm::ArrayRef<HbmView> channelSums);
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,
                                      const HbmView &dst);

@@ -39,7 +39,11 @@ def KGraphPlanRowSums : Pass<"kgraph-plan-row-sums", "mlir::func::FuncOp"> {
     of a value that an elementwise group (or a lone elementwise op) of V's
     shape computes before it gets `kgraph.sum_in_loop_nest`: the group's
     loop nest (or a matmul's epilogue it joins) folds it tile by tile when
-    its layout allows, and it runs alone otherwise.
+    its layout allows, and it runs alone otherwise. Batch norm's sum of a
+    convolution's f32 output per channel (`reduce_sum` over all but the
+    first dim of its channels-first transpose) is computed by the
+    convolution as its tiles leave PSUM: the convolution is labelled and
+    the sum gets `kgraph.sum_beside`.
   }];
 }
 

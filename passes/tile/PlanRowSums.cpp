@@ -4,7 +4,9 @@
 // `ones[1, R] . V`. Rather than run alone and read V back from HBM, such a
 // sum is computed where V's tiles already are: beside the weight gradient
 // whose stationary operand V is (kgraph.sum_beside), or in the loop nest
-// of the group that computes V (kgraph.sum_in_loop_nest).
+// of the group that computes V (kgraph.sum_in_loop_nest). Batch norm's
+// per-channel sum of a convolution's output is computed by the
+// convolution as its tiles leave PSUM (kgraph.sum_beside on the sum).
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,18 +87,27 @@ struct KGraphPlanRowSums
     }
     Builder builder(&getContext());
     int64_t products = 0;
+    auto sumBeside = [&](Operation *sum, Operation *product) {
+      auto label = product->getAttrOfType<IntegerAttr>(kProductAttr);
+      if (!label) {
+        label = builder.getI64IntegerAttr(products++);
+        product->setAttr(kProductAttr, label);
+      }
+      sum->setAttr(kSumBesideAttr, label);
+    };
     for (Operation &op : body) {
+      if (auto channelSum = llvm::dyn_cast<ReduceSumOp>(&op)) {
+        if (Operation *conv = channelSummedConvolution(channelSum)) {
+          sumBeside(channelSum, conv);
+        }
+        continue;
+      }
       auto sum = llvm::dyn_cast<MatmulOp>(&op);
       if (!sum || !isRowSum(sum)) {
         continue;
       }
       if (MatmulOp product = productBeside(sum, position)) {
-        auto label = product->getAttrOfType<IntegerAttr>(kProductAttr);
-        if (!label) {
-          label = builder.getI64IntegerAttr(products++);
-          product->setAttr(kProductAttr, label);
-        }
-        sum->setAttr(kSumBesideAttr, label);
+        sumBeside(sum, product);
       } else if (summedInLoopNest(sum, position, lastOfGroup)) {
         sum->setAttr(kSumInLoopNestAttr, builder.getUnitAttr());
       }
@@ -107,9 +118,10 @@ struct KGraphPlanRowSums
 } // namespace
 
 /// Reads what kgraph-plan-row-sums planned: the row sums a weight
-/// gradient computes beside itself (kgraph.sum_beside), and those a group's
-/// loop nest may fold (kgraph.sum_in_loop_nest), keyed by the group's last
-/// op (a lone op's own).
+/// gradient computes beside itself and the per-channel sums a convolution
+/// computes (kgraph.sum_beside), and the row sums a group's loop nest may
+/// fold (kgraph.sum_in_loop_nest), keyed by the group's last op (a lone
+/// op's own).
 void TilePlan::readRowSumPlan() {
   llvm::DenseMap<int64_t, Operation *> products;
   for (Operation &op : source.getBody().front()) {
@@ -117,7 +129,10 @@ void TilePlan::readRowSumPlan() {
       products[label.getInt()] = &op;
     }
     auto sum = llvm::dyn_cast<MatmulOp>(&op);
-    if (auto label = op.getAttrOfType<IntegerAttr>(kSumBesideAttr)) {
+    auto label = op.getAttrOfType<IntegerAttr>(kSumBesideAttr);
+    if (label && !sum) {
+      channelSumsOf[products.lookup(label.getInt())].push_back(&op);
+    } else if (label) {
       columnSumsOf[products.lookup(label.getInt())].push_back(sum);
       summedBySibling.insert(sum);
     } else if (sum && op.hasAttr(kSumInLoopNestAttr)) {

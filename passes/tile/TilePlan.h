@@ -83,6 +83,10 @@ protected:
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<kgraph::MatmulOp, 1>>
       columnSumsOf;
   llvm::SmallPtrSet<mlir::Operation *, 8> summedBySibling;
+  /// Per-channel sums of a convolution's output it computes as its tiles
+  /// leave PSUM (see kgraph::channelSummedConvolution).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *, 1>>
+      channelSumsOf;
   /// Sums over rows of a group value that its loop nest may compute (see
   /// LoopColumnSum), keyed by the group's last op.
   llvm::DenseMap<mlir::Operation *,

@@ -76,9 +76,29 @@ func.func @sum_beside_no_product(%o: tensor<1x4xf32>, %a: tensor<4x4xf32>) -> te
 // -----
 
 func.func @product_label_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{has kgraph.product but is not a matmul}}
+  // expected-error @+1 {{has kgraph.product but is not a matmul or a convolution}}
   %0 = kgraph.add %a, %a {kgraph.product = 0 : i64} : tensor<4xf32>, tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @channel_sum_beside_other_product(%x: tensor<2x3x5x5xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<4x1x1x1xf32> {
+  %y = kgraph.conv %x, %w {kgraph.product = 0 : i64, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x5x5xf32>
+  %t = kgraph.transpose %y, [1, 0, 2, 3] : tensor<2x4x5x5xf32> -> tensor<4x2x5x5xf32>
+  // expected-error @+1 {{is not a per-channel sum of the output of the convolution labelled 1}}
+  %s = kgraph.reduce_sum %t, [1, 2, 3] {keepdim = true, kgraph.sum_beside = 1 : i64} : tensor<4x2x5x5xf32> -> tensor<4x1x1x1xf32>
+  return %s : tensor<4x1x1x1xf32>
+}
+
+// -----
+
+func.func @channel_sum_over_rows(%x: tensor<2x3x5x5xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<4x2x1x1xf32> {
+  %y = kgraph.conv %x, %w {kgraph.product = 0 : i64, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x5x5xf32>
+  %t = kgraph.transpose %y, [1, 0, 2, 3] : tensor<2x4x5x5xf32> -> tensor<4x2x5x5xf32>
+  // expected-error @+1 {{is not a per-channel sum of the output of the convolution labelled 0}}
+  %s = kgraph.reduce_sum %t, [2, 3] {keepdim = true, kgraph.sum_beside = 0 : i64} : tensor<4x2x5x5xf32> -> tensor<4x2x1x1xf32>
+  return %s : tensor<4x2x1x1xf32>
 }
 
 // -----

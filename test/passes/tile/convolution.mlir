@@ -40,3 +40,21 @@ func.func @weight_gradient(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.ro
   %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x4x5x5xf32>, tensor<8x3x5x5xf32> -> tensor<4x3x3x3xf32>
   return %0 : tensor<4x3x3x3xf32>
 }
+
+// Batch norm's sum of the output per channel: each block's evacuation is an
+// activation that also sums its rows (the block's sums per channel) into a
+// column of its own; the four columns fold once all blocks are done, and
+// the sums are stored. No instruction reads the output back for them.
+// CHECK-LABEL: func.func @channel_sums
+// CHECK-COUNT-4: ktile.activation %{{.*}}, %{{.*}}, %[[COLUMNS:[0-9]+]] {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 50]>, func = "identity", reduce_dst = #kisa.ap<sbuf, f32, p = 0:4, offset = {{0|4|8|12}}, dims = [1 x 1]>, src = #kisa.ap<psum
+// CHECK-NOT: ktile.tensor_copy
+// CHECK: ktile.tensor_reduce %[[SUMS:[0-9]+]], %[[COLUMNS]] {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 1]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 4]>}
+// CHECK: ktile.dma_copy %{{.*}}, %[[SUMS]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [1 x 1], pstride = 1>
+// CHECK-NOT: ktile.tensor_reduce
+// CHECK: return
+func.func @channel_sums(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x3x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<8x4x5x5xf32> {kgraph.name = "y", kgraph.role = "metric"}, tensor<4xf32> {kgraph.name = "s", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<8x4x5x5xf32>
+  %1 = kgraph.transpose %0, [1, 0, 2, 3] : tensor<8x4x5x5xf32> -> tensor<4x8x5x5xf32>
+  %2 = kgraph.reduce_sum %1, [1, 2, 3] : tensor<4x8x5x5xf32> -> tensor<4xf32>
+  return %0, %2 : tensor<8x4x5x5xf32>, tensor<4xf32>
+}

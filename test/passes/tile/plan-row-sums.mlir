@@ -48,3 +48,42 @@ func.func @sums_in_loop_nests(%dy: tensor<128x64xf32>, %xhat: tensor<128x64xf32>
   %dd = kgraph.matmul %ones, %dy : tensor<1x128xf32>, tensor<128x64xf32> -> tensor<1x64xf32>
   return %dg, %de, %dd : tensor<1x64xf32>, tensor<1x64xf32>, tensor<1x64xf32>
 }
+
+// Batch norm's per-channel sum of a convolution's output (as layout
+// assignment writes it: a sum over all but the first dim of the
+// channels-first transpose) is computed by the convolution as its tiles
+// leave PSUM; so is one of an input gradient's, and one of a bf16
+// convolution's output through the f32 cast its evacuation performs. A sum
+// over fewer dims is not, nor one of a bf16 result the evacuation rounds.
+// CHECK-LABEL: func.func @channel_sums_beside_convolutions
+// CHECK: kgraph.conv %arg0, %arg1 {{{.*}}kgraph.product = 0 : i64
+// CHECK: kgraph.reduce_sum %{{.*}}, [1, 2, 3] {keepdim = true, kgraph.sum_beside = 0 : i64}
+// CHECK: kgraph.reduce_sum %{{.*}}, [2, 3] {keepdim = true} :
+// CHECK: kgraph.conv_input_grad %arg2, %arg1 {{{.*}}kgraph.product = 1 : i64
+// CHECK: kgraph.reduce_sum %{{.*}}, [1, 2, 3] {kgraph.sum_beside = 1 : i64}
+// CHECK: kgraph.conv %{{.*}}, %{{.*}} {{{.*}}kgraph.product = 2 : i64
+// CHECK: kgraph.cast %{{.*}} {kgraph.fold = "evacuation"}
+// CHECK: kgraph.reduce_sum %{{.*}}, [1, 2, 3] {kgraph.sum_beside = 2 : i64}
+// CHECK: kgraph.conv %arg3, %arg4
+// CHECK-NOT: kgraph.product
+// CHECK: kgraph.reduce_sum %{{.*}}, [1, 2, 3] :
+// CHECK: return
+func.func @channel_sums_beside_convolutions(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %g: tensor<2x4x6x6xf32>, %xb: tensor<2x3x6x6xbf16>, %wb: tensor<4x3x3x3xbf16>) -> (tensor<4x1x1x1xf32>, tensor<4x2x1x1xf32>, tensor<3xf32>, tensor<4xf32>, tensor<4xbf16>) {
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
+  %yt = kgraph.transpose %y, [1, 0, 2, 3] : tensor<2x4x6x6xf32> -> tensor<4x2x6x6xf32>
+  %ys = kgraph.reduce_sum %yt, [1, 2, 3] {keepdim = true} : tensor<4x2x6x6xf32> -> tensor<4x1x1x1xf32>
+  %yr = kgraph.reduce_sum %yt, [2, 3] {keepdim = true} : tensor<4x2x6x6xf32> -> tensor<4x2x1x1xf32>
+  %gx = kgraph.conv_input_grad %g, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x4x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x3x6x6xf32>
+  %gxt = kgraph.transpose %gx, [1, 0, 2, 3] : tensor<2x3x6x6xf32> -> tensor<3x2x6x6xf32>
+  %gxs = kgraph.reduce_sum %gxt, [1, 2, 3] : tensor<3x2x6x6xf32> -> tensor<3xf32>
+  %xc = kgraph.cast %x : tensor<2x3x6x6xf32> -> tensor<2x3x6x6xbf16>
+  %wc = kgraph.cast %w : tensor<4x3x3x3xf32> -> tensor<4x3x3x3xbf16>
+  %yb = kgraph.conv %xc, %wc {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16> -> tensor<2x4x6x6xbf16>
+  %ybf = kgraph.cast %yb : tensor<2x4x6x6xbf16> -> tensor<2x4x6x6xf32>
+  %ybt = kgraph.transpose %ybf, [1, 0, 2, 3] : tensor<2x4x6x6xf32> -> tensor<4x2x6x6xf32>
+  %ybs = kgraph.reduce_sum %ybt, [1, 2, 3] : tensor<4x2x6x6xf32> -> tensor<4xf32>
+  %yn = kgraph.conv %xb, %wb {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16> -> tensor<2x4x6x6xbf16>
+  %ynt = kgraph.transpose %yn, [1, 0, 2, 3] : tensor<2x4x6x6xbf16> -> tensor<4x2x6x6xbf16>
+  %yns = kgraph.reduce_sum %ynt, [1, 2, 3] : tensor<4x2x6x6xbf16> -> tensor<4xbf16>
+  return %ys, %yr, %gxs, %ybs, %yns : tensor<4x1x1x1xf32>, tensor<4x2x1x1xf32>, tensor<3xf32>, tensor<4xf32>, tensor<4xbf16>
+}
