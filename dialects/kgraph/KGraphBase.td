@@ -60,7 +60,8 @@ def KGraph_Dialect : Dialect {
       the function lists each row chain's `from` and `shape`, and
       `kgraph.row_chain = K` marks the ops of chain K; on a matmul,
       `kgraph.epilogue = G` or `kgraph.chain_epilogue = K` is the fusion
-      group or chain it computes on its output tiles; labels name products
+      group or chain it computes on its output tiles (on a convolution,
+      `kgraph.epilogue = G`, the group it computes on its output blocks); labels name products
       (`kgraph.product = N`) for `kgraph.early_for = array<i64: N...>` (a
       view lowered before those products), `kgraph.joins_epilogue = N` (an
       op product N's epilogue computes too) and `kgraph.sum_in_epilogue =

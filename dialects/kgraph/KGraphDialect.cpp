@@ -234,8 +234,11 @@ static LogicalResult verifyEpiloguePlan(Operation *op, NamedAttribute attr) {
              << n << ", which the function's kgraph.row_chains lacks";
     }
   }
-  if ((name == kEpilogueAttr || name == kChainEpilogueAttr ||
-       name == kSumInEpilogueAttr) &&
+  if (name == kEpilogueAttr && !isa<MatmulOp, ConvOp, ConvInputGradOp>(op)) {
+    return op->emitOpError("has ")
+           << name << " but is not a matmul or a convolution";
+  }
+  if ((name == kChainEpilogueAttr || name == kSumInEpilogueAttr) &&
       !isa<MatmulOp>(op)) {
     return op->emitOpError("has ") << name << " but is not a matmul";
   }

@@ -7,7 +7,8 @@
 //   kgraph.row_chains (on the function): each chain's `from` and `shape`;
 //   kgraph.row_chain = K: the op is in chain K;
 //   kgraph.epilogue = G, kgraph.chain_epilogue = K: the matmul computes
-//     fusion group G or chain K on its output tiles;
+//     fusion group G or chain K on its output tiles (a convolution, group
+//     G: PlanConvolutionEpilogues.cpp);
 //   kgraph.product = N: a label other ops' plans refer to;
 //   kgraph.early_for = [N...]: a view lowered before product N, whose
 //     epilogue reads it;
@@ -38,6 +39,7 @@ void TilePlanner::recordEpiloguePlan() {
   planChainEpilogues();
   planEpilogueChains();
   planEpilogueSums();
+  planConvolutionEpilogues();
   writeEpiloguePlan();
 }
 

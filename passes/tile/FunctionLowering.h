@@ -43,11 +43,13 @@ private:
   mlir::LogicalResult lowerMatmulOp(kgraph::MatmulOp m);
   mlir::LogicalResult lowerChainEpilogue(kgraph::MatmulOp m, size_t chain);
   mlir::LogicalResult lowerGroupEpilogue(kgraph::MatmulOp m, int64_t group);
-  mlir::LogicalResult lowerEarlyViews(kgraph::MatmulOp m);
+  mlir::LogicalResult lowerEarlyViews(mlir::Operation *product);
   llvm::SmallVector<HbmView, 1> sumsBeside(mlir::Operation *product);
   void addEpilogueSums(kgraph::MatmulOp m, Epilogue &e);
   mlir::LogicalResult lowerEmbeddingOp(kgraph::EmbeddingOp e);
   mlir::LogicalResult lowerConvolutionOp(mlir::Operation *op);
+  mlir::LogicalResult lowerConvolutionEpilogue(mlir::Operation *op,
+                                               mlir::Value result, int64_t id);
   mlir::LogicalResult lowerScatterOp(kgraph::ScatterRowsOp scatter);
   /// Binds `value` to `view` (lowered: its data is there).
   void bindView(mlir::Value value, HbmView view);

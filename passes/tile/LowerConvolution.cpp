@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/ElementwiseLoop.h"
 #include "passes/tile/FunctionLowering.h"
 
 #include "dialects/kgraph/KGraphWindow.h"
@@ -254,11 +255,16 @@ private:
   Tile columns, partials;
 };
 
+/// The epilogue's operands as each block of an output-channel tile reads
+/// them: immediates, and per-channel values as one column each.
+using EpilogueTiles = llvm::DenseMap<Value, TileArg>;
+
 class ConvLowering {
 public:
   ConvLowering(TileBuilder &tb, const ConvGeometry &g, isa::DType operand,
-               int64_t sbufBudget)
-      : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget) {}
+               int64_t sbufBudget, const ConvEpilogue *epilogue = nullptr)
+      : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget),
+        epilogue(epilogue) {}
 
   /// out = conv(input, weights), `out` [N, K, O...]; its sums per output
   /// channel into each of `channelSums` ([K] elements, any shape).
@@ -279,7 +285,14 @@ private:
   void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
                   const PixelBlock &block, const ChannelTile &ot,
                   llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
-                  bool flipped, ChannelSumColumns *sums);
+                  bool flipped, ChannelSumColumns *sums,
+                  const EpilogueTiles &channelInputs);
+  void storeBlock(const HbmView &out, int64_t group, const PixelBlock &block,
+                  const ChannelTile &ot, const Tile &tile);
+  EpilogueTiles channelInputs(int64_t group, const ChannelTile &ot);
+  void runEpilogue(int64_t group, const PixelBlock &block,
+                   const ChannelTile &ot, const Tile &value,
+                   EpilogueTiles tiles);
   void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
                         const Tile &sums);
   Tile transposedGradient(const HbmView &gradOut, int64_t channel,
@@ -292,6 +305,7 @@ private:
   const ConvGeometry &g;
   isa::DType operand;
   int64_t sbufBudget;
+  const ConvEpilogue *epilogue;
 };
 
 Band ConvLowering::loadBand(const HbmView &input, int64_t channel,
@@ -369,7 +383,8 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
                               const ChannelTile &ot,
                               llvm::ArrayRef<Band> bands,
                               llvm::ArrayRef<Tile> weights, bool flipped,
-                              ChannelSumColumns *sums) {
+                              ChannelSumColumns *sums,
+                              const EpilogueTiles &channelInputs) {
   Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
                      block.pixels());
   bool first = true;
@@ -381,12 +396,25 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
       first = false;
     }
   }
-  Tile result = tb.tile(isa::Memory::Sbuf, out.dtype, ot.size, block.pixels());
+  isa::DType type = epilogue ? epilogue->valueType : out.dtype;
+  Tile result = tb.tile(isa::Memory::Sbuf, type, ot.size, block.pixels());
   if (sums) {
     tb.activationWithRowSums(result, acc, "identity", sums->next());
   } else {
     tb.copy(result, acc);
   }
+  if (out.buffer) {
+    storeBlock(out, group, block, ot, result);
+  }
+  if (epilogue) {
+    runEpilogue(group, block, ot, result, channelInputs);
+  }
+}
+
+/// A block's tile of an output-shaped view, [channels x positions].
+void ConvLowering::storeBlock(const HbmView &out, int64_t group,
+                              const PixelBlock &block, const ChannelTile &ot,
+                              const Tile &tile) {
   Strides4 s(out);
   int64_t offset = out.offset + block.n * s.n +
                    (group * g.outPerGroup() + ot.first) * s.c +
@@ -394,7 +422,67 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
   tb.store(out, offset, s.c,
            blockDims(block, s.n, FreeDim{s.row, block.rows},
                      FreeDim{s.col, block.cols}),
-           result);
+           tile);
+}
+
+/// The epilogue's inputs that every block of channel tile `ot` reads alike:
+/// immediates, and values that vary by channel alone (a bias, batch norm's
+/// statistics), loaded once as a column read with stride 0.
+EpilogueTiles ConvLowering::channelInputs(int64_t group,
+                                          const ChannelTile &ot) {
+  EpilogueTiles tiles;
+  if (!epilogue) {
+    return tiles;
+  }
+  int64_t channel = group * g.outPerGroup() + ot.first;
+  for (const auto &[value, operand] : epilogue->inputs) {
+    if (operand.immediate) {
+      tiles[value] = TileArg{operand.immediate, Tile{}};
+      continue;
+    }
+    Strides4 s(operand.view.broadcastTo(epilogue->shape));
+    if (s.n == 0 && s.row == 0 && s.col == 0) {
+      tiles[value] = TileArg{
+          std::nullopt, loadInput(tb, operand.view, operand.view.offset +
+                                                        channel * s.c,
+                                  s.c, {FreeDim{0, 1}}, ot.size, 1)};
+    }
+  }
+  return tiles;
+}
+
+/// The epilogue's ops on one block (`value`: the output's tile), its other
+/// inputs read in the block's layout, and the values read after it stored.
+void ConvLowering::runEpilogue(int64_t group, const PixelBlock &block,
+                               const ChannelTile &ot, const Tile &value,
+                               EpilogueTiles tiles) {
+  int64_t rows = ot.size, cols = block.pixels();
+  for (auto &[v, arg] : tiles) {
+    arg.tile.cols = cols;
+  }
+  tiles[epilogue->value] = TileArg{std::nullopt, value};
+  for (const auto &[v, operand] : epilogue->inputs) {
+    if (tiles.count(v)) {
+      continue;
+    }
+    HbmView view = operand.view.broadcastTo(epilogue->shape);
+    Strides4 s(view);
+    int64_t origin = view.offset + block.n * s.n +
+                     (group * g.outPerGroup() + ot.first) * s.c +
+                     block.row * s.row + block.col * s.col;
+    tiles[v] = TileArg{
+        std::nullopt,
+        loadInput(tb, view, origin, s.c,
+                  blockDims(block, s.n, FreeDim{s.row, block.rows},
+                            FreeDim{s.col, block.cols}),
+                  rows, cols)};
+  }
+  // Dropout, the one op that numbers its elements, is never planned here.
+  (void)emitGroupOps(tb, epilogue->ops, tiles, rows, cols, TileIndex{});
+  for (const LoopOutput &out : epilogue->outputs) {
+    Tile t = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows, cols);
+    storeBlock(out.dst, group, block, ot, t);
+  }
 }
 
 void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
@@ -433,6 +521,10 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
           sums.emplace_back(tb, ot.size, static_cast<int64_t>(blocks.size()));
         }
       }
+      std::vector<EpilogueTiles> inputs;
+      for (const ChannelTile &ot : set) {
+        inputs.push_back(channelInputs(group, ot));
+      }
       for (const PixelBlock &block : blocks) {
         llvm::SmallVector<Band> bands;
         for (const ChannelTile &it : inTiles) {
@@ -441,7 +533,8 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
         }
         for (auto [i, ot] : llvm::enumerate(set)) {
           applyBlock(input, out, group, block, ot, bands, tiles[i],
-                     weights.flipped, sums.empty() ? nullptr : &sums[i]);
+                     weights.flipped, sums.empty() ? nullptr : &sums[i],
+                     inputs[i]);
         }
       }
       for (auto [ot, columns] : llvm::zip(set, sums)) {
@@ -578,7 +671,8 @@ WeightLayout weightLayout(const HbmView &w, const ConvGeometry &forward,
 } // namespace
 
 LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
-                                         llvm::ArrayRef<HbmView> channelSums) {
+                                         llvm::ArrayRef<HbmView> channelSums,
+                                         const ConvEpilogue *epilogue) {
   // An operand's view, through a bf16 cast the loads perform (the view is
   // then f32, and the loads round it: the operand type says bf16).
   auto view = [&](Value v) {
@@ -595,7 +689,7 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
     auto [w, wType] = view(conv.getWeight());
     ConvGeometry g = forwardGeometry(windowOf(conv), shape(conv.getInput()),
                                      shape(conv.getOutput()), conv.getGroups());
-    ConvLowering(tb, g, operandType(xType, wType), sbufBudget)
+    ConvLowering(tb, g, operandType(xType, wType), sbufBudget, epilogue)
         .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst, channelSums);
     return success();
   }
@@ -606,7 +700,7 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
         forwardGeometry(windowOf(grad), shape(grad.getGradInput()),
                         shape(grad.getGradOutput()), grad.getGroups());
     ConvGeometry g = inputGradGeometry(f);
-    ConvLowering(tb, g, operandType(dyType, wType), sbufBudget)
+    ConvLowering(tb, g, operandType(dyType, wType), sbufBudget, epilogue)
         .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst, channelSums);
     return success();
   }
@@ -629,10 +723,45 @@ LogicalResult FunctionLowering::lowerConvolutionOp(Operation *op) {
   // An f32 cast of a bf16 result is the PSUM evacuation's (kgraph.fold).
   Operation *cast = matmulResultCast.lookup(op);
   Value result = cast ? cast->getResult(0) : op->getResult(0);
-  HbmView dst = freshBuffer(result);
-  if (failed(lowering.lowerConvolution(op, dst, sumsBeside(op)))) {
+  auto group = epilogueOf.find(op);
+  if (group == epilogueOf.end()) {
+    HbmView dst = freshBuffer(result);
+    if (failed(lowering.lowerConvolution(op, dst, sumsBeside(op)))) {
+      return failure();
+    }
+    bindView(result, dst);
+    return success();
+  }
+  return lowerConvolutionEpilogue(op, result, group->second);
+}
+
+/// A convolution with group `id` as its epilogue: the group's values read
+/// after it are stored block by block; the output itself, read by the
+/// group alone, is not.
+LogicalResult FunctionLowering::lowerConvolutionEpilogue(Operation *op,
+                                                         Value result,
+                                                         int64_t id) {
+  if (failed(lowerEarlyViews(op))) {
     return failure();
   }
-  bindView(result, dst);
+  ConvEpilogue e;
+  e.ops = groups[id];
+  e.value = result;
+  e.valueType = deviceType(tensorType(result).getElementType());
+  auto shape = tensorType(result).getShape();
+  e.shape.assign(shape.begin(), shape.end());
+  for (Value v : externalInputs(e.ops)) {
+    if (v != result) {
+      e.inputs.push_back({v, lowering.operandOf(v)});
+    }
+  }
+  llvm::SmallVector<LoopOutput> outputs = groupOutputs(e.ops);
+  e.outputs = outputs;
+  if (failed(lowering.lowerConvolution(op, HbmView{}, {}, &e))) {
+    return failure();
+  }
+  for (const LoopOutput &out : outputs) {
+    bindView(out.value, out.dst);
+  }
   return success();
 }

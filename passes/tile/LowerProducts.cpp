@@ -20,14 +20,14 @@ using namespace kiln::tile_passes;
 using graph_passes::fusionId;
 
 /// The views an epilogue reads that stand after its matmul, lowered first.
-LogicalResult FunctionLowering::lowerEarlyViews(MatmulOp m) {
-  for (Operation *view : earlyViews[m]) {
+LogicalResult FunctionLowering::lowerEarlyViews(Operation *product) {
+  for (Operation *view : earlyViews[product]) {
     if (failed(lowerOp(view))) {
       return failure();
     }
     loweredEarly.insert(view);
   }
-  tb.setLocation(m.getLoc());
+  tb.setLocation(product->getLoc());
   return success();
 }
 

@@ -20,6 +20,19 @@ struct TileArg {
   Tile tile;
 };
 
+/// An elementwise group a convolution computes on each block of its output
+/// as it leaves PSUM (see PlanConvolutionEpilogues.cpp): `value` is the
+/// output as the group reads it ([N, K, S...] of `shape`), `inputs` the
+/// group's other operands, `outputs` the group values read after it.
+struct ConvEpilogue {
+  llvm::ArrayRef<mlir::Operation *> ops;
+  mlir::Value value;
+  isa::DType valueType = isa::DType::F32;
+  llvm::SmallVector<int64_t, 4> shape;
+  llvm::SmallVector<std::pair<mlir::Value, TensorOperand>, 4> inputs;
+  llvm::ArrayRef<struct LoopOutput> outputs;
+};
+
 /// A value copied or computed into an HBM view by an elementwise loop nest.
 struct LoopOutput {
   mlir::Value value; // the group value (or, for a copy, the source value)
@@ -203,10 +216,12 @@ public:
                    RowChain *chain = nullptr);
   mlir::LogicalResult lowerReduce(mlir::Operation *op, const HbmView &dst);
   /// A convolution, or its input or weight gradient, into `dst` (see
-  /// LowerConvolution.cpp); the sums of its output per channel into each
-  /// of `channelSums` (not for the weight gradient).
+  /// LowerConvolution.cpp; none: not stored); the sums of its output per
+  /// channel into each of `channelSums`, and `epilogue` on each block of it
+  /// (neither for the weight gradient).
   mlir::LogicalResult lowerConvolution(mlir::Operation *op, const HbmView &dst,
-                                       llvm::ArrayRef<HbmView> channelSums);
+                                       llvm::ArrayRef<HbmView> channelSums,
+                                       const ConvEpilogue *epilogue = nullptr);
   /// Rows of the table by gather DMAs into `dst` (row-major [tokens, D]).
   mlir::LogicalResult lowerEmbedding(kgraph::EmbeddingOp op,
                                      const HbmView &dst);

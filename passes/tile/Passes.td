@@ -49,7 +49,7 @@ def KGraphPlanRowSums : Pass<"kgraph-plan-row-sums", "mlir::func::FuncOp"> {
 
 def KGraphPlanEpilogues
     : Pass<"kgraph-plan-epilogues", "mlir::func::FuncOp"> {
-  let summary = "Plan what matmuls compute on their output tiles, and row chains";
+  let summary = "Plan what matmuls and convolutions compute on their output tiles, and row chains";
   let description = [{
     Groups of one shape joined by reductions over their trailing
     dimensions and the ops on those reductions (a softmax, a layer norm)
@@ -63,8 +63,12 @@ def KGraphPlanEpilogues
     softmax, a layer norm after a linear layer), with the row sums of its
     values (`kgraph.sum_in_epilogue = N` on the sum, N the product's
     `kgraph.product` label) and the groups only those sums read
-    (`kgraph.joins_epilogue = N`). Views an epilogue reads that stand after
-    the product are lowered before it (`kgraph.early_for = [N...]`).
+    (`kgraph.joins_epilogue = N`). A convolution (or input gradient)
+    computes the fusion group that alone reads its output on each block of
+    it (`kgraph.epilogue = G`: a bias and ReLU, eval-mode batch norm, ReLU's
+    backward), when the group's other inputs are there by the convolution.
+    Views an epilogue reads that stand after the product are lowered before
+    it (`kgraph.early_for = [N...]`).
     docs/compiler.md ("Tile phase") gives the conditions of each.
   }];
   let options = [

@@ -156,7 +156,6 @@ void TilePlanner::runChainAt(size_t k, MatmulOp product,
 /// product goes there only for readers in other groups.
 void TilePlanner::planEpilogues() {
   Block &body = source.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.back());
   for (Operation &op : body) {
     auto matmul = llvm::dyn_cast<MatmulOp>(&op);
     if (!matmul || matmul->use_empty() || matmulResultCast.count(matmul) ||
@@ -178,38 +177,59 @@ void TilePlanner::planEpilogues() {
     if (!grouped || epilogueAt.count(*id)) {
       continue;
     }
-    auto &members = groups[*id];
-    llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
-    unsigned at = position[matmul];
     llvm::SetVector<Operation *> views;
-    bool fits = llvm::all_of(members, [&](Operation *member) {
-      return llvm::all_of(
-                 member->getResults(),
-                 [&](Value r) { return tensorType(r).getShape() == shape; }) &&
-             llvm::all_of(member->getOperands(), [&](Value v) {
-               Operation *def = v.getDefiningOp();
-               return !def || def == matmul || inGroup.contains(def) ||
-                      availableBy(def, at, views);
-             });
-    });
-    for (unsigned r = 0; fits && r < ret.getNumOperands(); ++r) {
-      auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
-      Operation *producer = ret.getOperand(r).getDefiningOp();
-      if (alias && producer && inGroup.contains(producer)) {
-        fits = readsEndBefore(source.getArgument(alias.getInt()), at, inGroup,
-                              /*throughView=*/false);
-      }
-    }
-    if (fits) {
-      epilogueOf[matmul] = *id;
-      epilogueAt[*id] = at;
-      llvm::SmallVector<Operation *> early(views.begin(), views.end());
-      llvm::sort(early, [&](Operation *a, Operation *b) {
-        return position[a] < position[b];
-      });
-      earlyViews[matmul] = std::move(early);
+    if (groupFitsEpilogue(matmul, matmul.getOutput(), groups[*id], views)) {
+      recordEpilogue(matmul, *id, views);
     }
   }
+}
+
+/// Whether group `members` can run on the output tiles of `product` (its
+/// value `value`) where the product stands: every member has the value's
+/// shape and reads values there by then (views after the product join
+/// `views`, to be lowered before it), and a result written over an
+/// argument has no read of the argument left after the product (so it
+/// stays in place).
+bool TilePlanner::groupFitsEpilogue(Operation *product, Value value,
+                                    llvm::ArrayRef<Operation *> members,
+                                    llvm::SetVector<Operation *> &views) {
+  auto shape = tensorType(value).getShape();
+  llvm::SmallPtrSet<Operation *, 16> inGroup(members.begin(), members.end());
+  unsigned at = position[product];
+  bool fits = llvm::all_of(members, [&](Operation *member) {
+    return llvm::all_of(
+               member->getResults(),
+               [&](Value r) { return tensorType(r).getShape() == shape; }) &&
+           llvm::all_of(member->getOperands(), [&](Value v) {
+             Operation *def = v.getDefiningOp();
+             return !def || v == value || inGroup.contains(def) ||
+                    availableBy(def, at, views);
+           });
+  });
+  Block &body = source.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.back());
+  for (unsigned r = 0; fits && r < ret.getNumOperands(); ++r) {
+    auto alias = source.getResultAttrOfType<IntegerAttr>(r, "kgraph.aliases");
+    Operation *producer = ret.getOperand(r).getDefiningOp();
+    if (alias && producer && inGroup.contains(producer)) {
+      fits = readsEndBefore(source.getArgument(alias.getInt()), at, inGroup,
+                            /*throughView=*/false);
+    }
+  }
+  return fits;
+}
+
+/// Group `id` runs on `product`'s output tiles, the views it reads after
+/// the product lowered before it.
+void TilePlanner::recordEpilogue(Operation *product, int64_t id,
+                                 const llvm::SetVector<Operation *> &views) {
+  epilogueOf[product] = id;
+  epilogueAt[id] = position[product];
+  llvm::SmallVector<Operation *> early(views.begin(), views.end());
+  llvm::sort(early, [&](Operation *a, Operation *b) {
+    return position[a] < position[b];
+  });
+  earlyViews[product] = std::move(early);
 }
 
 /// Whether the group may overwrite `value`'s buffer at position `at`: every

@@ -31,6 +31,12 @@ public:
 private:
   void writeEpiloguePlan();
   void planEpilogues();
+  void planConvolutionEpilogues();
+  bool groupFitsEpilogue(mlir::Operation *product, mlir::Value value,
+                         llvm::ArrayRef<mlir::Operation *> members,
+                         llvm::SetVector<mlir::Operation *> &views);
+  void recordEpilogue(mlir::Operation *product, int64_t id,
+                      const llvm::SetVector<mlir::Operation *> &views);
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();

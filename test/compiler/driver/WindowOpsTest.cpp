@@ -327,6 +327,83 @@ TEST(WindowOpsTest, RandomConvolutionsMatchReference) {
   }
 }
 
+/// What a convolution computes on its output blocks as they leave PSUM
+/// (its epilogue): a bias and ReLU, eval-mode batch norm and ReLU, and a
+/// residual addition; and on an input gradient's, ReLU's backward.
+void expectEpiloguesMatch(const ConvCase &c, DiffOptions options = {}) {
+  SCOPED_TRACE(describe(c));
+  size_t spatial = c.input.size() - 2;
+  GraphBuilder::ConvWindow w{
+      llvm::SmallVector<int64_t, 2>(spatial, c.stride),
+      llvm::SmallVector<int64_t, 2>(spatial, c.padding),
+      llvm::SmallVector<int64_t, 2>(spatial, c.dilation), c.groups};
+  int64_t k = c.outChannels;
+  llvm::SmallVector<int64_t, 4> weight = {k, c.input[1] / c.groups};
+  llvm::SmallVector<int64_t, 4> output = {c.input[0], k};
+  llvm::SmallVector<int64_t, 4> perChannel = {1, k};
+  for (size_t d = 0; d < spatial; ++d) {
+    weight.push_back(c.kernel);
+    output.push_back((c.input[2 + d] + 2 * c.padding -
+                      c.dilation * (c.kernel - 1) - 1) /
+                         c.stride +
+                     1);
+    perChannel.push_back(1);
+  }
+  double terms = static_cast<double>(weight[1]) *
+                 std::pow(static_cast<double>(c.kernel), spatial);
+  options.atol = (options.compile.autoCast == "bf16" ? 4e-3 : 1e-6) * terms;
+  // One graph each, so that each convolution has its own epilogue.
+  using Epilogue = std::function<Tensor(GraphBuilder &, Tensor y)>;
+  auto channelInput = [&](GraphBuilder &b, const char *name) {
+    return b.reshape(in(b, name, {k}), perChannel);
+  };
+  std::vector<std::pair<const char *, Epilogue>> epilogues = {
+      {"bias and ReLU",
+       [&](GraphBuilder &b, Tensor y) {
+         return b.relu(b.add(y, channelInput(b, "b")));
+       }},
+      {"eval batch norm and ReLU",
+       [&](GraphBuilder &b, Tensor y) {
+         Tensor gamma = in(b, "gamma", {k}), beta = in(b, "beta", {k});
+         Tensor rm = in(b, "rm", {k});
+         Tensor rv = b.add(in(b, "rv", {k}), b.scalar(2));
+         return b.relu(
+             b.batchNorm(y, gamma, beta, rm, rv, /*training=*/false, 0.1, 1e-5)
+                 .output);
+       }},
+      {"residual", [&](GraphBuilder &b, Tensor y) {
+         return b.add(b.mul(y, b.scalar(0.5)), in(b, "r", output));
+       }}};
+  for (const auto &[name, epilogue] : epilogues) {
+    SCOPED_TRACE(name);
+    expectMatches(
+        [&](GraphBuilder &b) {
+          Tensor x = in(b, "x", c.input), kernel = in(b, "w", weight);
+          out(b, epilogue(b, b.conv(x, kernel, {}, w)), "y");
+        },
+        options);
+  }
+  expectMatches(
+      [&](GraphBuilder &b) {
+        Tensor dy = in(b, "dy", output), kernel = in(b, "w", weight);
+        Tensor x = in(b, "x", c.input);
+        out(b, b.reluBackward(b.convInputGrad(dy, kernel, c.input, w), x),
+            "gx");
+      },
+      options);
+}
+
+TEST(WindowOpsTest, ConvolutionEpiloguesMatchReference) {
+  for (const ConvCase &c : convCases()) {
+    if (c.input.back() < 1000) { // the many-block case adds nothing here
+      expectEpiloguesMatch(c);
+    }
+  }
+  DiffOptions options;
+  options.autoCastBf16(0); // set by expectEpiloguesMatch
+  expectEpiloguesMatch(convCases().front(), options);
+}
+
 TEST(WindowOpsTest, AutoCastConvolutionsStayNearF32) {
   // bf16 operands, f32 sums: the casts fold into the loads and the f32
   // result into the PSUM evacuation.

@@ -127,7 +127,7 @@ func.func @early_for_no_product(%a: tensor<4x4xf32>) -> tensor<16xf32> {
 // -----
 
 func.func @epilogue_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{has kgraph.epilogue but is not a matmul}}
+  // expected-error @+1 {{has kgraph.epilogue but is not a matmul or a convolution}}
   %0 = kgraph.add %a, %a {kgraph.epilogue = 0 : i64} : tensor<4xf32>, tensor<4xf32>
   return %0 : tensor<4xf32>
 }

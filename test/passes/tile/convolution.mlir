@@ -58,3 +58,25 @@ func.func @channel_sums(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role 
   %2 = kgraph.reduce_sum %1, [1, 2, 3] : tensor<4x8x5x5xf32> -> tensor<4xf32>
   return %0, %2 : tensor<8x4x5x5xf32>, tensor<4xf32>
 }
+
+// A bias and ReLU computed on each block as it leaves PSUM (the
+// convolution's epilogue): the bias loads once, a column read with stride
+// 0; each block is evacuated, then the bias add (a per-partition scalar)
+// and ReLU run on its tile, and only ReLU's output is stored. The
+// convolution's own output never reaches HBM.
+// CHECK-LABEL: func.func @bias_and_relu
+// CHECK: ktile.dma_copy %[[BIAS:[0-9]+]], %arg2 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 1]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [1 x 1], pstride = 1>}
+// CHECK: ktile.tensor_copy %[[Y:[0-9]+]], %[[ACC:[0-9]+]] {{{.*}}src = #kisa.ap<psum
+// CHECK: ktile.tensor_scalar %[[B:[0-9]+]], %[[Y]], %[[BIAS]] {{{.*}}op0 = "add"
+// CHECK: ktile.activation %[[R:[0-9]+]], %[[B]] {{{.*}}func = "relu"
+// CHECK: ktile.dma_copy %[[OUT:[0-9]+]], %[[R]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>
+// CHECK-COUNT-3: ktile.activation {{.*}}func = "relu"
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %arg2
+// CHECK: return
+func.func @bias_and_relu(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x3x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}, %b: tensor<4xf32> {kgraph.name = "b", kgraph.role = "parameter"}) -> (tensor<8x4x5x5xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<8x4x5x5xf32>
+  %1 = kgraph.reshape %b : tensor<4xf32> -> tensor<1x4x1x1xf32>
+  %2 = kgraph.add %0, %1 {kgraph.fusion = 0 : i64} : tensor<8x4x5x5xf32>, tensor<1x4x1x1xf32>
+  %3 = kgraph.relu %2 {kgraph.fusion = 0 : i64} : tensor<8x4x5x5xf32>
+  return %3 : tensor<8x4x5x5xf32>
+}

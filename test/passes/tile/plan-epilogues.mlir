@@ -67,3 +67,33 @@ func.func @parameter_gradients(%g: tensor<200x64xbf16>, %w: tensor<64x256xbf16>,
   %sbf = kgraph.cast %sb : tensor<1x256xbf16> -> tensor<1x256xf32>
   return %t, %sgf, %sbf : tensor<200x256xf32>, tensor<1x256xf32>, tensor<1x256xf32>
 }
+
+// A convolution computes the group reading its output on each block as it
+// leaves PSUM: a bias and ReLU (the bias's reshape, which stands after the
+// convolution, is lowered before it), and ReLU's backward on an input
+// gradient (here a product with a tensor of its shape). A convolution whose output another group reads too, or whose
+// group reads a value computed after it, keeps its plain evacuation.
+// CHECK-LABEL: func.func @convolution_epilogues
+// CHECK: kgraph.conv %arg0, %arg1 {{{.*}}kgraph.epilogue = 0 : i64, kgraph.product = [[BIASED:[0-9]+]] : i64
+// CHECK: kgraph.reshape %arg2 {kgraph.early_for = array<i64: [[BIASED]]>}
+// CHECK: kgraph.conv_input_grad %arg3, %arg1 {{{.*}}kgraph.epilogue = 2 : i64
+// CHECK: kgraph.conv %arg0, %arg1 {dilation
+// CHECK-NOT: kgraph.epilogue
+// CHECK: kgraph.conv %arg4, %arg1 {dilation
+// CHECK-NOT: kgraph.epilogue
+// CHECK: return
+func.func @convolution_epilogues(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>, %dy: tensor<2x4x6x6xf32>, %x2: tensor<2x3x6x6xf32>) -> (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) {
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
+  %br = kgraph.reshape %b : tensor<4xf32> -> tensor<1x4x1x1xf32>
+  %yb = kgraph.add %y, %br {kgraph.fusion = 0 : i64} : tensor<2x4x6x6xf32>, tensor<1x4x1x1xf32>
+  %yr = kgraph.relu %yb {kgraph.fusion = 0 : i64} : tensor<2x4x6x6xf32>
+  %gx = kgraph.conv_input_grad %dy, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x4x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x3x6x6xf32>
+  %gr = kgraph.mul %gx, %x {kgraph.fusion = 2 : i64} : tensor<2x3x6x6xf32>, tensor<2x3x6x6xf32>
+  %y2 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 2, 2>, dilation = array<i64: 2, 2>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
+  %a = kgraph.neg %y2 {kgraph.fusion = 3 : i64} : tensor<2x4x6x6xf32>
+  %c = kgraph.exp %y2 {kgraph.fusion = 4 : i64} : tensor<2x4x6x6xf32>
+  %y3 = kgraph.conv %x2, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
+  %later = kgraph.exp %yr : tensor<2x4x6x6xf32>
+  %d = kgraph.add %y3, %later {kgraph.fusion = 5 : i64} : tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>
+  return %yr, %gr, %a, %c, %d : tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>
+}
