@@ -45,6 +45,23 @@ double perChannelCount(Value x) {
   return static_cast<double>(type.getNumElements() / type.getDimSize(1));
 }
 
+/// Sets `b` to insert right after the last definition of `values` (at the
+/// block's start when they are all arguments).
+void insertAfterDefinitions(OpBuilder &b, ValueRange values) {
+  Operation *last = nullptr;
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    if (def && (!last || last->isBeforeInBlock(def))) {
+      last = def;
+    }
+  }
+  if (last) {
+    b.setInsertionPointAfter(last);
+  } else {
+    b.setInsertionPointToStart(b.getInsertionBlock());
+  }
+}
+
 Values batchNorm(GraphEmitter &e, BatchNormOp op) {
   Value x = op.getInput();
   Type t = GraphEmitter::elementOf(x);
@@ -53,20 +70,34 @@ Values batchNorm(GraphEmitter &e, BatchNormOp op) {
   double count = perChannelCount(x);
   auto spread = [&](Value v) { return e.reshape(v, perChannel); };
   auto flat = [&](Value v) { return e.reshape(v, {channels}); };
-  Value mean, var;
+  double eps = op.getEpsilon().convertToDouble();
+  Value mean, var, rstd, y;
   if (op.getTraining()) {
     mean = e.mul(e.reduceSum(x, dims, true), e.scalar(1.0 / count, t));
     Value centred = e.sub(x, mean);
     var = e.mul(e.reduceSum(e.mul(centred, centred), dims, true),
                 e.scalar(1.0 / count, t));
+    rstd = e.rsqrt(e.add(var, e.scalar(eps, t)));
+    y = e.add(e.mul(e.mul(e.sub(x, mean), rstd), spread(op.getWeight())),
+              spread(op.getBias()));
   } else {
-    mean = spread(op.getRunningMean());
-    var = spread(op.getRunningVar());
+    // The per-channel values are computed where their inputs are (usually
+    // the step's start), so that a convolution computing x finds them
+    // ready and can normalise each block as it leaves PSUM.
+    Value weight, bias;
+    {
+      OpBuilder::InsertionGuard guard(e.builder());
+      insertAfterDefinitions(e.builder(),
+                             {op.getRunningMean(), op.getRunningVar(),
+                              op.getWeight(), op.getBias()});
+      mean = spread(op.getRunningMean());
+      var = spread(op.getRunningVar());
+      rstd = e.rsqrt(e.add(var, e.scalar(eps, t)));
+      weight = spread(op.getWeight());
+      bias = spread(op.getBias());
+    }
+    y = e.add(e.mul(e.mul(e.sub(x, mean), rstd), weight), bias);
   }
-  double eps = op.getEpsilon().convertToDouble();
-  Value rstd = e.rsqrt(e.add(var, e.scalar(eps, t)));
-  Value y = e.add(e.mul(e.mul(e.sub(x, mean), rstd), spread(op.getWeight())),
-                  spread(op.getBias()));
   Value nextMean = op.getRunningMean(), nextVar = op.getRunningVar();
   if (op.getTraining()) {
     double m = op.getMomentum().convertToDouble();

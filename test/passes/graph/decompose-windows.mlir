@@ -21,6 +21,21 @@ func.func @batch_norm(%x: tensor<2x3x4x4xf32>, %c: tensor<3xf32>) -> (tensor<2x3
   return %y#0, %y#3 : tensor<2x3x4x4xf32>, tensor<3xf32>
 }
 
+// In eval mode the per-channel values are computed where the running
+// statistics are (here the function's start), before the convolution
+// whose output is normalised, so that the convolution's epilogue can
+// apply them.
+// CHECK-LABEL: func.func @eval_batch_norm_after_conv
+// CHECK: kgraph.rsqrt
+// CHECK: kgraph.conv
+// CHECK: kgraph.sub
+// CHECK-NOT: kgraph.batch_norm
+func.func @eval_batch_norm_after_conv(%x: tensor<2x3x4x4xf32>, %w: tensor<3x3x1x1xf32>, %c: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+  %y = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<2x3x4x4xf32>, tensor<3x3x1x1xf32> -> tensor<2x3x4x4xf32>
+  %n:5 = kgraph.batch_norm %y, %c, %c, %c, %c {training = false} : tensor<2x3x4x4xf32>, tensor<3xf32>
+  return %n#0 : tensor<2x3x4x4xf32>
+}
+
 // CHECK-LABEL: func.func @max_pool
 func.func @max_pool(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> {
   // Padding with the lowest float, then one strided slice per tap.
