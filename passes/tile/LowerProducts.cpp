@@ -5,10 +5,13 @@
 // linear layer's bias), with an elementwise group as its epilogue (a bias
 // and activation, AdamW on a weight gradient), or alone, its product
 // stored. The row sums planned beside a product are computed from the
-// same tiles (see Lowering::lowerMatmul for the tiling itself).
+// same tiles (see Lowering::lowerMatmul for the tiling itself). A
+// convolution lowers with its epilogue group or alone, with the
+// per-channel sums planned beside it (see LowerConvolution.cpp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/ElementwiseLoop.h"
 #include "passes/tile/FunctionLowering.h"
 
 #include <numeric>
@@ -245,3 +248,49 @@ void FunctionLowering::interleaveRows(Value value, HbmView &dst) {
   dst = HbmView::whole(tb.hbm(shape, dtype)).transposed(swap);
 }
 
+LogicalResult FunctionLowering::lowerConvolutionOp(Operation *op) {
+  // An f32 cast of a bf16 result is the PSUM evacuation's (kgraph.fold).
+  Operation *cast = matmulResultCast.lookup(op);
+  Value result = cast ? cast->getResult(0) : op->getResult(0);
+  auto group = epilogueOf.find(op);
+  if (group == epilogueOf.end()) {
+    HbmView dst = freshBuffer(result);
+    if (failed(lowering.lowerConvolution(op, dst, sumsBeside(op)))) {
+      return failure();
+    }
+    bindView(result, dst);
+    return success();
+  }
+  return lowerConvolutionEpilogue(op, result, group->second);
+}
+
+/// A convolution with group `id` as its epilogue: the group's values read
+/// after it are stored block by block; the output itself, read by the
+/// group alone, is not.
+LogicalResult FunctionLowering::lowerConvolutionEpilogue(Operation *op,
+                                                         Value result,
+                                                         int64_t id) {
+  if (failed(lowerEarlyViews(op))) {
+    return failure();
+  }
+  ConvEpilogue e;
+  e.ops = groups[id];
+  e.value = result;
+  e.valueType = deviceType(tensorType(result).getElementType());
+  auto shape = tensorType(result).getShape();
+  e.shape.assign(shape.begin(), shape.end());
+  for (Value v : externalInputs(e.ops)) {
+    if (v != result) {
+      e.inputs.push_back({v, lowering.operandOf(v)});
+    }
+  }
+  llvm::SmallVector<LoopOutput> outputs = groupOutputs(e.ops);
+  e.outputs = outputs;
+  if (failed(lowering.lowerConvolution(op, HbmView{}, {}, &e))) {
+    return failure();
+  }
+  for (const LoopOutput &out : outputs) {
+    bindView(out.value, out.dst);
+  }
+  return success();
+}
