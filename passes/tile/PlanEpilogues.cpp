@@ -140,6 +140,12 @@ void TilePlanner::runChainAt(size_t k, MatmulOp product,
                                   const llvm::SetVector<Operation *> &views) {
   chainEpilogueOf[product] = k;
   chainEpilogueAt[k] = position[product];
+  setEarlyViews(product, views);
+}
+
+/// `views`, in program order, are lowered before `product`.
+void TilePlanner::setEarlyViews(Operation *product,
+                                const llvm::SetVector<Operation *> &views) {
   llvm::SmallVector<Operation *> early(views.begin(), views.end());
   llvm::sort(early, [&](Operation *a, Operation *b) {
     return position[a] < position[b];
@@ -225,11 +231,7 @@ void TilePlanner::recordEpilogue(Operation *product, int64_t id,
                                  const llvm::SetVector<Operation *> &views) {
   epilogueOf[product] = id;
   epilogueAt[id] = position[product];
-  llvm::SmallVector<Operation *> early(views.begin(), views.end());
-  llvm::sort(early, [&](Operation *a, Operation *b) {
-    return position[a] < position[b];
-  });
-  earlyViews[product] = std::move(early);
+  setEarlyViews(product, views);
 }
 
 /// Whether the group may overwrite `value`'s buffer at position `at`: every

@@ -37,6 +37,8 @@ private:
                          llvm::SetVector<mlir::Operation *> &views);
   void recordEpilogue(mlir::Operation *product, int64_t id,
                       const llvm::SetVector<mlir::Operation *> &views);
+  void setEarlyViews(mlir::Operation *product,
+                     const llvm::SetVector<mlir::Operation *> &views);
   void planChains();
   void planChainEpilogues();
   void planEpilogueChains();

@@ -186,25 +186,38 @@ std::string describe(const ConvCase &c) {
          std::to_string(c.dilation) + " groups " + std::to_string(c.groups);
 }
 
+/// The window, weight shape and output shape of `c`.
+struct ConvShapes {
+  GraphBuilder::ConvWindow window;
+  llvm::SmallVector<int64_t, 4> weight, output;
+
+  explicit ConvShapes(const ConvCase &c) {
+    size_t spatial = c.input.size() - 2;
+    window = GraphBuilder::ConvWindow{
+        llvm::SmallVector<int64_t, 2>(spatial, c.stride),
+        llvm::SmallVector<int64_t, 2>(spatial, c.padding),
+        llvm::SmallVector<int64_t, 2>(spatial, c.dilation), c.groups};
+    weight = {c.outChannels, c.input[1] / c.groups};
+    output = {c.input[0], c.outChannels};
+    for (size_t d = 0; d < spatial; ++d) {
+      weight.push_back(c.kernel);
+      output.push_back((c.input[2 + d] + 2 * c.padding -
+                        c.dilation * (c.kernel - 1) - 1) /
+                           c.stride +
+                       1);
+    }
+  }
+};
+
 /// The convolution, its input gradient and its weight gradient of `c`,
 /// compiled against the reference interpreter.
 void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
   SCOPED_TRACE(describe(c));
   size_t spatial = c.input.size() - 2;
-  GraphBuilder::ConvWindow w{
-      llvm::SmallVector<int64_t, 2>(spatial, c.stride),
-      llvm::SmallVector<int64_t, 2>(spatial, c.padding),
-      llvm::SmallVector<int64_t, 2>(spatial, c.dilation), c.groups};
-  llvm::SmallVector<int64_t, 4> weight = {c.outChannels,
-                                          c.input[1] / c.groups};
-  llvm::SmallVector<int64_t, 4> output = {c.input[0], c.outChannels};
-  for (size_t d = 0; d < spatial; ++d) {
-    weight.push_back(c.kernel);
-    output.push_back((c.input[2 + d] + 2 * c.padding -
-                      c.dilation * (c.kernel - 1) - 1) /
-                         c.stride +
-                     1);
-  }
+  ConvShapes shapes(c);
+  const GraphBuilder::ConvWindow &w = shapes.window;
+  const llvm::SmallVector<int64_t, 4> &weight = shapes.weight;
+  const llvm::SmallVector<int64_t, 4> &output = shapes.output;
   // Sums of up to C/groups * R * S products (the weight gradient's, of
   // N * O... products): scale the tolerance with them.
   double terms = static_cast<double>(weight[1]) *
@@ -333,22 +346,13 @@ TEST(WindowOpsTest, RandomConvolutionsMatchReference) {
 void expectEpiloguesMatch(const ConvCase &c, DiffOptions options = {}) {
   SCOPED_TRACE(describe(c));
   size_t spatial = c.input.size() - 2;
-  GraphBuilder::ConvWindow w{
-      llvm::SmallVector<int64_t, 2>(spatial, c.stride),
-      llvm::SmallVector<int64_t, 2>(spatial, c.padding),
-      llvm::SmallVector<int64_t, 2>(spatial, c.dilation), c.groups};
+  ConvShapes shapes(c);
+  const GraphBuilder::ConvWindow &w = shapes.window;
+  const llvm::SmallVector<int64_t, 4> &weight = shapes.weight;
+  const llvm::SmallVector<int64_t, 4> &output = shapes.output;
   int64_t k = c.outChannels;
-  llvm::SmallVector<int64_t, 4> weight = {k, c.input[1] / c.groups};
-  llvm::SmallVector<int64_t, 4> output = {c.input[0], k};
-  llvm::SmallVector<int64_t, 4> perChannel = {1, k};
-  for (size_t d = 0; d < spatial; ++d) {
-    weight.push_back(c.kernel);
-    output.push_back((c.input[2 + d] + 2 * c.padding -
-                      c.dilation * (c.kernel - 1) - 1) /
-                         c.stride +
-                     1);
-    perChannel.push_back(1);
-  }
+  llvm::SmallVector<int64_t, 4> perChannel(output.size(), 1);
+  perChannel[1] = k;
   double terms = static_cast<double>(weight[1]) *
                  std::pow(static_cast<double>(c.kernel), spatial);
   options.atol = (options.compile.autoCast == "bf16" ? 4e-3 : 1e-6) * terms;
