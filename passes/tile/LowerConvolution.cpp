@@ -26,360 +26,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/ElementwiseLoop.h"
-#include "passes/tile/FunctionLowering.h"
+#include "passes/tile/ConvolutionLowering.h"
 
 #include "dialects/kgraph/KGraphWindow.h"
 
 using namespace mlir;
 using namespace kiln::kgraph;
 
-namespace kiln::tile_passes {
-
-namespace {
-
-constexpr int64_t kPartitions = 128;
-constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
-constexpr int64_t kMinBlocks = 4;      // of whole images, where the batch allows
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
-/// Channels-first strides as [n, c, row, column] (1-d: rows of one).
-struct Strides4 {
-  int64_t n = 0, c = 0, row = 0, col = 0;
-  explicit Strides4(const HbmView &v) {
-    n = v.strides[0];
-    c = v.strides[1];
-    col = v.strides.back();
-    row = v.strides.size() == 4 ? v.strides[2] : 0;
-  }
-};
-
-/// out[n, k, oy, ox] = sum over c in k's group and taps (ry, rx) of
-/// band(n, c)[oy * stride + ry * dilation][ox * stride + rx * dilation] .
-/// weight(k, c, ry, rx), where band(n, c) holds input element (iy, ix) at
-/// (padLo + iy * spacing) in each dim and zeros elsewhere.
-struct ConvGeometry {
-  int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
-  int64_t in[2] = {1, 1}, out[2] = {1, 1};
-  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
-  int64_t padLo[2] = {0, 0}, spacing[2] = {1, 1};
-  int64_t taps() const { return kernel[0] * kernel[1]; }
-  int64_t inPerGroup() const { return inChannels / groups; }
-  int64_t outPerGroup() const { return outChannels / groups; }
-};
-
-/// Spatial sizes as two dims ([W] as [1, W]).
-void spatial2d(llvm::ArrayRef<int64_t> values, int64_t (&out)[2]) {
-  out[0] = values.size() == 2 ? values[0] : 1;
-  out[1] = values.back();
-}
-
-/// The geometry of kgraph.conv (input x, output y) from its window.
-ConvGeometry forwardGeometry(const Window &w, llvm::ArrayRef<int64_t> x,
-                             llvm::ArrayRef<int64_t> y, int64_t groups) {
-  ConvGeometry g;
-  g.batch = x[0];
-  g.inChannels = x[1];
-  g.outChannels = y[1];
-  g.groups = groups;
-  spatial2d(x.drop_front(2), g.in);
-  spatial2d(y.drop_front(2), g.out);
-  Window w2 = w.twoDimensional();
-  for (int d = 0; d < 2; ++d) {
-    g.kernel[d] = w2.kernel[d];
-    g.stride[d] = w2.stride[d];
-    g.dilation[d] = w2.dilation[d];
-    g.padLo[d] = w2.padding[d];
-  }
-  return g;
-}
-
-/// The input gradient as a convolution of the output gradient: stride 1
-/// over the gradient spread `stride` apart, the kernel flipped, padded so
-/// that input position i reads the output positions whose taps read it.
-ConvGeometry inputGradGeometry(const ConvGeometry &f) {
-  ConvGeometry g = f;
-  g.inChannels = f.outChannels;
-  g.outChannels = f.inChannels;
-  for (int d = 0; d < 2; ++d) {
-    g.in[d] = f.out[d];
-    g.out[d] = f.in[d];
-    g.spacing[d] = f.stride[d];
-    g.stride[d] = 1;
-    g.padLo[d] = (f.kernel[d] - 1) * f.dilation[d] - f.padLo[d];
-  }
-  return g;
-}
-
-/// Where a convolution's weights lie: element (input channel c, output
-/// channel k, tap) of group g at `base(g) + c * inStride + k * outStride`
-/// plus the tap's offset; `flipped` reads tap t as tap (taps - 1 - t).
-struct WeightLayout {
-  HbmView view;
-  int64_t inStride = 0, outStride = 0, groupStride = 0;
-  int64_t tapStride[2] = {0, 0};
-  bool flipped = false;
-};
-
-/// Channel tiles [first, first + size) of `count` channels, 128 a tile.
-struct ChannelTile {
-  int64_t first, size;
-};
-llvm::SmallVector<ChannelTile> channelTiles(int64_t count,
-                                            int64_t limit = kPartitions) {
-  llvm::SmallVector<ChannelTile> tiles;
-  for (int64_t c = 0; c < count; c += limit) {
-    tiles.push_back({c, std::min(limit, count - c)});
-  }
-  return tiles;
-}
-
-/// A block of output positions: rows [row, row + rows), columns
-/// [col, col + cols) of images [n, n + images). A block spans several
-/// images only when each holds the whole image, so that a small feature
-/// map still fills a PSUM bank (or the partitions) with one instruction.
-struct PixelBlock {
-  int64_t n, images, row, rows, col, cols;
-  int64_t pixels() const { return images * rows * cols; }
-};
-
-/// The blocks of at most `limit` output positions covering the batch,
-/// image by image.
-llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
-                                          int64_t limit) {
-  int64_t cols = std::min(g.out[1], limit);
-  int64_t rows = std::min(g.out[0], std::max<int64_t>(1, limit / cols));
-  llvm::SmallVector<PixelBlock> blocks;
-  if (rows == g.out[0] && cols == g.out[1]) {
-    // At least kMinBlocks blocks where the batch allows, so that loading
-    // one block's band overlaps another's matmuls.
-    int64_t images = std::max<int64_t>(
-        1, std::min(limit / (rows * cols), ceilDiv(g.batch, kMinBlocks)));
-    for (int64_t n = 0; n < g.batch; n += images) {
-      blocks.push_back({n, std::min(images, g.batch - n), 0, rows, 0, cols});
-    }
-    return blocks;
-  }
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t r = 0; r < g.out[0]; r += rows) {
-      for (int64_t c = 0; c < g.out[1]; c += cols) {
-        blocks.push_back({n, 1, r, std::min(rows, g.out[0] - r), c,
-                          std::min(cols, g.out[1] - c)});
-      }
-    }
-  }
-  return blocks;
-}
-
-/// The free dims of a block's positions in a channels-first buffer (image
-/// stride `image`, row stride `row`, column stride `col`); the image dim
-/// only when the block spans several.
-llvm::SmallVector<FreeDim, 3> blockDims(const PixelBlock &block, int64_t image,
-                                        FreeDim row, FreeDim col) {
-  llvm::SmallVector<FreeDim, 3> dims;
-  if (block.images > 1) {
-    dims.push_back(FreeDim{image, block.images});
-  }
-  dims.push_back(row);
-  dims.push_back(col);
-  return dims;
-}
-
-/// An input band in SBUF: the band rows and columns a block's windows
-/// read, from band position (row0, col0) on.
-struct Band {
-  Tile tile;
-  int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
-  int64_t image() const { return rows * cols; } // elements of one image
-};
-
-/// A convolution's sums per output channel, folded as its blocks leave
-/// PSUM: the activation evacuating a block writes its sums into a column of
-/// their own, and the columns fold once the blocks are done (independent
-/// folds, not a chain of additions). Every kFoldColumns columns fold into a
-/// partial column first, so the tile stays small however many blocks.
-class ChannelSumColumns {
-public:
-  ChannelSumColumns(TileBuilder &tb, int64_t channels, int64_t blocks)
-      : tb(tb), channels(channels), blocks(blocks) {
-    int64_t folds = ceilDiv(blocks, kFoldColumns);
-    if (folds > 1) {
-      partials = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, folds);
-    }
-  }
-
-  /// The column the next block's sums go to.
-  Tile next() {
-    if (!columns.buffer || used == columns.cols) {
-      if (columns.buffer) {
-        fold(partials.columns(folded++, 1));
-      }
-      columns = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels,
-                        std::min(kFoldColumns, blocks - done));
-      used = 0;
-    }
-    ++done;
-    return columns.columns(used++, 1);
-  }
-
-  /// [channels x 1]: the sums over every block.
-  Tile total() {
-    if (!partials.buffer && columns.cols == 1) {
-      return columns; // one block: its sums are the total
-    }
-    Tile sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, 1);
-    if (!partials.buffer) {
-      fold(sum);
-      return sum;
-    }
-    fold(partials.columns(folded++, 1));
-    tb.reduce(sum, partials, "add");
-    return sum;
-  }
-
-private:
-  static constexpr int64_t kFoldColumns = 512;
-
-  void fold(const Tile &into) {
-    if (columns.cols == 1) {
-      tb.copy(into, columns);
-    } else {
-      tb.reduce(into, columns, "add");
-    }
-  }
-
-  TileBuilder &tb;
-  int64_t channels, blocks;
-  int64_t done = 0, used = 0, folded = 0;
-  Tile columns, partials;
-};
-
-/// The epilogue's operands as each block of an output-channel tile reads
-/// them: immediates, and per-channel values as one column each.
-using EpilogueTiles = llvm::DenseMap<Value, TileArg>;
-
-class ConvLowering {
-public:
-  ConvLowering(TileBuilder &tb, const ConvGeometry &g, isa::DType operand,
-               int64_t sbufBudget, const ConvEpilogue *epilogue = nullptr)
-      : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget),
-        epilogue(epilogue) {}
-
-  /// out = conv(input, weights), `out` [N, K, O...]; its sums per output
-  /// channel into each of `channelSums` ([K] elements, any shape).
-  void apply(const HbmView &input, const WeightLayout &weights,
-             const HbmView &out, llvm::ArrayRef<HbmView> channelSums);
-  /// grad_weight = the weight gradient of the forward convolution `g`
-  /// from its input and output gradient.
-  void weightGrad(const HbmView &input, const HbmView &gradOut,
-                  const HbmView &gradWeight);
-
-private:
-  Band loadBand(const HbmView &input, int64_t channel, int64_t channels,
-                const PixelBlock &block);
-  Tile loadWeights(const WeightLayout &w, int64_t group, const ChannelTile &in,
-                   const ChannelTile &out);
-  TileWindow window(const Band &band, int64_t tap,
-                    const PixelBlock &block) const;
-  void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
-                  const PixelBlock &block, const ChannelTile &ot,
-                  llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
-                  bool flipped, ChannelSumColumns *sums,
-                  const EpilogueTiles &channelInputs);
-  void storeBlock(const HbmView &out, int64_t group, const PixelBlock &block,
-                  const ChannelTile &ot, const Tile &tile);
-  EpilogueTiles channelInputs(int64_t group, const ChannelTile &ot);
-  void runEpilogue(int64_t group, const PixelBlock &block,
-                   const ChannelTile &ot, const Tile &value,
-                   EpilogueTiles tiles);
-  void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
-                        const Tile &sums);
-  Tile transposedGradient(const HbmView &gradOut, int64_t channel,
-                          const ChannelTile &ot, const PixelBlock &block);
-  void storeWeightGrad(const HbmView &gradWeight, int64_t group,
-                       const ChannelTile &ot, int64_t firstIn, int64_t tap,
-                       const Tile &acc);
-
-  TileBuilder &tb;
-  const ConvGeometry &g;
-  isa::DType operand;
-  int64_t sbufBudget;
-  const ConvEpilogue *epilogue;
-};
-
-Band ConvLowering::loadBand(const HbmView &input, int64_t channel,
-                            int64_t channels, const PixelBlock &block) {
-  Band band;
-  band.row0 = block.row * g.stride[0];
-  band.col0 = block.col * g.stride[1];
-  band.rows = (block.rows - 1) * g.stride[0] +
-              (g.kernel[0] - 1) * g.dilation[0] + 1;
-  band.cols = (block.cols - 1) * g.stride[1] +
-              (g.kernel[1] - 1) * g.dilation[1] + 1;
-  band.tile = tb.tile(isa::Memory::Sbuf, operand, channels,
-                      block.images * band.image());
-  // The input elements inside the band, per dim: [first, first + count).
-  int64_t first[2], count[2], start[2] = {band.row0, band.col0},
-                                  size[2] = {band.rows, band.cols};
-  bool covered = true;
-  for (int d = 0; d < 2; ++d) {
-    first[d] = std::max<int64_t>(0, ceilDiv(start[d] - g.padLo[d],
-                                            g.spacing[d]));
-    int64_t last = std::min(
-        g.in[d] - 1, floorDiv(start[d] + size[d] - 1 - g.padLo[d],
-                              g.spacing[d]));
-    count[d] = std::max<int64_t>(0, last - first[d] + 1);
-    covered &= g.spacing[d] == 1 && count[d] == size[d];
-  }
-  if (!covered) {
-    tb.memset(band.tile, 0.0);
-  }
-  if (count[0] == 0 || count[1] == 0) {
-    return band;
-  }
-  Strides4 s(input);
-  TileWindow dst{band.tile,
-                 (g.padLo[0] + first[0] * g.spacing[0] - band.row0) *
-                         band.cols +
-                     g.padLo[1] + first[1] * g.spacing[1] - band.col0,
-                 blockDims(block, band.image(),
-                           FreeDim{g.spacing[0] * band.cols, count[0]},
-                           FreeDim{g.spacing[1], count[1]})};
-  int64_t offset = input.offset + block.n * s.n + channel * s.c +
-                   first[0] * s.row + first[1] * s.col;
-  tb.load(dst, input, offset, s.c,
-          blockDims(block, s.n, FreeDim{s.row, count[0]},
-                    FreeDim{s.col, count[1]}));
-  return band;
-}
-
-Tile ConvLowering::loadWeights(const WeightLayout &w, int64_t group,
-                               const ChannelTile &in, const ChannelTile &out) {
-  Tile tile =
-      tb.tile(isa::Memory::Sbuf, operand, in.size, g.taps() * out.size);
-  int64_t offset = w.view.offset + group * w.groupStride +
-                   in.first * w.inStride + out.first * w.outStride;
-  // Tap-major: the columns of tap t are [t * out.size, (t + 1) * out.size).
-  tb.load(tile, w.view, offset, w.inStride,
-          {FreeDim{w.tapStride[0], g.kernel[0]},
-           FreeDim{w.tapStride[1], g.kernel[1]},
-           FreeDim{w.outStride, out.size}});
-  return tile;
-}
-
-TileWindow ConvLowering::window(const Band &band, int64_t tap,
-                                const PixelBlock &block) const {
-  int64_t ry = tap / g.kernel[1], rx = tap % g.kernel[1];
-  return TileWindow{band.tile,
-                    ry * g.dilation[0] * band.cols + rx * g.dilation[1],
-                    blockDims(block, band.image(),
-                              FreeDim{g.stride[0] * band.cols, block.rows},
-                              FreeDim{g.stride[1], block.cols})};
-}
+namespace kiln::tile_passes::convolution {
 
 void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
                               int64_t group, const PixelBlock &block,
@@ -399,98 +53,16 @@ void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
       first = false;
     }
   }
-  isa::DType type = epilogue ? epilogue->valueType : out.dtype;
-  Tile result = tb.tile(isa::Memory::Sbuf, type, ot.size, block.pixels());
-  if (sums) {
-    tb.activationWithRowSums(result, acc, "identity", sums->next());
-  } else {
-    tb.copy(result, acc);
-  }
-  if (out.buffer) {
-    storeBlock(out, group, block, ot, result);
-  }
-  if (epilogue) {
-    runEpilogue(group, block, ot, result, channelInputs);
-  }
-}
-
-/// A block's tile of an output-shaped view, [channels x positions].
-void ConvLowering::storeBlock(const HbmView &out, int64_t group,
-                              const PixelBlock &block, const ChannelTile &ot,
-                              const Tile &tile) {
-  Strides4 s(out);
-  int64_t offset = out.offset + block.n * s.n +
-                   (group * g.outPerGroup() + ot.first) * s.c +
-                   block.row * s.row + block.col * s.col;
-  tb.store(out, offset, s.c,
-           blockDims(block, s.n, FreeDim{s.row, block.rows},
-                     FreeDim{s.col, block.cols}),
-           tile);
-}
-
-/// The epilogue's inputs that every block of channel tile `ot` reads alike:
-/// immediates, and values that vary by channel alone (a bias, batch norm's
-/// statistics), loaded once as a column read with stride 0.
-EpilogueTiles ConvLowering::channelInputs(int64_t group,
-                                          const ChannelTile &ot) {
-  EpilogueTiles tiles;
-  if (!epilogue) {
-    return tiles;
-  }
-  int64_t channel = group * g.outPerGroup() + ot.first;
-  for (const auto &[value, operand] : epilogue->inputs) {
-    if (operand.immediate) {
-      tiles[value] = TileArg{operand.immediate, Tile{}};
-      continue;
-    }
-    Strides4 s(operand.view.broadcastTo(epilogue->shape));
-    if (s.n == 0 && s.row == 0 && s.col == 0) {
-      tiles[value] = TileArg{
-          std::nullopt, loadInput(tb, operand.view, operand.view.offset +
-                                                        channel * s.c,
-                                  s.c, {FreeDim{0, 1}}, ot.size, 1)};
-    }
-  }
-  return tiles;
-}
-
-/// The epilogue's ops on one block (`value`: the output's tile), its other
-/// inputs read in the block's layout, and the values read after it stored.
-void ConvLowering::runEpilogue(int64_t group, const PixelBlock &block,
-                               const ChannelTile &ot, const Tile &value,
-                               EpilogueTiles tiles) {
-  int64_t rows = ot.size, cols = block.pixels();
-  for (auto &[v, arg] : tiles) {
-    arg.tile.cols = cols;
-  }
-  tiles[epilogue->value] = TileArg{std::nullopt, value};
-  for (const auto &[v, operand] : epilogue->inputs) {
-    if (tiles.count(v)) {
-      continue;
-    }
-    HbmView view = operand.view.broadcastTo(epilogue->shape);
-    Strides4 s(view);
-    int64_t origin = view.offset + block.n * s.n +
-                     (group * g.outPerGroup() + ot.first) * s.c +
-                     block.row * s.row + block.col * s.col;
-    tiles[v] = TileArg{
-        std::nullopt,
-        loadInput(tb, view, origin, s.c,
-                  blockDims(block, s.n, FreeDim{s.row, block.rows},
-                            FreeDim{s.col, block.cols}),
-                  rows, cols)};
-  }
-  // Dropout, the one op that numbers its elements, is never planned here.
-  (void)emitGroupOps(tb, epilogue->ops, tiles, rows, cols, TileIndex{});
-  for (const LoopOutput &out : epilogue->outputs) {
-    Tile t = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows, cols);
-    storeBlock(out.dst, group, block, ot, t);
-  }
+  finishBlock(out, group, block, ot, acc, sums, channelInputs);
 }
 
 void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
                          const HbmView &out,
                          llvm::ArrayRef<HbmView> channelSums) {
+  if (depthwise()) {
+    applyDepthwise(input, weights, out, channelSums);
+    return;
+  }
   llvm::SmallVector<ChannelTile> inTiles = channelTiles(g.inPerGroup());
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
   llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kBankColumns);
@@ -548,16 +120,6 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
   }
 }
 
-void ConvLowering::storeChannelSums(llvm::ArrayRef<HbmView> channelSums,
-                                    int64_t channel, const Tile &sums) {
-  for (const HbmView &dst : channelSums) {
-    // [K] elements in channel order, whatever unit dims the shape has.
-    int64_t stride = dst.strides.front();
-    tb.store(dst, dst.offset + channel * stride, stride, {FreeDim{1, 1}},
-             sums);
-  }
-}
-
 /// [pixels, channels]: the output gradient's block, transposed so that its
 /// pixels lie on the partitions.
 Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t channel,
@@ -596,6 +158,10 @@ void ConvLowering::storeWeightGrad(const HbmView &gradWeight, int64_t group,
 
 void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
                               const HbmView &gradWeight) {
+  if (depthwise()) {
+    weightGradDepthwise(input, gradOut, gradWeight);
+    return;
+  }
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
   // The moving operand holds up to four input-channel tiles side by side.
   llvm::SmallVector<ChannelTile> chunks =
@@ -646,6 +212,57 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
       }
     }
   }
+}
+
+} // namespace kiln::tile_passes::convolution
+
+namespace kiln::tile_passes {
+
+using namespace convolution;
+
+namespace {
+
+/// Spatial sizes as two dims ([W] as [1, W]).
+void spatial2d(llvm::ArrayRef<int64_t> values, int64_t (&out)[2]) {
+  out[0] = values.size() == 2 ? values[0] : 1;
+  out[1] = values.back();
+}
+
+/// The geometry of kgraph.conv (input x, output y) from its window.
+ConvGeometry forwardGeometry(const Window &w, llvm::ArrayRef<int64_t> x,
+                             llvm::ArrayRef<int64_t> y, int64_t groups) {
+  ConvGeometry g;
+  g.batch = x[0];
+  g.inChannels = x[1];
+  g.outChannels = y[1];
+  g.groups = groups;
+  spatial2d(x.drop_front(2), g.in);
+  spatial2d(y.drop_front(2), g.out);
+  Window w2 = w.twoDimensional();
+  for (int d = 0; d < 2; ++d) {
+    g.kernel[d] = w2.kernel[d];
+    g.stride[d] = w2.stride[d];
+    g.dilation[d] = w2.dilation[d];
+    g.padLo[d] = w2.padding[d];
+  }
+  return g;
+}
+
+/// The input gradient as a convolution of the output gradient: stride 1
+/// over the gradient spread `stride` apart, the kernel flipped, padded so
+/// that input position i reads the output positions whose taps read it.
+ConvGeometry inputGradGeometry(const ConvGeometry &f) {
+  ConvGeometry g = f;
+  g.inChannels = f.outChannels;
+  g.outChannels = f.inChannels;
+  for (int d = 0; d < 2; ++d) {
+    g.in[d] = f.out[d];
+    g.out[d] = f.in[d];
+    g.spacing[d] = f.stride[d];
+    g.stride[d] = 1;
+    g.padLo[d] = (f.kernel[d] - 1) * f.dilation[d] - f.padLo[d];
+  }
+  return g;
 }
 
 /// The matmul operand type of a convolution: bf16 when either side is,

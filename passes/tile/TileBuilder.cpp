@@ -352,6 +352,29 @@ void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
 void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
                                llvm::StringRef op0, llvm::StringRef op1,
                                const Tile &scalars, bool first, double other) {
+  tensorScalarByPartition(dst, src.buffer, pattern(src), op0, op1, scalars,
+                          first, other);
+}
+
+void TileBuilder::tensorScalar(const Tile &dst, const TileWindow &src,
+                               llvm::StringRef op0, const Tile &scalars) {
+  tensorScalarByPartition(dst, src.tile.buffer, pattern(src), op0, "", scalars,
+                          /*first=*/true, 0.0);
+}
+
+void TileBuilder::tensorTensor(const Tile &dst, const Tile &lhs,
+                               const TileWindow &rhs, llvm::StringRef op) {
+  emit("tensor_tensor",
+       {{dst.buffer, pattern(dst)},
+        {lhs.buffer, pattern(lhs)},
+        {rhs.tile.buffer, pattern(rhs)}},
+       {b.getNamedAttr("op", b.getStringAttr(op))});
+}
+
+void TileBuilder::tensorScalarByPartition(
+    const Tile &dst, Value src, kisa::AccessPatternAttr srcPattern,
+    llvm::StringRef op0, llvm::StringRef op1, const Tile &scalars, bool first,
+    double other) {
   Tile column = scalars;
   column.cols = 1;
   column.freeStride = 1;
@@ -365,9 +388,7 @@ void TileBuilder::tensorScalar(const Tile &dst, const Tile &src,
         b.getNamedAttr("scalar1", b.getF64FloatAttr(first ? other : 0.0)));
   }
   emit("tensor_scalar",
-       {{dst.buffer, pattern(dst)},
-        {src.buffer, pattern(src)},
-        {column.buffer, pattern(column)}},
+       {{dst.buffer, pattern(dst)}, {src, srcPattern}, {column.buffer, pattern(column)}},
        fields);
 }
 

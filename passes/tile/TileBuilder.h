@@ -192,6 +192,10 @@ public:
   kisa::AccessPatternAttr pattern(const TileWindow &window);
   void matmul(const Tile &dst, const Tile &stationary,
               const TileWindow &moving, bool accumulate);
+  void tensorScalar(const Tile &dst, const TileWindow &src,
+                    llvm::StringRef op0, const Tile &scalars);
+  void tensorTensor(const Tile &dst, const Tile &lhs, const TileWindow &rhs,
+                    llvm::StringRef op);
   void transpose(const Tile &dst, const TileWindow &src);
   void load(const TileWindow &dst, const HbmView &view, int64_t offset,
             int64_t rowStride, llvm::ArrayRef<FreeDim> free);
@@ -204,6 +208,11 @@ public:
   const target::TargetDescription &targetDescription() const { return target; }
 
 private:
+  void tensorScalarByPartition(const Tile &dst, mlir::Value src,
+                               kisa::AccessPatternAttr srcPattern,
+                               llvm::StringRef op0, llvm::StringRef op1,
+                               const Tile &scalars, bool first, double other);
+
   mlir::OpBuilder &b;
   mlir::Location loc;
   const target::TargetDescription &target;

@@ -80,3 +80,37 @@ func.func @bias_and_relu(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role
   %3 = kgraph.relu %2 {kgraph.fusion = 0 : i64} : tensor<8x4x5x5xf32>
   return %3 : tensor<8x4x5x5xf32>
 }
+
+// A depthwise convolution runs on VectorE, its 8 channels on the
+// partitions together: the weights load once as [8 x 9 taps]; per block,
+// each tap's window over the band is scaled by that tap's weight per
+// partition (tensor_scalar with a column of scalars), and the taps' terms
+// are added up (tensor_tensor). No matmul.
+// CHECK-LABEL: func.func @depthwise
+// CHECK: ktile.dma_copy %[[W:[0-9]+]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 9]>
+// CHECK: ktile.dma_copy %[[BAND:[0-9]+]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 40, dims = [9 x 7, 1 x 7]>
+// CHECK: ktile.tensor_scalar %[[T0:[0-9]+]], %[[BAND]], %[[W]] {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 49]>, op0 = "mul", {{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [9 x 7, 1 x 7]>}
+// CHECK: ktile.tensor_scalar %[[T1:[0-9]+]], %[[BAND]], %[[W]] {{{.*}}scalars = #kisa.ap<sbuf, f32, p = 0:8, offset = 4, dims = [1 x 1]>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 4, dims = [9 x 7, 1 x 7]>}
+// CHECK: ktile.tensor_tensor %{{.*}}, %[[T0]], %[[T1]] {{{.*}}op = "add"
+// CHECK-COUNT-7: ktile.tensor_tensor
+// CHECK-NOT: ktile.matmul
+// CHECK: return
+func.func @depthwise(%x: tensor<4x8x7x7xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<8x1x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<4x8x7x7xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 8} : tensor<4x8x7x7xf32>, tensor<8x1x3x3xf32> -> tensor<4x8x7x7xf32>
+  return %0 : tensor<4x8x7x7xf32>
+}
+
+// Its weight gradient: per block and tap, the output gradient times the
+// tap's window, summed along each partition into the tap's column for the
+// block; the columns fold once the blocks are done and the [8 x 9]
+// gradient is stored in one transfer.
+// CHECK-LABEL: func.func @depthwise_weight_gradient
+// CHECK: ktile.tensor_tensor %[[P:[0-9]+]], %{{.*}}, %{{.*}} {{{.*}}op = "mul", rhs = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [9 x 7, 1 x 7]>}
+// CHECK: ktile.tensor_reduce %{{.*}}, %[[P]] {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 1]>, op = "add"
+// CHECK-NOT: ktile.matmul
+// CHECK: ktile.dma_copy %{{.*}}, %{{.*}} {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 9], pstride = 9>
+// CHECK: return
+func.func @depthwise_weight_gradient(%x: tensor<4x8x7x7xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<4x8x7x7xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<8x1x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
+  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 8} : tensor<4x8x7x7xf32>, tensor<4x8x7x7xf32> -> tensor<8x1x3x3xf32>
+  return %0 : tensor<8x1x3x3xf32>
+}

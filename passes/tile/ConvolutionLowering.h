@@ -1,0 +1,228 @@
+//===- ConvolutionLowering.h - convolutions on the engines -----*- C++ -*-===//
+//
+// What the convolution lowerings share (see LowerConvolution.cpp for how a
+// convolution is tiled): the geometry, the blocks of output positions and
+// the input bands they read, and ConvLowering, whose TensorE paths are in
+// LowerConvolution.cpp, its VectorE path for depthwise convolutions in
+// LowerDepthwiseConvolution.cpp and the parts both use (bands, stores,
+// per-channel sums, epilogues) in ConvolutionBlocks.cpp. Private to the
+// tile passes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_TILE_CONVOLUTIONLOWERING_H
+#define KILN_PASSES_TILE_CONVOLUTIONLOWERING_H
+
+#include "passes/tile/Lowering.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace kiln::tile_passes::convolution {
+
+constexpr int64_t kPartitions = 128;
+constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
+constexpr int64_t kMinBlocks = 4;      // of whole images, where the batch allows
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// Channels-first strides as [n, c, row, column] (1-d: rows of one).
+struct Strides4 {
+  int64_t n = 0, c = 0, row = 0, col = 0;
+  explicit Strides4(const HbmView &v) {
+    n = v.strides[0];
+    c = v.strides[1];
+    col = v.strides.back();
+    row = v.strides.size() == 4 ? v.strides[2] : 0;
+  }
+};
+
+/// out[n, k, oy, ox] = sum over c in k's group and taps (ry, rx) of
+/// band(n, c)[oy * stride + ry * dilation][ox * stride + rx * dilation] .
+/// weight(k, c, ry, rx), where band(n, c) holds input element (iy, ix) at
+/// (padLo + iy * spacing) in each dim and zeros elsewhere.
+struct ConvGeometry {
+  int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
+  int64_t in[2] = {1, 1}, out[2] = {1, 1};
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
+  int64_t padLo[2] = {0, 0}, spacing[2] = {1, 1};
+  int64_t taps() const { return kernel[0] * kernel[1]; }
+  int64_t inPerGroup() const { return inChannels / groups; }
+  int64_t outPerGroup() const { return outChannels / groups; }
+};
+
+/// Where a convolution's weights lie: element (input channel c, output
+/// channel k, tap) of group g at `base(g) + c * inStride + k * outStride`
+/// plus the tap's offset; `flipped` reads tap t as tap (taps - 1 - t).
+struct WeightLayout {
+  HbmView view;
+  int64_t inStride = 0, outStride = 0, groupStride = 0;
+  int64_t tapStride[2] = {0, 0};
+  bool flipped = false;
+};
+
+/// Channel tiles [first, first + size) of `count` channels, 128 a tile.
+struct ChannelTile {
+  int64_t first, size;
+};
+llvm::SmallVector<ChannelTile> channelTiles(int64_t count,
+                                            int64_t limit = kPartitions);
+
+/// A block of output positions: rows [row, row + rows), columns
+/// [col, col + cols) of images [n, n + images). A block spans several
+/// images only when each holds the whole image, so that a small feature
+/// map still fills a PSUM bank (or the partitions) with one instruction.
+struct PixelBlock {
+  int64_t n, images, row, rows, col, cols;
+  int64_t pixels() const { return images * rows * cols; }
+};
+
+/// The blocks of at most `limit` output positions covering the batch,
+/// image by image.
+llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
+                                          int64_t limit);
+
+/// The free dims of a block's positions in a channels-first buffer (image
+/// stride `image`, row stride `row`, column stride `col`); the image dim
+/// only when the block spans several.
+llvm::SmallVector<FreeDim, 3> blockDims(const PixelBlock &block, int64_t image,
+                                        FreeDim row, FreeDim col);
+
+/// An input band in SBUF: the band rows and columns a block's windows
+/// read, from band position (row0, col0) on.
+struct Band {
+  Tile tile;
+  int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
+  int64_t image() const { return rows * cols; } // elements of one image
+};
+
+/// A convolution's sums per output channel, folded as its blocks leave
+/// PSUM: the activation evacuating a block writes its sums into a column of
+/// their own, and the columns fold once the blocks are done (independent
+/// folds, not a chain of additions). Every kFoldColumns columns fold into a
+/// partial column first, so the tile stays small however many blocks.
+class ChannelSumColumns {
+public:
+  ChannelSumColumns(TileBuilder &tb, int64_t channels, int64_t blocks)
+      : tb(tb), channels(channels), blocks(blocks) {
+    int64_t folds = ceilDiv(blocks, kFoldColumns);
+    if (folds > 1) {
+      partials = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, folds);
+    }
+  }
+
+  /// The column the next block's sums go to.
+  Tile next() {
+    if (!columns.buffer || used == columns.cols) {
+      if (columns.buffer) {
+        fold(partials.columns(folded++, 1));
+      }
+      columns = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels,
+                        std::min(kFoldColumns, blocks - done));
+      used = 0;
+    }
+    ++done;
+    return columns.columns(used++, 1);
+  }
+
+  /// [channels x 1]: the sums over every block.
+  Tile total() {
+    if (!partials.buffer && columns.cols == 1) {
+      return columns; // one block: its sums are the total
+    }
+    Tile sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, channels, 1);
+    if (!partials.buffer) {
+      fold(sum);
+      return sum;
+    }
+    fold(partials.columns(folded++, 1));
+    tb.reduce(sum, partials, "add");
+    return sum;
+  }
+
+private:
+  static constexpr int64_t kFoldColumns = 512;
+
+  void fold(const Tile &into) {
+    if (columns.cols == 1) {
+      tb.copy(into, columns);
+    } else {
+      tb.reduce(into, columns, "add");
+    }
+  }
+
+  TileBuilder &tb;
+  int64_t channels, blocks;
+  int64_t done = 0, used = 0, folded = 0;
+  Tile columns, partials;
+};
+
+/// The epilogue's operands as each block of an output-channel tile reads
+/// them: immediates, and per-channel values as one column each.
+using EpilogueTiles = llvm::DenseMap<mlir::Value, TileArg>;
+
+class ConvLowering {
+public:
+  ConvLowering(TileBuilder &tb, const ConvGeometry &g, isa::DType operand,
+               int64_t sbufBudget, const ConvEpilogue *epilogue = nullptr)
+      : tb(tb), g(g), operand(operand), sbufBudget(sbufBudget),
+        epilogue(epilogue) {}
+
+  /// out = conv(input, weights), `out` [N, K, O...]; its sums per output
+  /// channel into each of `channelSums` ([K] elements, any shape).
+  void apply(const HbmView &input, const WeightLayout &weights,
+             const HbmView &out, llvm::ArrayRef<HbmView> channelSums);
+  /// grad_weight = the weight gradient of the forward convolution `g`
+  /// from its input and output gradient.
+  void weightGrad(const HbmView &input, const HbmView &gradOut,
+                  const HbmView &gradWeight);
+  /// Whether each group has one input and one output channel (a
+  /// depthwise convolution), which VectorE computes, channels on the
+  /// partitions (LowerDepthwiseConvolution.cpp).
+  bool depthwise() const;
+
+private:
+  void applyDepthwise(const HbmView &input, const WeightLayout &weights,
+                      const HbmView &out, llvm::ArrayRef<HbmView> channelSums);
+  void weightGradDepthwise(const HbmView &input, const HbmView &gradOut,
+                           const HbmView &gradWeight);
+  void finishBlock(const HbmView &out, int64_t group, const PixelBlock &block,
+                   const ChannelTile &ot, const Tile &acc,
+                   ChannelSumColumns *sums, const EpilogueTiles &channelInputs);
+  Band loadBand(const HbmView &input, int64_t channel, int64_t channels,
+                const PixelBlock &block);
+  Tile loadWeights(const WeightLayout &w, int64_t group, const ChannelTile &in,
+                   const ChannelTile &out);
+  TileWindow window(const Band &band, int64_t tap,
+                    const PixelBlock &block) const;
+  void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
+                  const PixelBlock &block, const ChannelTile &ot,
+                  llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
+                  bool flipped, ChannelSumColumns *sums,
+                  const EpilogueTiles &channelInputs);
+  void storeBlock(const HbmView &out, int64_t group, const PixelBlock &block,
+                  const ChannelTile &ot, const Tile &tile);
+  EpilogueTiles channelInputs(int64_t group, const ChannelTile &ot);
+  void runEpilogue(int64_t group, const PixelBlock &block,
+                   const ChannelTile &ot, const Tile &value,
+                   EpilogueTiles tiles);
+  void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
+                        const Tile &sums);
+  Tile transposedGradient(const HbmView &gradOut, int64_t channel,
+                          const ChannelTile &ot, const PixelBlock &block);
+  void storeWeightGrad(const HbmView &gradWeight, int64_t group,
+                       const ChannelTile &ot, int64_t firstIn, int64_t tap,
+                       const Tile &acc);
+
+  TileBuilder &tb;
+  const ConvGeometry &g;
+  isa::DType operand;
+  int64_t sbufBudget;
+  const ConvEpilogue *epilogue;
+};
+
+} // namespace kiln::tile_passes::convolution
+
+#endif // KILN_PASSES_TILE_CONVOLUTIONLOWERING_H
