@@ -23,6 +23,10 @@
 //                   (batch 32, 32 channels), f32
 //   conv-block-56   the same at ResNet-50's 56x56 stage (batch 4, 64
 //                   channels), bf16 convolutions
+//   separable-28    a MobileNet-style block: a 3x3 depthwise convolution,
+//                   batch norm and ReLU, then a 1x1 convolution with bias
+//                   and ReLU, with all their gradients (batch 8, 64
+//                   channels, 28x28), f32
 //
 // --graph adds graph files, compiled in f32 and with --auto-cast=bf16
 // (--f32-only, --bf16-only pick one; --no-builtin skips the steps above): the
@@ -160,6 +164,49 @@ llvm::Expected<proto::Graph> convBlock(mlir::MLIRContext &context,
   b.output("grad_x", b.convInputGrad(grads.input, w, shape, window),
            proto::METRIC);
   b.output("grad_w", b.convWeightGrad(grads.input, x, weightShape, window),
+           proto::METRIC);
+  b.output("grad_gamma", grads.weight, proto::METRIC);
+  b.output("grad_beta", grads.bias, proto::METRIC);
+  return b.finishGraph();
+}
+
+/// A depthwise-separable block as a MobileNet training step runs it: a 3x3
+/// depthwise convolution, batch norm (training) and ReLU, a 1x1
+/// convolution with bias and ReLU, then the gradients of all of them.
+llvm::Expected<proto::Graph> separableBlock(mlir::MLIRContext &context,
+                                            int64_t batch, int64_t channels,
+                                            int64_t size) {
+  GraphBuilder b(context, "separable-block");
+  llvm::SmallVector<int64_t, 4> shape = {batch, channels, size, size};
+  llvm::SmallVector<int64_t, 4> depthwiseShape = {channels, 1, 3, 3};
+  llvm::SmallVector<int64_t, 4> pointwiseShape = {channels, channels, 1, 1};
+  Tensor x = b.input("x", proto::F32, shape, proto::BATCH_INPUT);
+  Tensor g = b.input("g", proto::F32, shape, proto::BATCH_INPUT);
+  Tensor wd = input(b, "depthwise", depthwiseShape);
+  Tensor wp = input(b, "pointwise", pointwiseShape);
+  Tensor bias = input(b, "bias", {channels});
+  Tensor gamma = input(b, "gamma", {channels});
+  Tensor beta = input(b, "beta", {channels});
+  Tensor mean = input(b, "running_mean", {channels});
+  Tensor var = input(b, "running_var", {channels});
+  GraphBuilder::ConvWindow depthwise{{1, 1}, {1, 1}, {1, 1}, channels};
+  GraphBuilder::ConvWindow pointwise{{1, 1}, {0, 0}, {1, 1}};
+  Tensor d = b.conv(x, wd, {}, depthwise);
+  auto bn = b.batchNorm(d, gamma, beta, mean, var, /*training=*/true);
+  Tensor h = b.relu(bn.output);
+  Tensor out = b.relu(b.conv(h, wp, bias, pointwise));
+  b.output("out", out, proto::METRIC);
+  Tensor gp = b.reluBackward(g, out);
+  b.output("grad_pointwise", b.convWeightGrad(gp, h, pointwiseShape, pointwise),
+           proto::METRIC);
+  b.output("grad_bias", b.reduceSum(gp, {0, 2, 3}), proto::METRIC);
+  Tensor gh = b.reluBackward(b.convInputGrad(gp, wp, shape, pointwise), h);
+  auto grads = b.batchNormBackward(gh, d, bn.mean, bn.rstd, gamma,
+                                   /*training=*/true);
+  b.output("grad_x", b.convInputGrad(grads.input, wd, shape, depthwise),
+           proto::METRIC);
+  b.output("grad_depthwise",
+           b.convWeightGrad(grads.input, x, depthwiseShape, depthwise),
            proto::METRIC);
   b.output("grad_gamma", grads.weight, proto::METRIC);
   b.output("grad_beta", grads.bias, proto::METRIC);
@@ -650,6 +697,8 @@ int main(int argc, char **argv) {
           f32);
     bench("conv-block-56", [&] { return convBlock(context, 4, 64, 56); },
           bf16);
+    bench("separable-28", [&] { return separableBlock(context, 8, 64, 28); },
+          f32);
   }
   // The differential suite's graphs: alone, and as data-parallel steps with
   // buckets small enough to split them.
