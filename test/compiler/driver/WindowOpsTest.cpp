@@ -186,13 +186,15 @@ std::string describe(const ConvCase &c) {
          std::to_string(c.dilation) + " groups " + std::to_string(c.groups);
 }
 
-/// The window, weight shape and output shape of `c`.
+/// The window, weight shape and output shape of `c`, and the products
+/// each output element sums (C/groups * R * S).
 struct ConvShapes {
   GraphBuilder::ConvWindow window;
   llvm::SmallVector<int64_t, 4> weight, output;
+  size_t spatial;
+  double terms;
 
-  explicit ConvShapes(const ConvCase &c) {
-    size_t spatial = c.input.size() - 2;
+  explicit ConvShapes(const ConvCase &c) : spatial(c.input.size() - 2) {
     window = GraphBuilder::ConvWindow{
         llvm::SmallVector<int64_t, 2>(spatial, c.stride),
         llvm::SmallVector<int64_t, 2>(spatial, c.padding),
@@ -206,6 +208,8 @@ struct ConvShapes {
                            c.stride +
                        1);
     }
+    terms = static_cast<double>(weight[1]) *
+            std::pow(static_cast<double>(c.kernel), spatial);
   }
 };
 
@@ -213,18 +217,13 @@ struct ConvShapes {
 /// compiled against the reference interpreter.
 void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
   SCOPED_TRACE(describe(c));
-  size_t spatial = c.input.size() - 2;
-  ConvShapes shapes(c);
-  const GraphBuilder::ConvWindow &w = shapes.window;
-  const llvm::SmallVector<int64_t, 4> &weight = shapes.weight;
-  const llvm::SmallVector<int64_t, 4> &output = shapes.output;
+  const ConvShapes s(c);
   // Sums of up to C/groups * R * S products (the weight gradient's, of
   // N * O... products): scale the tolerance with them.
-  double terms = static_cast<double>(weight[1]) *
-                 std::pow(static_cast<double>(c.kernel), spatial);
+  double terms = s.terms;
   double pixels = static_cast<double>(c.input[0]);
-  for (size_t d = 0; d < spatial; ++d) {
-    pixels *= static_cast<double>(output[2 + d]);
+  for (size_t d = 0; d < s.spatial; ++d) {
+    pixels *= static_cast<double>(s.output[2 + d]);
   }
   if (options.compile.autoCast == "bf16") {
     // Each product's operands rounded to bf16 (2^-8 relative at worst).
@@ -236,20 +235,20 @@ void expectConvMatches(const ConvCase &c, DiffOptions options = {}) {
   // input gradient, which the convolutions compute as their tiles leave
   // PSUM.
   llvm::SmallVector<int64_t, 3> allButChannels = {0};
-  for (size_t d = 0; d < spatial; ++d) {
+  for (size_t d = 0; d < s.spatial; ++d) {
     allButChannels.push_back(2 + static_cast<int64_t>(d));
   }
   expectMatches(
       [&](GraphBuilder &b) {
-        Tensor x = in(b, "x", c.input), k = in(b, "w", weight);
-        Tensor g = in(b, "g", output);
-        Tensor y = b.conv(x, k, {}, w);
-        Tensor gx = b.convInputGrad(g, k, c.input, w);
+        Tensor x = in(b, "x", c.input), k = in(b, "w", s.weight);
+        Tensor g = in(b, "g", s.output);
+        Tensor y = b.conv(x, k, {}, s.window);
+        Tensor gx = b.convInputGrad(g, k, c.input, s.window);
         out(b, y, "y");
         out(b, b.reduceSum(y, allButChannels), "y_sums");
         out(b, gx, "gx");
         out(b, b.reduceSum(gx, allButChannels, /*keepDim=*/true), "gx_sums");
-        out(b, b.convWeightGrad(g, x, weight, w), "gw");
+        out(b, b.convWeightGrad(g, x, s.weight, s.window), "gw");
       },
       options);
 }
@@ -345,16 +344,11 @@ TEST(WindowOpsTest, RandomConvolutionsMatchReference) {
 /// residual addition; and on an input gradient's, ReLU's backward.
 void expectEpiloguesMatch(const ConvCase &c, DiffOptions options = {}) {
   SCOPED_TRACE(describe(c));
-  size_t spatial = c.input.size() - 2;
-  ConvShapes shapes(c);
-  const GraphBuilder::ConvWindow &w = shapes.window;
-  const llvm::SmallVector<int64_t, 4> &weight = shapes.weight;
-  const llvm::SmallVector<int64_t, 4> &output = shapes.output;
+  const ConvShapes s(c);
   int64_t k = c.outChannels;
-  llvm::SmallVector<int64_t, 4> perChannel(output.size(), 1);
+  llvm::SmallVector<int64_t, 4> perChannel(s.output.size(), 1);
   perChannel[1] = k;
-  double terms = static_cast<double>(weight[1]) *
-                 std::pow(static_cast<double>(c.kernel), spatial);
+  double terms = s.terms;
   options.atol = (options.compile.autoCast == "bf16" ? 4e-3 : 1e-6) * terms;
   // One graph each, so that each convolution has its own epilogue.
   using Epilogue = std::function<Tensor(GraphBuilder &, Tensor y)>;
@@ -376,22 +370,22 @@ void expectEpiloguesMatch(const ConvCase &c, DiffOptions options = {}) {
                  .output);
        }},
       {"residual", [&](GraphBuilder &b, Tensor y) {
-         return b.add(b.mul(y, b.scalar(0.5)), in(b, "r", output));
+         return b.add(b.mul(y, b.scalar(0.5)), in(b, "r", s.output));
        }}};
   for (const auto &[name, epilogue] : epilogues) {
     SCOPED_TRACE(name);
     expectMatches(
         [&](GraphBuilder &b) {
-          Tensor x = in(b, "x", c.input), kernel = in(b, "w", weight);
-          out(b, epilogue(b, b.conv(x, kernel, {}, w)), "y");
+          Tensor x = in(b, "x", c.input), kernel = in(b, "w", s.weight);
+          out(b, epilogue(b, b.conv(x, kernel, {}, s.window)), "y");
         },
         options);
   }
   expectMatches(
       [&](GraphBuilder &b) {
-        Tensor dy = in(b, "dy", output), kernel = in(b, "w", weight);
+        Tensor dy = in(b, "dy", s.output), kernel = in(b, "w", s.weight);
         Tensor x = in(b, "x", c.input);
-        out(b, b.reluBackward(b.convInputGrad(dy, kernel, c.input, w), x),
+        out(b, b.reluBackward(b.convInputGrad(dy, kernel, c.input, s.window), x),
             "gx");
       },
       options);
