@@ -39,7 +39,7 @@ run_model() {
 }
 
 run_model fashion_mnist fashion_mnist
-run_model fashion_mnist_cnn fashion_mnist --model resnet --steps 600 --print-every 200
+run_model fashion_mnist_cnn fashion_mnist --model resnet --steps 800 --print-every 200
 run_model fortunes_gpt fortunes_gpt
 
 "$PYTHON" - "$WORK" <<'PY'
@@ -51,7 +51,7 @@ GPT_GOAL = 2.304
 # The CNN must beat the MLP clearly; 91 % is the figure it aims at, which
 # the simulator's speed does not yet allow within the main job's time
 # (docs/performance.md).
-CNN_FLOOR, CNN_AIM = 0.88, 0.91
+CNN_FLOOR, CNN_AIM = 0.89, 0.91
 mnist = json.load(open(f"{work}/fashion_mnist.json"))
 cnn = json.load(open(f"{work}/fashion_mnist_cnn.json"))
 gpt = json.load(open(f"{work}/fortunes_gpt.json"))
