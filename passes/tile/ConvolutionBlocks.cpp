@@ -140,7 +140,11 @@ void ConvLowering::finishBlock(const HbmView &out, int64_t group,
                                const PixelBlock &block, const ChannelTile &ot,
                                const Tile &acc, ChannelSumColumns *sums,
                                const EpilogueTiles &channelInputs) {
-  isa::DType type = epilogue ? epilogue->valueType : out.dtype;
+  isa::DType type =
+      epilogue ? deviceType(llvm::cast<mlir::RankedTensorType>(
+                                epilogue->value.getType())
+                                .getElementType())
+               : out.dtype;
   Tile result = tb.tile(isa::Memory::Sbuf, type, ot.size, block.pixels());
   if (sums) {
     tb.activationWithRowSums(result, acc, "identity", sums->next());
@@ -159,14 +163,27 @@ void ConvLowering::finishBlock(const HbmView &out, int64_t group,
 void ConvLowering::storeBlock(const HbmView &out, int64_t group,
                               const PixelBlock &block, const ChannelTile &ot,
                               const Tile &tile) {
-  Strides4 s(out);
-  int64_t offset = out.offset + block.n * s.n +
-                   (group * g.outPerGroup() + ot.first) * s.c +
-                   block.row * s.row + block.col * s.col;
-  tb.store(out, offset, s.c,
-           blockDims(block, s.n, FreeDim{s.row, block.rows},
-                     FreeDim{s.col, block.cols}),
-           tile);
+  tb.store(out, blockOffset(out, group * g.outPerGroup() + ot.first, block),
+           Strides4(out).c, blockFree(out, block), tile);
+}
+
+llvm::ArrayRef<int64_t> ConvLowering::epilogueShape() const {
+  return llvm::cast<mlir::RankedTensorType>(epilogue->value.getType())
+      .getShape();
+}
+
+int64_t blockOffset(const HbmView &view, int64_t channel,
+                    const PixelBlock &block) {
+  Strides4 s(view);
+  return view.offset + block.n * s.n + channel * s.c + block.row * s.row +
+         block.col * s.col;
+}
+
+llvm::SmallVector<FreeDim, 3> blockFree(const HbmView &view,
+                                        const PixelBlock &block) {
+  Strides4 s(view);
+  return blockDims(block, s.n, FreeDim{s.row, block.rows},
+                   FreeDim{s.col, block.cols});
 }
 
 /// The epilogue's inputs that every block of channel tile `ot` reads alike:
@@ -184,7 +201,7 @@ EpilogueTiles ConvLowering::channelInputs(int64_t group,
       tiles[value] = TileArg{operand.immediate, Tile{}};
       continue;
     }
-    Strides4 s(operand.view.broadcastTo(epilogue->shape));
+    Strides4 s(operand.view.broadcastTo(epilogueShape()));
     if (s.n == 0 && s.row == 0 && s.col == 0) {
       tiles[value] = TileArg{
           std::nullopt, loadInput(tb, operand.view, operand.view.offset +
@@ -209,20 +226,18 @@ void ConvLowering::runEpilogue(int64_t group, const PixelBlock &block,
     if (tiles.count(v)) {
       continue;
     }
-    HbmView view = operand.view.broadcastTo(epilogue->shape);
-    Strides4 s(view);
-    int64_t origin = view.offset + block.n * s.n +
-                     (group * g.outPerGroup() + ot.first) * s.c +
-                     block.row * s.row + block.col * s.col;
+    HbmView view = operand.view.broadcastTo(epilogueShape());
     tiles[v] = TileArg{
         std::nullopt,
-        loadInput(tb, view, origin, s.c,
-                  blockDims(block, s.n, FreeDim{s.row, block.rows},
-                            FreeDim{s.col, block.cols}),
-                  rows, cols)};
+        loadInput(tb, view,
+                  blockOffset(view, group * g.outPerGroup() + ot.first, block),
+                  Strides4(view).c, blockFree(view, block), rows, cols)};
   }
   // Dropout, the one op that numbers its elements, is never planned here.
-  (void)emitGroupOps(tb, epilogue->ops, tiles, rows, cols, TileIndex{});
+  if (failed(emitGroupOps(tb, epilogue->ops, tiles, rows, cols, TileIndex{}))) {
+    lowered = false;
+    return;
+  }
   for (const LoopOutput &out : epilogue->outputs) {
     Tile t = storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows, cols);
     storeBlock(out.dst, group, block, ot, t);

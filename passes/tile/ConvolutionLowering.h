@@ -90,6 +90,13 @@ llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
 llvm::SmallVector<FreeDim, 3> blockDims(const PixelBlock &block, int64_t image,
                                         FreeDim row, FreeDim col);
 
+/// Where a block of channels from `channel` on starts in a channels-first
+/// view, and the free dims of its positions there.
+int64_t blockOffset(const HbmView &view, int64_t channel,
+                    const PixelBlock &block);
+llvm::SmallVector<FreeDim, 3> blockFree(const HbmView &view,
+                                        const PixelBlock &block);
+
 /// An input band in SBUF: the band rows and columns a block's windows
 /// read, from band position (row0, col0) on.
 struct Band {
@@ -182,6 +189,9 @@ public:
   /// depthwise convolution), which VectorE computes, channels on the
   /// partitions (LowerDepthwiseConvolution.cpp).
   bool depthwise() const;
+  /// Failure when an epilogue op had no form on the engines (its error
+  /// emitted).
+  mlir::LogicalResult status() const { return mlir::success(lowered); }
 
 private:
   void applyDepthwise(const HbmView &input, const WeightLayout &weights,
@@ -208,6 +218,8 @@ private:
   void runEpilogue(int64_t group, const PixelBlock &block,
                    const ChannelTile &ot, const Tile &value,
                    EpilogueTiles tiles);
+  /// The epilogue's output shape ([N, K, S...]).
+  llvm::ArrayRef<int64_t> epilogueShape() const;
   void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
                         const Tile &sums);
   Tile transposedGradient(const HbmView &gradOut, int64_t channel,
@@ -221,6 +233,7 @@ private:
   isa::DType operand;
   int64_t sbufBudget;
   const ConvEpilogue *epilogue;
+  bool lowered = true;
 };
 
 } // namespace kiln::tile_passes::convolution

@@ -125,14 +125,9 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
 Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t channel,
                                       const ChannelTile &ot,
                                       const PixelBlock &block) {
-  Strides4 s(gradOut);
   Tile rows = tb.tile(isa::Memory::Sbuf, operand, ot.size, block.pixels());
-  tb.load(rows, gradOut,
-          gradOut.offset + block.n * s.n + channel * s.c + block.row * s.row +
-              block.col * s.col,
-          s.c,
-          blockDims(block, s.n, FreeDim{s.row, block.rows},
-                    FreeDim{s.col, block.cols}));
+  tb.load(rows, gradOut, blockOffset(gradOut, channel, block),
+          Strides4(gradOut).c, blockFree(gradOut, block));
   Tile flipped =
       tb.tile(isa::Memory::Psum, isa::DType::F32, block.pixels(), ot.size);
   tb.transpose(flipped, rows);
@@ -309,9 +304,11 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
     auto [w, wType] = view(conv.getWeight());
     ConvGeometry g = forwardGeometry(windowOf(conv), shape(conv.getInput()),
                                      shape(conv.getOutput()), conv.getGroups());
-    ConvLowering(tb, g, operandType(xType, wType), sbufBudget, epilogue)
-        .apply(x, weightLayout(w, g, /*inputGrad=*/false), dst, channelSums);
-    return success();
+    ConvLowering lowering(tb, g, operandType(xType, wType), sbufBudget,
+                          epilogue);
+    lowering.apply(x, weightLayout(w, g, /*inputGrad=*/false), dst,
+                   channelSums);
+    return lowering.status();
   }
   if (auto grad = llvm::dyn_cast<ConvInputGradOp>(op)) {
     auto [dy, dyType] = view(grad.getGradOutput());
@@ -320,9 +317,11 @@ LogicalResult Lowering::lowerConvolution(Operation *op, const HbmView &dst,
         forwardGeometry(windowOf(grad), shape(grad.getGradInput()),
                         shape(grad.getGradOutput()), grad.getGroups());
     ConvGeometry g = inputGradGeometry(f);
-    ConvLowering(tb, g, operandType(dyType, wType), sbufBudget, epilogue)
-        .apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst, channelSums);
-    return success();
+    ConvLowering lowering(tb, g, operandType(dyType, wType), sbufBudget,
+                          epilogue);
+    lowering.apply(dy, weightLayout(w, f, /*inputGrad=*/true), dst,
+                   channelSums);
+    return lowering.status();
   }
   auto grad = llvm::cast<ConvWeightGradOp>(op);
   auto [dy, dyType] = view(grad.getGradOutput());

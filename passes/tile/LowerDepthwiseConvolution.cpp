@@ -84,7 +84,6 @@ void ConvLowering::weightGradDepthwise(const HbmView &input,
                                        const HbmView &gradOut,
                                        const HbmView &gradWeight) {
   llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kBankColumns);
-  Strides4 s(gradOut);
   const llvm::SmallVector<int64_t, 4> &st = gradWeight.strides;
   int64_t rowStride = st.size() == 4 ? st[2] : 0;
   for (const ChannelTile &ct : channelTiles(g.groups)) {
@@ -94,12 +93,8 @@ void ConvLowering::weightGradDepthwise(const HbmView &input,
     }
     for (const PixelBlock &block : blocks) {
       Tile dy = tb.tile(isa::Memory::Sbuf, operand, ct.size, block.pixels());
-      tb.load(dy, gradOut,
-              gradOut.offset + block.n * s.n + ct.first * s.c +
-                  block.row * s.row + block.col * s.col,
-              s.c,
-              blockDims(block, s.n, FreeDim{s.row, block.rows},
-                        FreeDim{s.col, block.cols}));
+      tb.load(dy, gradOut, blockOffset(gradOut, ct.first, block),
+              Strides4(gradOut).c, blockFree(gradOut, block));
       Band band = loadBand(input, ct.first, ct.size, block);
       for (int64_t tap = 0; tap < g.taps(); ++tap) {
         Tile product = tb.tile(isa::Memory::Sbuf, isa::DType::F32, ct.size,

@@ -276,9 +276,6 @@ LogicalResult FunctionLowering::lowerConvolutionEpilogue(Operation *op,
   ConvEpilogue e;
   e.ops = groups[id];
   e.value = result;
-  e.valueType = deviceType(tensorType(result).getElementType());
-  auto shape = tensorType(result).getShape();
-  e.shape.assign(shape.begin(), shape.end());
   for (Value v : externalInputs(e.ops)) {
     if (v != result) {
       e.inputs.push_back({v, lowering.operandOf(v)});

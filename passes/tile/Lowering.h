@@ -20,19 +20,6 @@ struct TileArg {
   Tile tile;
 };
 
-/// An elementwise group a convolution computes on each block of its output
-/// as it leaves PSUM (see PlanConvolutionEpilogues.cpp): `value` is the
-/// output as the group reads it ([N, K, S...] of `shape`), `inputs` the
-/// group's other operands, `outputs` the group values read after it.
-struct ConvEpilogue {
-  llvm::ArrayRef<mlir::Operation *> ops;
-  mlir::Value value;
-  isa::DType valueType = isa::DType::F32;
-  llvm::SmallVector<int64_t, 4> shape;
-  llvm::SmallVector<std::pair<mlir::Value, TensorOperand>, 4> inputs;
-  llvm::ArrayRef<struct LoopOutput> outputs;
-};
-
 /// A value copied or computed into an HBM view by an elementwise loop nest.
 struct LoopOutput {
   mlir::Value value; // the group value (or, for a copy, the source value)
@@ -40,6 +27,17 @@ struct LoopOutput {
   /// Cleared by a loop nest whose fused reductions are the value's only
   /// readers outside it: nothing is stored.
   bool stored = true;
+};
+
+/// An elementwise group a convolution computes on each block of its output
+/// as it leaves PSUM (see PlanConvolutionEpilogues.cpp): `value` is the
+/// output as the group reads it, `inputs` the group's other operands,
+/// `outputs` the group values read after it.
+struct ConvEpilogue {
+  llvm::ArrayRef<mlir::Operation *> ops;
+  mlir::Value value;
+  llvm::SmallVector<std::pair<mlir::Value, TensorOperand>, 4> inputs;
+  llvm::ArrayRef<LoopOutput> outputs;
 };
 
 /// A reduction over the trailing dimensions of a group value (a layer
