@@ -1,15 +1,16 @@
 """Writes a TinyLlama-1.1B-shaped training step as a graph file for
 kiln-bench-compile, traced without the model's data.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/TinyLlamaGraph.py OUT.kgraph.pb [--layers N] [--seq S]
+    PYTHONPATH=build/python /usr/bin/python3 bench/pytorch/TinyLlamaGraph.py OUT.kgraph.pb [--layers N] [--seq S] [--no-checkpointing]
     build/bin/kiln-bench-compile --no-builtin --f32-only --world-size 32 --zero-stage 1 \\
         --graph tinyllama=OUT.kgraph.pb
 
 The step is issue 39's large-model benchmark: TinyLlama-1.1B's shape (22
 layers, hidden 2048, 32 heads with 4 key-value heads, SwiGLU 5632,
 vocabulary 32000, sequence 2048, batch 1 per worker), the model kept in
-bf16 with AdamW on f32 master weights (kiln.optim.MasterWeights) and
-clipping at 1.0; compiled for one worker of 32 with ZeRO-1 (the graph is
+bf16 with AdamW on f32 master weights (kiln.optim.MasterWeights),
+clipping at 1.0 and every layer under activation checkpointing
+(torch.utils.checkpoint; --no-checkpointing keeps every activation); compiled for one worker of 32 with ZeRO-1 (the graph is
 the same for any group: the group is a compile option). The parameters are
 meta tensors: shapes without data, so tracing needs no 4.4 GB of weights
 (each layer is built on the CPU, 180 MB, and moved to meta at once). It
@@ -36,10 +37,10 @@ import models  # noqa: E402
 VOCAB, HIDDEN, HEADS, KV_HEADS, FFN = 32000, 2048, 32, 4, 5632
 
 
-def tiny_llama(layers, seq):
+def tiny_llama(layers, seq, checkpointing):
     """TinyLlama's shape on meta tensors, in bf16."""
     model = models.LlamaLM(vocab=8, hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS,
-                           ffn=FFN, layers=0, seq=seq)
+                           ffn=FFN, layers=0, seq=seq, checkpoint=checkpointing)
     model.tokens = nn.Embedding(VOCAB, HIDDEN, device="meta")
     model.head = nn.Linear(HIDDEN, VOCAB, bias=False, device="meta")
     for _ in range(layers):
@@ -56,9 +57,10 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--layers", type=int, default=22)
     parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--no-checkpointing", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
-    model = tiny_llama(args.layers, args.seq)
+    model = tiny_llama(args.layers, args.seq, not args.no_checkpointing)
     optimizer = kiln.optim.MasterWeights(kiln.optim.AdamW(lr=3e-4))
     step = kiln.compile_step(model, lm_loss, optimizer, max_grad_norm=1.0,
                              name=f"tinyllama-{args.layers}x{args.seq}")

@@ -586,6 +586,15 @@ Tensor GraphBuilder::allReduce(Tensor x, llvm::StringRef reduction) {
            : Tensor();
 }
 
+Tensor GraphBuilder::checkpoint(Tensor x, int64_t call, llvm::StringRef side) {
+  return x ? one(make<kg::CheckpointOp>(
+                 {x},
+                 {attr("region", builder.getI64IntegerAttr(call)),
+                  attr("side", builder.getStringAttr(side))},
+                 {x.getType()}))
+           : Tensor();
+}
+
 Tensor GraphBuilder::gradient(Tensor grad, llvm::StringRef parameter) {
   return grad ? one(make<kg::GradientOp>(
                     {grad},

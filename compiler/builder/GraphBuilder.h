@@ -191,6 +191,11 @@ public:
   /// Marks `grad` as parameter `parameter`'s gradient, which a step compiled
   /// for several workers averages across them (kgraph.gradient).
   Tensor gradient(Tensor grad, llvm::StringRef parameter);
+  /// Marks `x` as entering (`side` "input") or leaving ("output") the
+  /// checkpointed call numbered `call` (kgraph.checkpoint): the values the
+  /// call computes from its inputs are recomputed where later ops read them
+  /// instead of kept.
+  Tensor checkpoint(Tensor x, int64_t call, llvm::StringRef side);
 
   /// The shape of a tensor of this graph.
   static llvm::ArrayRef<int64_t> shapeOf(Tensor t);

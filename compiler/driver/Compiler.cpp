@@ -83,6 +83,9 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
     // products then share one bf16 one-hot matrix, not an f32 one each.
     func.addPass(createCSEPass());
   }
+  // After the last CSE, which would merge the recomputed values with the
+  // forward pass's again.
+  func.addPass(graph_passes::createKGraphRecomputeCheckpoints());
   if (options.optLevel >= 1) {
     graph_passes::KGraphFuseElementwiseOptions fuse;
     fuse.maxOps = options.optLevel >= 2 ? 64 : 16;

@@ -316,10 +316,13 @@ KernelResult evaluateGenerated(Operation *op, Operands in) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
-/// Data-parallel ops. A single-process reference run is a group of one.
+/// Data-parallel ops and markers. A single-process reference run is a
+/// group of one; where a step recomputes values is no part of what it
+/// computes.
 KernelResult evaluateGroupOp(Operation *op, Operands in) {
   using R = KernelResult;
   return llvm::TypeSwitch<Operation *, R>(op)
+      .Case([&](CheckpointOp) { return R(Results{*in[0]}); })
       .Case([&](GradientOp) {
         // Averaging a gradient over a group of one is the identity.
         return R(Results{*in[0]});

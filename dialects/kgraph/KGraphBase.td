@@ -110,6 +110,8 @@ def KGraph_AllReduceKind : KGraph_StrEnum<["sum", "mean"]>;
 // The group a collective runs across: the data-parallel group (the
 // replicas) or the tensor-parallel group (the shards of one replica).
 def KGraph_CollectiveGroup : KGraph_StrEnum<["data", "tensor"]>;
+// Which side of a checkpointed function a value crosses.
+def KGraph_CheckpointSide : KGraph_StrEnum<["input", "output"]>;
 
 def KGraph_Probability : ConfinedAttr<F64Attr, [AttrConstraint<
     CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "

@@ -661,6 +661,33 @@ def KGraph_GradientOp : KGraph_Op<"gradient", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
 
+def KGraph_CheckpointOp : KGraph_Op<"checkpoint", [SameOperandsAndResultType]> {
+  let summary = "A value entering or leaving a checkpointed function";
+  let description = [{
+    Front ends wrap each tensor a checkpointed function reads
+    (`torch.utils.checkpoint`) in a `checkpoint` with `side = "input"`, and
+    each tensor it returns in one with `side = "output"`, all with the
+    call's `region` number. The values the function computes between them
+    are what the user chose not to keep: `kgraph-recompute-checkpoints`
+    recomputes those the backward pass reads from the region's inputs just
+    before the backward pass first needs them, so the step holds only the
+    inputs and outputs of each region through the forward pass, and
+    replaces every `checkpoint` with its operand; no later pass sees one.
+    It has an effect (it is not pure), so common-subexpression elimination
+    and canonicalization leave it and the values on either side apart until
+    then. The reference interpreter treats it as the identity.
+
+    ```mlir
+    %x1 = kgraph.checkpoint %x {region = 0, side = "input"} : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins KGraph_Tensor:$input,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$region,
+                   KGraph_CheckpointSide:$side);
+  let results = (outs KGraph_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+}
+
 include "dialects/kgraph/KGraphWindowOps.td"
 
 #endif // KILN_KGRAPH_OPS_TD

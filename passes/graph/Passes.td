@@ -178,6 +178,23 @@ def KGraphAssignLayout : Pass<"kgraph-assign-layout", "mlir::func::FuncOp"> {
   }];
 }
 
+def KGraphRecomputeCheckpoints : Pass<"kgraph-recompute-checkpoints",
+                                      "mlir::func::FuncOp"> {
+  let summary = "Recompute what checkpointed functions computed, for the backward pass";
+  let description = [{
+    A checkpointed call (`torch.utils.checkpoint`) is the ops between its
+    `kgraph.checkpoint` input and output markers that its inputs reach. Each
+    value such a call computes that ops after the call read (its backward
+    pass) is computed again, with the part of the call it needs, right
+    before the first of those readers, which then read the copies; the
+    originals die with the forward pass, so the step keeps only each call's
+    inputs and outputs through it. Every marker is then replaced by its
+    operand. It runs after the last common-subexpression elimination, which
+    would merge the copies with the originals again, and before fusion,
+    which groups the copies with the backward ops that read them.
+  }];
+}
+
 def KGraphFuseElementwise : Pass<"kgraph-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Group elementwise chains so their intermediates stay in SBUF";
   let description = [{

@@ -438,6 +438,18 @@ std::vector<OpCase> opCases() {
                      out(b, b.nllLossBackward(b.scalar(1.0), x, y, loss.totalWeight),
                          "grad");
                    }});
+  // A checkpointed call (tanh, dropout, exp) whose tanh and dropout mask
+  // ops after it read: both are computed again, the mask with the same
+  // random numbers.
+  cases.push_back({"checkpoint", [](B &b) {
+                     Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+                     Tensor x = b.checkpoint(in(b, "x", {129, 200}), 0, "input");
+                     Tensor h = b.tanh(x);
+                     auto d = b.dropout(h, seed, 0.25);
+                     Tensor y = b.checkpoint(b.exp(d.output), 0, "output");
+                     out(b, y, "y");
+                     out(b, b.mul(b.mul(y, h), b.cast(d.mask, proto::F32)), "z");
+                   }});
   cases.push_back({"dropout", [](B &b) {
                      Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
                      Tensor x = in(b, "x", {129, 200});

@@ -590,6 +590,22 @@ func.func @gradient_names_its_parameter(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @checkpoint_side(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'side' failed to satisfy constraint: string attribute one of: input, output}}
+  %0 = kgraph.checkpoint %x {region = 0, side = "inside"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @checkpoint_region(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'region' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0 = kgraph.checkpoint %x {region = -1, side = "input"} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // Convolution: weight channels per group.
 func.func @conv_group_channels(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
   // expected-error @+2 {{conv weight [6, 4, 3, 3] must have 2 input channels per group (input [1, 4, 8, 8], groups 2)}}

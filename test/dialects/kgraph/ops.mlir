@@ -152,6 +152,8 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %logi
   %5 = kgraph.all_reduce %gw {reduction = "mean"} : tensor<8xf32>
   // CHECK: kgraph.gradient %{{.*}} {parameter = "p.w"} : tensor<8xf32>
   %6 = kgraph.gradient %gw {parameter = "p.w"} : tensor<8xf32>
+  // CHECK: kgraph.checkpoint %{{.*}} {region = 2 : i64, side = "input"} : tensor<3xi64>
+  %c = kgraph.checkpoint %y {region = 2, side = "input"} : tensor<3xi64>
   // CHECK: kgraph.all_gather %{{.*}} : tensor<3xi64> -> tensor<12xi64>
   %7 = kgraph.all_gather %y : tensor<3xi64> -> tensor<12xi64>
   // CHECK: kgraph.reduce_scatter %{{.*}} {reduction = "mean"} : tensor<8xf32> -> tensor<2xf32>

@@ -48,6 +48,24 @@ class LanguageModelTest(EagerComparisonTest):
         self.assertTrainsAsEager(models.LlamaLM(checkpoint=True),
                                  kiln.optim.AdamW(lr=1e-3), token_batches(75, 3, 12))
 
+    def test_activation_checkpointing_keeps_less(self):
+        # Four layers at sequence 128: with each layer checkpointed, the
+        # backward pass recomputes one layer's activations at a time, so the
+        # step's HBM plan holds the layers' inputs instead of every layer's
+        # activations; the loss is the same.
+        def plan(checkpoint):
+            torch.manual_seed(0)
+            model = models.LlamaLM(layers=4, seq=128, checkpoint=checkpoint)
+            step = kiln.compile_step(model, models.lm_loss, kiln.optim.AdamW(lr=1e-3))
+            x, y = token_batches(75, 4, 128)(torch.Generator().manual_seed(1))
+            loss = float(step(x, y))
+            return step.hbm_bytes, loss
+        (kept, loss), (checkpointed, same_loss) = plan(False), plan(True)
+        print(f"\nHBM plan, 4-layer Llama at sequence 128: {kept:,} bytes, "
+              f"{checkpointed:,} with each layer checkpointed")
+        self.assertLess(checkpointed, kept / 2)
+        self.assertAlmostEqual(loss, same_loss, delta=1e-5 * abs(loss))
+
     def test_bf16_llama_with_master_weights(self):
         model = models.LlamaLM().to(torch.bfloat16)
         reference = copy.deepcopy(model)

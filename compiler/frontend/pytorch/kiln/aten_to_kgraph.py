@@ -162,6 +162,15 @@ def _gradient(cx, node):
     return cx.w.one("gradient", [x], x.dtype, x.shape, parameter=node.args[1])
 
 
+@converts("checkpoint")
+def _checkpoint(cx, node):
+    # kiln.checkpoint (a torch.utils.checkpoint call's boundary, see
+    # static_shapes): the compiler recomputes what the call computed.
+    x = cx.v(node.args[0])
+    return cx.w.one("checkpoint", [x], x.dtype, x.shape, region=node.args[1],
+                    side=node.args[2])
+
+
 @converts("all_reduce")
 def _all_reduce(cx, node):
     # kiln.all_reduce (kiln.parallel): a sum across the named group.

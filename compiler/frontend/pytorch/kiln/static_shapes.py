@@ -21,11 +21,12 @@ traced, ``static_shapes()`` routes them to equivalent formulations.
   default) runs its own backward, which ``torch.autograd.grad`` cannot
   enter (the checkpointed parameters' gradients would be lost), and the
   non-reentrant form's saved-tensor hooks fail under make_fx on scalar
-  operands. Both are traced as a plain call of the function. A recomputed
-  forward in a compiled step would be the same pure ops on the same
-  values, which the compiler's common-subexpression elimination merges
-  with the forward: which activations a step keeps is the compiler's
-  memory plan, not the trace's.
+  operands. Both are traced as a plain call of the function whose tensor
+  arguments and results pass through ``kiln::checkpoint`` markers (the
+  identity, numbered by call): the compiler recomputes the values the call
+  computed where the backward pass reads them (kgraph.checkpoint,
+  kgraph-recompute-checkpoints), so the step keeps only each call's inputs
+  and outputs, as the checkpointed model would in eager PyTorch.
 """
 
 import contextlib
@@ -34,6 +35,9 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as checkpointing
 from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+from . import distributed
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -92,13 +96,58 @@ _REWRITES = {F.cross_entropy: _cross_entropy,
              torch.Tensor.repeat_interleave: _repeat_interleave}
 
 
+# kiln::checkpoint(x, region, side): the identity, marking a tensor that
+# enters ("input") or leaves ("output") checkpointed call number `region`.
+_library = distributed._library  # the kiln namespace's defining library
+_library.define("checkpoint(Tensor x, int region, str side) -> Tensor")
+_library.impl("checkpoint", lambda x, region, side: x.clone(), "CPU")
+_library.impl("checkpoint", lambda x, region, side: torch.empty_like(x), "Meta")
+
+
+def _checkpoint_below_autograd(x, region, side):
+    guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
+    try:
+        return torch.ops.kiln.checkpoint(x, region, side)
+    finally:
+        del guard
+
+
+# Meta tensors have no autograd fallthrough in torch 1.13 (see
+# distributed.mark_gradient); _Boundary says how gradients flow.
+_library.impl("checkpoint", _checkpoint_below_autograd, "AutogradMeta")
+
+
+class _Boundary(torch.autograd.Function):
+    """A checkpointed call's boundary: the identity both ways."""
+
+    @staticmethod
+    def forward(ctx, x, region, side):
+        return torch.ops.kiln.checkpoint(x, region, side)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None
+
+
+_calls = [0]  # checkpointed calls traced so far in this trace
+
+
 def _call(function, preserve_rng_state, *args, **kwargs):
-    return function(*args, **kwargs)
+    region = _calls[0]
+    _calls[0] += 1
+
+    def mark(side):
+        return lambda x: (_Boundary.apply(x, region, side)
+                          if isinstance(x, torch.Tensor) else x)
+
+    args = pytree.tree_map(mark("input"), args)
+    return pytree.tree_map(mark("output"), function(*args, **kwargs))
 
 
 @contextlib.contextmanager
 def static_shapes():
     """Routes the functions above to their static-shape forms."""
+    _calls[0] = 0
     saved = (checkpointing.CheckpointFunction.apply,
              checkpointing._checkpoint_without_reentrant)
     checkpointing.CheckpointFunction.apply = _call
