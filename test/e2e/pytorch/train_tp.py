@@ -31,13 +31,15 @@ parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per
 parser.add_argument("--save-at", type=int, default=0)
 parser.add_argument("--checkpoint")
 parser.add_argument("--resume")
+parser.add_argument("--activation-checkpointing", action="store_true",
+                    help="every layer under torch.utils.checkpoint")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
 VOCAB, SEQ = 64, 12
 torch.manual_seed(1234)
 model = LlamaLM(vocab=VOCAB, hidden=32, heads=4, kv_heads=4, ffn=48, layers=2,
-                seq=SEQ)
+                seq=SEQ, checkpoint=args.activation_checkpointing)
 
 generator = torch.Generator().manual_seed(7)
 stream = torch.randint(0, VOCAB, (args.batch * 64, SEQ + 1), generator=generator)
