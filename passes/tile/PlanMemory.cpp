@@ -60,14 +60,18 @@ namespace {
 
 constexpr int64_t kHbmRotation = 4;
 
-/// Whether a collective reads or writes `buffer`, directly or through views.
-bool touchesCollective(Value buffer) {
+/// Whether a collective of the data-parallel group reads or writes
+/// `buffer`, directly or through views. Such a collective (a gradient
+/// bucket's) runs long beside the backward pass; a tensor-parallel one's
+/// result is read at once, so its operands are intermediates like any.
+bool touchesDataParallelCollective(Value buffer) {
   for (Operation *user : buffer.getUsers()) {
-    if (llvm::isa<ktile::CollectiveOp>(user)) {
+    if (auto collective = llvm::dyn_cast<ktile::CollectiveOp>(user);
+        collective && collective.getGroup().value_or(0) == 0) {
       return true;
     }
     if (auto view = llvm::dyn_cast<ktile::ViewOp>(user);
-        view && touchesCollective(view.getResult())) {
+        view && touchesDataParallelCollective(view.getResult())) {
       return true;
     }
   }
@@ -163,11 +167,11 @@ struct KTilePlanMemory
       if (ktile::memoryOf(type) != isa::Memory::Hbm) {
         continue;
       }
-      // A collective's operands keep space of their own, like results: a
-      // collective runs long beside other work, and a buffer placed where
+      // A data-parallel collective's operands keep space of their own, like
+      // results: it runs long beside other work, and a buffer placed where
       // one of its operands was would wait for it.
       if (alloc.getValueAttr() || lastUseOf(alloc.getBuffer()) == index ||
-          touchesCollective(alloc.getBuffer())) {
+          touchesDataParallelCollective(alloc.getBuffer())) {
         alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd));
         hbmEnd = alignUp(hbmEnd + ktile::bufferBytes(type));
       } else {
