@@ -139,3 +139,41 @@ func.func @hbm_rotation(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"
   ktile.dma_copy %y, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
   return %y : memref<8x128xf32, "hbm">
 }
+
+// A tensor-parallel collective's result is read at once: its operands are
+// intermediates like any (the all-reduce's result first in the rotation,
+// its space reused by the fourth buffer after it), where a data-parallel
+// one's keep space of their own (above).
+// CHECK-LABEL: func.func @tensor_parallel_operands_rotate
+// CHECK-SAME: ktile.hbm_bytes = 24576
+// CHECK: ktile.alloc {address = 4096 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 8192 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 12288 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 16384 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 20480 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 8192 : i64} : memref<8x128xf32, "hbm">
+// CHECK: ktile.alloc {address = 12288 : i64} : memref<8x128xf32, "hbm">
+func.func @tensor_parallel_operands_rotate(%x: memref<8x128xf32, "hbm">) -> memref<8x128xf32, "hbm"> {
+  %y = ktile.alloc : memref<8x128xf32, "hbm">
+  %g = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.collective %g, %x {group = 1 : i64, kind = "all_reduce_sum", dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 1024], pstride = 1024>, src = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 1024], pstride = 1024>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "hbm">
+  %s = ktile.alloc : memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %g {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t0 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t0, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t0 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t1 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t1, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t1 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t2 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t2, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t2 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t3 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t3, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t3 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  %t4 = ktile.alloc : memref<8x128xf32, "hbm">
+  ktile.dma_copy %t4, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  ktile.dma_copy %s, %t4 {dst = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>, src = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>} : memref<8x128xf32, "sbuf">, memref<8x128xf32, "hbm">
+  ktile.dma_copy %y, %s {dst = #kisa.ap<hbm, f32, p = 0:8, offset = 0, dims = [1 x 128], pstride = 128>, src = #kisa.ap<sbuf, f32, p = 0:8, offset = 0, dims = [1 x 128]>} : memref<8x128xf32, "hbm">, memref<8x128xf32, "sbuf">
+  return %y : memref<8x128xf32, "hbm">
+}
