@@ -270,12 +270,14 @@ class LlamaLM(nn.Module):
 
 
 def llama_tp_plan():
-    """LlamaLM split by heads, SwiGLU columns and vocabulary (kiln.parallel)."""
+    """LlamaLM split by heads, SwiGLU columns and vocabulary (kiln.parallel);
+    key-value heads fewer than the group are replicated."""
     import kiln
+    kv_heads = kiln.parallel.HeadColumns("kv_heads")
     return {
         "tokens": "embedding",
-        "layers.*.attn.q": "column", "layers.*.attn.k": "column",
-        "layers.*.attn.v": "column", "layers.*.attn.o": "row",
+        "layers.*.attn.q": "column", "layers.*.attn.k": kv_heads,
+        "layers.*.attn.v": kv_heads, "layers.*.attn.o": "row",
         "layers.*.attn": kiln.parallel.Divide("heads", "kv_heads"),
         "layers.*.gate": "column", "layers.*.up": "column", "layers.*.down": "row",
         "head": "column",

@@ -98,6 +98,19 @@ class TensorParallelTest(unittest.TestCase):
         self.assert_matches(run["losses"], self.eager)
         self.assert_matches(run["grad_norms"], self.eager_norms)
 
+    def test_key_value_heads_fewer_than_the_group_are_replicated(self):
+        # 2 key-value heads at TP=4: each worker computes the head its
+        # query heads read from the whole replicated weight, whose
+        # gradient the clipping norm counts once.
+        eager = self.run_worker(None, "eager-kv2.json", "--eager", "--clip", "0.5",
+                                "--kv-heads", "2", "--updates", "8")
+        run = self.run_worker(4, "tp4-kv2.json", "--tp", "4", "--clip", "0.5",
+                              "--kv-heads", "2", "--updates", "8")
+        self.assert_matches(run["losses"], eager["losses"])
+        self.assert_matches(run["grad_norms"], eager["grad_norms"])
+        # The checkpoint-ready state holds the replicated weight once, whole.
+        self.assertEqual(run["shapes"]["layers.0.attn.k.weight"], [16, 32])
+
     def test_checkpoint_resumes_in_another_layout(self):
         checkpoint = os.path.join(self.dir, "tp2dp2.ckpt")
         self.run_worker(4, "saved.json", "--tp", "2", "--clip", "0.5", "--updates", "10",

@@ -31,6 +31,7 @@ parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per
 parser.add_argument("--save-at", type=int, default=0)
 parser.add_argument("--checkpoint")
 parser.add_argument("--resume")
+parser.add_argument("--kv-heads", type=int, default=4)
 parser.add_argument("--activation-checkpointing", action="store_true",
                     help="every layer under torch.utils.checkpoint")
 parser.add_argument("--out", required=True)
@@ -38,7 +39,7 @@ args = parser.parse_args()
 
 VOCAB, SEQ = 64, 12
 torch.manual_seed(1234)
-model = LlamaLM(vocab=VOCAB, hidden=32, heads=4, kv_heads=4, ffn=48, layers=2,
+model = LlamaLM(vocab=VOCAB, hidden=32, heads=4, kv_heads=args.kv_heads, ffn=48, layers=2,
                 seq=SEQ, checkpoint=args.activation_checkpointing)
 
 generator = torch.Generator().manual_seed(7)

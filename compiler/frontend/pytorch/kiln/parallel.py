@@ -222,6 +222,19 @@ class _ScatterToGroup(torch.autograd.Function):
         return _gather_last(grad)
 
 
+class _ScatterRowsToGroup(torch.autograd.Function):
+    """This worker's block of rows of a value every worker holds alike;
+    the gradient, every worker's block gathered, is the whole one on each."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.ops.kiln.worker_shard(x, TENSOR, tensor_parallel_size())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ops.kiln.all_gather(grad, TENSOR, tensor_parallel_size())
+
+
 def copy_to_tensor_parallel(x):
     return _CopyToGroup.apply(x)
 
@@ -346,6 +359,40 @@ class RowParallelLinear(torch.nn.Module):
         return y + self.bias if self.bias is not None else y
 
 
+class ReplicatedHeadsLinear(torch.nn.Module):
+    """A linear layer whose outputs are `heads` heads, fewer than the
+    tensor-parallel group (grouped-query attention's key-value heads at a
+    larger tensor-parallel size), as Megatron and neuronx-distributed
+    replicate them: every worker keeps the whole weight and computes the
+    one head its block of query heads reads, head ``r // (size / heads)``
+    on worker r. The weight's gradient is the sum over the workers that
+    share each head, the same on every worker (a replicated parameter)."""
+
+    def __init__(self, linear, heads):
+        super().__init__()
+        size = tensor_parallel_size()
+        if size % heads or linear.out_features % heads:
+            raise ValueError(f"{heads} heads cannot be replicated over a "
+                             f"tensor-parallel group of {size} (its size must be "
+                             f"a multiple of the head count)")
+        self.heads, self.in_features = heads, linear.in_features
+        self.out_features = linear.out_features // heads  # one head
+        self.weight = torch.nn.Parameter(linear.weight.detach().clone())
+        self.bias = (torch.nn.Parameter(linear.bias.detach().clone())
+                     if linear.bias is not None else None)
+
+    def _mine(self, whole):
+        """This worker's head of `whole` (the heads along dimension 0)."""
+        copies = tensor_parallel_size() // self.heads
+        heads = whole.reshape(self.heads, -1, *whole.shape[1:])
+        mine = _ScatterRowsToGroup.apply(heads.repeat_interleave(copies, 0))
+        return mine.reshape(-1, *whole.shape[1:])
+
+    def forward(self, x):
+        bias = self._mine(self.bias) if self.bias is not None else None
+        return F.linear(copy_to_tensor_parallel(x), self._mine(self.weight), bias)
+
+
 class ParallelEmbedding(torch.nn.Module):
     """An embedding whose vocabulary's rows are split across the group:
     each worker looks up the tokens in its block (zeros for the others) and
@@ -426,10 +473,24 @@ COLUMN, ROW, EMBEDDING = "column", "row", "embedding"
 class Divide:
     """A plan entry: divides the module's integer attributes `names` (its
     head counts, say) by the tensor-parallel size, for a module whose
-    forward reads them to reshape its sharded projections."""
+    forward reads them to reshape its sharded projections. A count a
+    HeadColumns entry replicated (fewer heads than workers) becomes 1.
+    Divide entries apply after every layer of the plan is converted."""
 
     def __init__(self, *names):
         self.names = names
+
+
+class HeadColumns:
+    """A plan entry for an nn.Linear whose outputs are heads, as many as
+    its parent module's integer attribute `count` says (an attention's key
+    or value projection, "kv_heads"): split across the group by heads, as
+    "column" does, when the group's size divides the count; when there are
+    fewer heads than workers, each worker keeps the whole weight and
+    computes the one head its query heads read (ReplicatedHeadsLinear)."""
+
+    def __init__(self, count):
+        self.count = count
 
 
 def parallelize(model, plan):
@@ -449,28 +510,46 @@ def parallelize(model, plan):
         EMBEDDING: (torch.nn.Embedding, ParallelEmbedding.from_embedding),
     }
     modules = dict(model.named_modules())
+    matched = {}
     for pattern, style in plan.items():
-        names = [n for n in modules if fnmatch.fnmatchcase(n, pattern)]
-        if not names:
+        matched[pattern] = [n for n in modules if fnmatch.fnmatchcase(n, pattern)]
+        if not matched[pattern]:
             raise ValueError(f"tensor-parallel plan: '{pattern}' matches no module "
                              f"of {type(model).__name__}")
-        for name in names:
-            module = modules[name]
-            if isinstance(style, Divide):
-                for attribute in style.names:
-                    setattr(module, attribute, _divide(getattr(module, attribute),
-                                                       f"{name}.{attribute}"))
-                continue
+    replicated = set()  # (parent module name, count attribute) of replicated heads
+    for pattern, style in plan.items():
+        for name in matched[pattern] if not isinstance(style, Divide) else ():
+            module, (parent, _, leaf) = modules[name], name.rpartition(".")
+            owner = modules[parent] if parent else model
+            if isinstance(style, HeadColumns):
+                heads = getattr(owner, style.count)
+                if heads < tensor_parallel_size():
+                    _check_kind(name, module, torch.nn.Linear)
+                    setattr(owner, leaf, ReplicatedHeadsLinear(module, heads))
+                    replicated.add((parent, style.count))
+                    continue
+                style = COLUMN
             if style not in convert:
                 raise ValueError(f"tensor-parallel plan: '{pattern}' has style "
-                                 f"{style!r} (column, row, embedding or Divide)")
+                                 f"{style!r} (column, row, embedding, HeadColumns "
+                                 f"or Divide)")
             kind, make = convert[style]
-            if not isinstance(module, kind):
-                raise TypeError(f"tensor-parallel plan: '{name}' is a "
-                                f"{type(module).__name__}, not an {kind.__name__}")
-            parent, _, leaf = name.rpartition(".")
-            setattr(modules[parent] if parent else model, leaf, make(module))
+            _check_kind(name, module, kind)
+            setattr(owner, leaf, make(module))
+    for pattern, style in plan.items():
+        for name in matched[pattern] if isinstance(style, Divide) else ():
+            for attribute in style.names:
+                count = getattr(modules[name], attribute)
+                setattr(modules[name], attribute,
+                        1 if (name, attribute) in replicated
+                        else _divide(count, f"{name}.{attribute}"))
     return model
+
+
+def _check_kind(name, module, kind):
+    if not isinstance(module, kind):
+        raise TypeError(f"tensor-parallel plan: '{name}' is a "
+                        f"{type(module).__name__}, not an {kind.__name__}")
 
 
 # ---------------------------------------------------------------------------
