@@ -214,7 +214,8 @@ struct KTilePlanMemory
       return func.emitError(llvm::formatv(
           "'{0}' needs {1:F1} GB of HBM ({2:F1} GB of arguments), more than "
           "{3}'s {4:F1} GB: shard its optimizer state (--zero-stage=1) or "
-          "its layers (kiln.parallel), or train on a smaller batch or "
+          "its layers (kiln.parallel), checkpoint its layers' activations "
+          "(torch.utils.checkpoint), or train on a smaller batch or "
           "sequence",
           func.getSymName(), hbmBytes / 1e9, hbmEnd / 1e9, t.name,
           capacity / 1e9));
