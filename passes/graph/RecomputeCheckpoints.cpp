@@ -70,40 +70,50 @@ llvm::SetVector<Operation *> forwardOps(const CheckpointedCall &call,
   return ops;
 }
 
-/// Recomputes the values of `call` that ops after it read, right before
-/// the first of those readers.
-void recompute(const CheckpointedCall &call) {
-  if (call.inputs.empty() || call.outputs.empty()) {
-    return;
+/// A call's forward ops and what the forward pass keeps anyway: its
+/// inputs and outputs.
+struct ForwardPass {
+  llvm::SetVector<Operation *> ops;
+  llvm::DenseSet<Value> kept;
+  uint64_t region;
+
+  /// Whether `use` is a read after the call (its backward pass).
+  bool readsLater(OpOperand &use) const {
+    return !ops.contains(use.getOwner()) &&
+           !isOutputOf(use.getOwner(), region);
   }
+};
+
+ForwardPass forwardPass(const CheckpointedCall &call) {
   Operation *end = call.outputs.front();
   for (Operation *output : call.outputs) {
     if (end->isBeforeInBlock(output)) {
       end = output;
     }
   }
-  llvm::SetVector<Operation *> forward = forwardOps(call, end);
-  // What the forward pass keeps anyway: the call's inputs and outputs.
-  llvm::DenseSet<Value> kept;
+  ForwardPass pass{forwardOps(call, end), {}, call.region};
   for (CheckpointOp input : call.inputs) {
-    kept.insert(input.getOutput());
+    pass.kept.insert(input.getOutput());
   }
   for (CheckpointOp output : call.outputs) {
-    kept.insert(output.getInput());
+    pass.kept.insert(output.getInput());
   }
-  auto readLater = [&](OpOperand &use) {
-    return !forward.contains(use.getOwner()) &&
-           !isOutputOf(use.getOwner(), call.region);
-  };
+  return pass;
+}
+
+/// The values of the forward pass, other than those it keeps, that later
+/// ops read, and the first of those readers.
+std::pair<llvm::SmallVector<Value>, Operation *>
+savedValues(const ForwardPass &pass) {
   llvm::SmallVector<Value> saved;
   Operation *firstReader = nullptr;
-  for (Operation *op : forward) {
+  for (Operation *op : pass.ops) {
     for (Value result : op->getResults()) {
-      if (kept.contains(result)) {
+      if (pass.kept.contains(result)) {
         continue;
       }
       for (OpOperand &use : result.getUses()) {
-        if (!readLater(use)) {
+        if (!pass.readsLater(use)) {
           continue;
         }
         if (saved.empty() || saved.back() != result) {
@@ -115,19 +125,21 @@ void recompute(const CheckpointedCall &call) {
       }
     }
   }
-  if (saved.empty()) {
-    return;
-  }
-  // The forward ops the saved values need, from the kept values on.
+  return {saved, firstReader};
+}
+
+/// The forward ops `saved` need, from the kept values on, in program order.
+llvm::SmallVector<Operation *> neededOps(const ForwardPass &pass,
+                                         llvm::ArrayRef<Value> saved) {
   llvm::SetVector<Operation *> needed;
   llvm::SmallVector<Value> wanted(saved);
   while (!wanted.empty()) {
     Operation *def = wanted.pop_back_val().getDefiningOp();
-    if (!def || !forward.contains(def) || !needed.insert(def)) {
+    if (!def || !pass.ops.contains(def) || !needed.insert(def)) {
       continue;
     }
     for (Value operand : def->getOperands()) {
-      if (!kept.contains(operand)) {
+      if (!pass.kept.contains(operand)) {
         wanted.push_back(operand);
       }
     }
@@ -136,17 +148,34 @@ void recompute(const CheckpointedCall &call) {
   llvm::sort(inOrder, [](Operation *a, Operation *b) {
     return a->isBeforeInBlock(b);
   });
+  return inOrder;
+}
+
+/// Recomputes the values of `call` that ops after it read, right before
+/// the first of those readers, which all take the copies.
+void recompute(const CheckpointedCall &call) {
+  if (call.inputs.empty() || call.outputs.empty()) {
+    return;
+  }
+  ForwardPass pass = forwardPass(call);
+  auto [saved, firstReader] = savedValues(pass);
+  if (saved.empty()) {
+    return;
+  }
   OpBuilder builder(firstReader);
   IRMapping copies;
-  for (Operation *op : inOrder) {
+  for (Operation *op : neededOps(pass, saved)) {
     if (auto marker = llvm::dyn_cast<CheckpointOp>(op)) {
+      // A nested call's marker: the identity.
       copies.map(marker.getOutput(), copies.lookupOrDefault(marker.getInput()));
     } else {
       builder.clone(*op, copies);
     }
   }
   for (Value value : saved) {
-    value.replaceUsesWithIf(copies.lookup(value), readLater);
+    value.replaceUsesWithIf(copies.lookup(value), [&](OpOperand &use) {
+      return pass.readsLater(use);
+    });
   }
 }
 
