@@ -77,3 +77,28 @@ func.func @nothing_saved(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %g = kgraph.mul %a1, %x1 : tensor<4x8xf32>, tensor<4x8xf32>
   return %g : tensor<4x8xf32>
 }
+
+// -----
+
+// A checkpointed call inside another: the outer call's recomputation
+// computes the inner call's values too, its markers the identity.
+// CHECK-LABEL: func.func @nested
+// CHECK-NEXT: %[[A:.*]] = kgraph.tanh %arg0
+// CHECK-NEXT: %[[B:.*]] = kgraph.exp %[[A]]
+// CHECK-NEXT: %[[Y:.*]] = kgraph.tanh %[[B]]
+// CHECK-NEXT: %[[A2:.*]] = kgraph.tanh %arg0
+// CHECK-NEXT: %[[B2:.*]] = kgraph.exp %[[A2]]
+// CHECK-NEXT: %[[G:.*]] = kgraph.mul %[[Y]], %[[B2]]
+// CHECK-NEXT: kgraph.mul %[[G]], %[[A2]]
+func.func @nested(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %x1 = kgraph.checkpoint %x {region = 0 : i64, side = "input"} : tensor<4x8xf32>
+  %a = kgraph.tanh %x1 : tensor<4x8xf32>
+  %a1 = kgraph.checkpoint %a {region = 1 : i64, side = "input"} : tensor<4x8xf32>
+  %b = kgraph.exp %a1 : tensor<4x8xf32>
+  %b1 = kgraph.checkpoint %b {region = 1 : i64, side = "output"} : tensor<4x8xf32>
+  %y = kgraph.tanh %b1 : tensor<4x8xf32>
+  %y1 = kgraph.checkpoint %y {region = 0 : i64, side = "output"} : tensor<4x8xf32>
+  %g = kgraph.mul %y1, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %g2 = kgraph.mul %g, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  return %g2 : tensor<4x8xf32>
+}
