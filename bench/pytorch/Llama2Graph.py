@@ -58,7 +58,7 @@ def llama2_7b(layers, seq, checkpointing):
     model.tokens = nn.Embedding(VOCAB, HIDDEN, device="meta")
     model.head = nn.Linear(HIDDEN, VOCAB, bias=False, device="meta")
     for _ in range(layers):
-        model.layers.append(models.LlamaLayer(HIDDEN, HEADS, KV_HEADS, FFN).to("meta"))
+        model.layers.append(models.LlamaLayer(HIDDEN, HEADS, KV_HEADS, FFN, device="meta"))
     return model.to(torch.bfloat16).to("meta")
 
 

@@ -10,12 +10,12 @@ layers, hidden 2048, 32 heads with 4 key-value heads, SwiGLU 5632,
 vocabulary 32000, sequence 2048, batch 1 per worker), the model kept in
 bf16 with AdamW on f32 master weights (kiln.optim.MasterWeights),
 clipping at 1.0 and every layer under activation checkpointing
-(torch.utils.checkpoint; --no-checkpointing keeps every activation); compiled for one worker of 32 with ZeRO-1 (the graph is
-the same for any group: the group is a compile option). The parameters are
-meta tensors: shapes without data, so tracing needs no 4.4 GB of weights
-(each layer is built on the CPU, 180 MB, and moved to meta at once). It
-prints the tracing time and the process's peak memory. --layers and --seq
-scale the step down.
+(torch.utils.checkpoint; --no-checkpointing keeps every activation);
+compiled for one worker of 32 with ZeRO-1 (the graph is the same for any
+group: the group is a compile option). The parameters are meta tensors,
+each layer built on the meta device: shapes without data, so tracing
+needs no 4.4 GB of weights. It prints the tracing time and the process's
+peak memory. --layers and --seq scale the step down.
 """
 
 import argparse
@@ -44,7 +44,7 @@ def tiny_llama(layers, seq, checkpointing):
     model.tokens = nn.Embedding(VOCAB, HIDDEN, device="meta")
     model.head = nn.Linear(HIDDEN, VOCAB, bias=False, device="meta")
     for _ in range(layers):
-        model.layers.append(models.LlamaLayer(HIDDEN, HEADS, KV_HEADS, FFN).to("meta"))
+        model.layers.append(models.LlamaLayer(HIDDEN, HEADS, KV_HEADS, FFN, device="meta"))
     return model.to(torch.bfloat16).to("meta")
 
 

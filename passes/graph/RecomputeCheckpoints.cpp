@@ -60,7 +60,7 @@ llvm::SetVector<Operation *> forwardOps(const CheckpointedCall &call,
   while (!reached.empty()) {
     Value value = reached.pop_back_val();
     for (Operation *user : value.getUsers()) {
-      if (user->isBeforeInBlock(end) &&
+      if (user->getBlock() == end->getBlock() && user->isBeforeInBlock(end) &&
           !isOutputOf(user, call.region) &&
           ops.insert(user)) {
         llvm::append_range(reached, user->getResults());
@@ -102,9 +102,10 @@ ForwardPass forwardPass(const CheckpointedCall &call) {
 }
 
 /// The values of the forward pass, other than those it keeps, that later
-/// ops read, and the first of those readers.
+/// ops read, and the first of those readers; none when a reader lies in
+/// another block (a kgraph function has one), where no copy could go.
 std::pair<llvm::SmallVector<Value>, Operation *>
-savedValues(const ForwardPass &pass) {
+savedValues(const ForwardPass &pass, Block *block) {
   llvm::SmallVector<Value> saved;
   Operation *firstReader = nullptr;
   for (Operation *op : pass.ops) {
@@ -115,6 +116,9 @@ savedValues(const ForwardPass &pass) {
       for (OpOperand &use : result.getUses()) {
         if (!pass.readsLater(use)) {
           continue;
+        }
+        if (use.getOwner()->getBlock() != block) {
+          return {};
         }
         if (saved.empty() || saved.back() != result) {
           saved.push_back(result);
@@ -152,13 +156,15 @@ llvm::SmallVector<Operation *> neededOps(const ForwardPass &pass,
 }
 
 /// Recomputes the values of `call` that ops after it read, right before
-/// the first of those readers, which all take the copies.
+/// the first of those readers, which all take the copies. Collectives (a
+/// tensor-parallel layer's all-reduce) are recomputed too: every worker
+/// runs the same program, so the copies pair up across the group.
 void recompute(const CheckpointedCall &call) {
   if (call.inputs.empty() || call.outputs.empty()) {
     return;
   }
   ForwardPass pass = forwardPass(call);
-  auto [saved, firstReader] = savedValues(pass);
+  auto [saved, firstReader] = savedValues(pass, call.outputs.front()->getBlock());
   if (saved.empty()) {
     return;
   }

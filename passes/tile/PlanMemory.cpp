@@ -67,7 +67,9 @@ constexpr int64_t kHbmRotation = 4;
 bool touchesDataParallelCollective(Value buffer) {
   for (Operation *user : buffer.getUsers()) {
     if (auto collective = llvm::dyn_cast<ktile::CollectiveOp>(user);
-        collective && collective.getGroup().value_or(0) == 0) {
+        collective &&
+        collective.getGroup().value_or(0) ==
+            static_cast<uint64_t>(isa::CollectiveGroup::Data)) {
       return true;
     }
     if (auto view = llvm::dyn_cast<ktile::ViewOp>(user);

@@ -175,10 +175,10 @@ class SmallCNN(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
+    def __init__(self, dim, eps=1e-6, device=None):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(dim, device=device))
 
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
@@ -199,15 +199,17 @@ def rotate_half(x):
 
 class GroupedQueryAttention(nn.Module):
     """Causal attention with rotary embeddings and `kv_heads` key-value heads
-    shared by groups of query heads (Llama 2's GQA)."""
+    shared by groups of query heads (Llama 2's GQA). `device="meta"` builds
+    it without data (a large model traced for its graph)."""
 
-    def __init__(self, hidden, heads, kv_heads):
+    def __init__(self, hidden, heads, kv_heads, device=None):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
-        self.q = nn.Linear(hidden, heads * self.head_dim, bias=False)
-        self.k = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
-        self.v = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
-        self.o = nn.Linear(heads * self.head_dim, hidden, bias=False)
+        d = self.head_dim
+        self.q = nn.Linear(hidden, heads * d, bias=False, device=device)
+        self.k = nn.Linear(hidden, kv_heads * d, bias=False, device=device)
+        self.v = nn.Linear(hidden, kv_heads * d, bias=False, device=device)
+        self.o = nn.Linear(heads * d, hidden, bias=False, device=device)
 
     def forward(self, x, cos, sin):
         b, s, _ = x.shape
@@ -227,13 +229,14 @@ class GroupedQueryAttention(nn.Module):
 
 
 class LlamaLayer(nn.Module):
-    def __init__(self, hidden, heads, kv_heads, ffn):
+    def __init__(self, hidden, heads, kv_heads, ffn, device=None):
         super().__init__()
-        self.attn_norm, self.ffn_norm = RMSNorm(hidden), RMSNorm(hidden)
-        self.attn = GroupedQueryAttention(hidden, heads, kv_heads)
-        self.gate = nn.Linear(hidden, ffn, bias=False)
-        self.up = nn.Linear(hidden, ffn, bias=False)
-        self.down = nn.Linear(ffn, hidden, bias=False)
+        self.attn_norm = RMSNorm(hidden, device=device)
+        self.ffn_norm = RMSNorm(hidden, device=device)
+        self.attn = GroupedQueryAttention(hidden, heads, kv_heads, device=device)
+        self.gate = nn.Linear(hidden, ffn, bias=False, device=device)
+        self.up = nn.Linear(hidden, ffn, bias=False, device=device)
+        self.down = nn.Linear(ffn, hidden, bias=False, device=device)
 
     def forward(self, x, cos, sin):
         x = x + self.attn(self.attn_norm(x), cos, sin)
@@ -262,8 +265,10 @@ class LlamaLM(nn.Module):
     def forward(self, ids):
         x = self.tokens(ids)
         for layer in self.layers:
-            if self.checkpoint:  # activation checkpointing, torch's default form
-                x = torch.utils.checkpoint.checkpoint(layer, x, self.cos, self.sin)
+            if self.checkpoint:  # activation checkpointing, reentrant by default
+                x = torch.utils.checkpoint.checkpoint(
+                    layer, x, self.cos, self.sin,
+                    use_reentrant=self.checkpoint != "non-reentrant")
             else:
                 x = layer(x, self.cos, self.sin)
         return self.head(self.norm(x))

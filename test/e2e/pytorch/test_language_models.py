@@ -44,27 +44,53 @@ class LanguageModelTest(EagerComparisonTest):
         self.assertLess(k[-1], k[0], "the model did not learn")
 
     def test_llama_with_activation_checkpointing(self):
-        # torch.utils.checkpoint in its default (reentrant) form.
-        self.assertTrainsAsEager(models.LlamaLM(checkpoint=True),
-                                 kiln.optim.AdamW(lr=1e-3), token_batches(75, 3, 12))
+        # torch.utils.checkpoint in its default (reentrant) form, and the
+        # other.
+        for form in (True, "non-reentrant"):
+            with self.subTest(form=form):
+                self.assertTrainsAsEager(models.LlamaLM(checkpoint=form),
+                                         kiln.optim.AdamW(lr=1e-3),
+                                         token_batches(75, 3, 12))
 
     def test_activation_checkpointing_keeps_less(self):
         # Four layers at sequence 128: with each layer checkpointed, the
         # backward pass recomputes one layer's activations at a time, so the
         # step's HBM plan holds the layers' inputs instead of every layer's
-        # activations; the loss is the same.
+        # activations; the second step's loss, after an update from the
+        # recomputed gradients, is the same.
         def plan(checkpoint):
             torch.manual_seed(0)
             model = models.LlamaLM(layers=4, seq=128, checkpoint=checkpoint)
-            step = kiln.compile_step(model, models.lm_loss, kiln.optim.AdamW(lr=1e-3))
-            x, y = token_batches(75, 4, 128)(torch.Generator().manual_seed(1))
-            loss = float(step(x, y))
+            step = kiln.compile_step(model, models.lm_loss, kiln.optim.AdamW(lr=1e-2))
+            batches, g = token_batches(75, 4, 128), torch.Generator().manual_seed(1)
+            step(*batches(g))
+            loss = float(step(*batches(g)))
             return step.hbm_bytes, loss
         (kept, loss), (checkpointed, same_loss) = plan(False), plan(True)
         print(f"\nHBM plan, 4-layer Llama at sequence 128: {kept:,} bytes, "
               f"{checkpointed:,} with each layer checkpointed")
         self.assertLess(checkpointed, kept / 2)
         self.assertAlmostEqual(loss, same_loss, delta=1e-5 * abs(loss))
+
+    def test_checkpointed_function_without_visible_results_warns(self):
+        class Box:  # an object the trace does not look inside
+            def __init__(self, tensor):
+                self.tensor = tensor
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                box = torch.utils.checkpoint.checkpoint(
+                    lambda y: Box(self.linear(y).tanh()), x, use_reentrant=False)
+                return box.tensor
+
+        step = kiln.compile_step(Model(), lambda out, y: ((out - y) ** 2).mean(),
+                                 kiln.optim.SGD(lr=0.1))
+        with self.assertWarnsRegex(UserWarning, "returns no tensor Kiln can see"):
+            step(torch.randn(3, 4), torch.randn(3, 4))
 
     def test_bf16_llama_with_master_weights(self):
         model = models.LlamaLM().to(torch.bfloat16)

@@ -30,15 +30,20 @@ _library.impl("gradient", lambda grad, parameter: grad.clone(), "CPU")
 _library.impl("gradient", lambda grad, parameter: torch.empty_like(grad), "Meta")
 
 
-def _below_autograd(grad, parameter):
-    guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
-    try:
-        return torch.ops.kiln.gradient(grad, parameter)
-    finally:
-        del guard
+def below_autograd(op):
+    """`op` called below autograd: the AutogradMeta kernel of a kiln op
+    (torch 1.13 has no autograd fallthrough for meta tensors), which
+    passes the call on to where the trace records it."""
+    def call(*args):
+        guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
+        try:
+            return op(*args)
+        finally:
+            del guard
+    return call
 
 
-_library.impl("gradient", _below_autograd, "AutogradMeta")
+_library.impl("gradient", below_autograd(torch.ops.kiln.gradient), "AutogradMeta")
 
 
 def mark_gradient(grad, parameter):

@@ -135,20 +135,10 @@ _library.impl("worker_shard", lambda x, group, size: x.new_empty(
     (x.shape[0] // size, *x.shape[1:])), "Meta")
 
 
-def _below_autograd(op):
-    def call(*args):
-        guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
-        try:
-            return op(*args)
-        finally:
-            del guard
-    return call
-
-
 # Meta tensors have no autograd fallthrough in torch 1.13 (as for
 # kiln::gradient); the autograd Functions below say how gradients flow.
 for _name in ("all_reduce", "all_gather", "worker_shard"):
-    _library.impl(_name, _below_autograd(getattr(torch.ops.kiln, _name)),
+    _library.impl(_name, distributed.below_autograd(getattr(torch.ops.kiln, _name)),
                   "AutogradMeta")
 
 
@@ -371,10 +361,13 @@ class ReplicatedHeadsLinear(torch.nn.Module):
     def __init__(self, linear, heads):
         super().__init__()
         size = tensor_parallel_size()
-        if size % heads or linear.out_features % heads:
+        if size % heads:
             raise ValueError(f"{heads} heads cannot be replicated over a "
                              f"tensor-parallel group of {size} (its size must be "
                              f"a multiple of the head count)")
+        if linear.out_features % heads:
+            raise ValueError(f"{linear.out_features} output features are not "
+                             f"{heads} heads of one size")
         self.heads, self.in_features = heads, linear.in_features
         self.out_features = linear.out_features // heads  # one head
         self.weight = torch.nn.Parameter(linear.weight.detach().clone())
@@ -498,52 +491,65 @@ def parallelize(model, plan):
     `plan` says: {module name pattern (fnmatch, "layers.*.attn.q"): style},
     style ``"column"`` (an nn.Linear becomes a ColumnParallelLinear),
     ``"row"`` (a RowParallelLinear), ``"embedding"`` (an nn.Embedding
-    becomes a ParallelEmbedding) or ``Divide(...)``. Each shard is this
-    worker's block of the whole module's weights, so every layout of one
-    initialised model trains the same model. Returns `model`; a pattern
-    that matches nothing is an error (a misspelt plan would silently leave
-    layers whole)."""
+    becomes a ParallelEmbedding), ``HeadColumns(...)`` or ``Divide(...)``.
+    Each shard is this worker's block of the whole module's weights, so
+    every layout of one initialised model trains the same model. Returns
+    `model`; a pattern that matches nothing is an error (a misspelt plan
+    would silently leave layers whole)."""
     import fnmatch
-    convert = {
-        COLUMN: (torch.nn.Linear, ColumnParallelLinear.from_linear),
-        ROW: (torch.nn.Linear, RowParallelLinear.from_linear),
-        EMBEDDING: (torch.nn.Embedding, ParallelEmbedding.from_embedding),
-    }
     modules = dict(model.named_modules())
     matched = {}
-    for pattern, style in plan.items():
+    for pattern in plan:
         matched[pattern] = [n for n in modules if fnmatch.fnmatchcase(n, pattern)]
         if not matched[pattern]:
             raise ValueError(f"tensor-parallel plan: '{pattern}' matches no module "
                              f"of {type(model).__name__}")
     replicated = set()  # (parent module name, count attribute) of replicated heads
     for pattern, style in plan.items():
-        for name in matched[pattern] if not isinstance(style, Divide) else ():
-            module, (parent, _, leaf) = modules[name], name.rpartition(".")
-            owner = modules[parent] if parent else model
-            if isinstance(style, HeadColumns):
-                heads = getattr(owner, style.count)
-                if heads < tensor_parallel_size():
-                    _check_kind(name, module, torch.nn.Linear)
-                    setattr(owner, leaf, ReplicatedHeadsLinear(module, heads))
-                    replicated.add((parent, style.count))
-                    continue
-                style = COLUMN
-            if style not in convert:
-                raise ValueError(f"tensor-parallel plan: '{pattern}' has style "
-                                 f"{style!r} (column, row, embedding, HeadColumns "
-                                 f"or Divide)")
-            kind, make = convert[style]
-            _check_kind(name, module, kind)
-            setattr(owner, leaf, make(module))
+        if not isinstance(style, Divide):
+            for name in matched[pattern]:
+                _convert_layer(model, modules, name, pattern, style, replicated)
     for pattern, style in plan.items():
-        for name in matched[pattern] if isinstance(style, Divide) else ():
-            for attribute in style.names:
-                count = getattr(modules[name], attribute)
-                setattr(modules[name], attribute,
-                        1 if (name, attribute) in replicated
-                        else _divide(count, f"{name}.{attribute}"))
+        if isinstance(style, Divide):
+            for name in matched[pattern]:
+                _divide_counts(modules[name], name, style, replicated)
     return model
+
+
+def _convert_layer(model, modules, name, pattern, style, replicated):
+    """Replaces module `name` by its shard as `style` says; records the
+    head counts a HeadColumns entry replicated in `replicated`."""
+    convert = {
+        COLUMN: (torch.nn.Linear, ColumnParallelLinear.from_linear),
+        ROW: (torch.nn.Linear, RowParallelLinear.from_linear),
+        EMBEDDING: (torch.nn.Embedding, ParallelEmbedding.from_embedding),
+    }
+    module, (parent, _, leaf) = modules[name], name.rpartition(".")
+    owner = modules[parent] if parent else model
+    kind = style
+    if isinstance(style, HeadColumns):
+        heads, size = getattr(owner, style.count), tensor_parallel_size()
+        if heads < size:
+            _check_kind(name, module, torch.nn.Linear)
+            setattr(owner, leaf, ReplicatedHeadsLinear(module, heads))
+            replicated.add((parent, style.count))
+            return
+        _divide(heads, f"{parent}.{style.count}")
+        kind = COLUMN
+    if kind not in convert:
+        raise ValueError(f"tensor-parallel plan: '{pattern}' has style "
+                         f"{style!r} (column, row, embedding, HeadColumns or "
+                         f"Divide)")
+    module_kind, make = convert[kind]
+    _check_kind(name, module, module_kind)
+    setattr(owner, leaf, make(module))
+
+
+def _divide_counts(module, name, divide, replicated):
+    for attribute in divide.names:
+        count = getattr(module, attribute)
+        setattr(module, attribute, 1 if (name, attribute) in replicated
+                else _divide(count, f"{name}.{attribute}"))
 
 
 def _check_kind(name, module, kind):

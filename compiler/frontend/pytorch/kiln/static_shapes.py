@@ -30,6 +30,7 @@ traced, ``static_shapes()`` routes them to equivalent formulations.
 """
 
 import contextlib
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -104,17 +105,9 @@ _library.impl("checkpoint", lambda x, region, side: x.clone(), "CPU")
 _library.impl("checkpoint", lambda x, region, side: torch.empty_like(x), "Meta")
 
 
-def _checkpoint_below_autograd(x, region, side):
-    guard = torch._C._AutoDispatchBelowAutograd()  # while it lives
-    try:
-        return torch.ops.kiln.checkpoint(x, region, side)
-    finally:
-        del guard
-
-
-# Meta tensors have no autograd fallthrough in torch 1.13 (see
-# distributed.mark_gradient); _Boundary says how gradients flow.
-_library.impl("checkpoint", _checkpoint_below_autograd, "AutogradMeta")
+# _Boundary says how gradients flow.
+_library.impl("checkpoint", distributed.below_autograd(torch.ops.kiln.checkpoint),
+              "AutogradMeta")
 
 
 class _Boundary(torch.autograd.Function):
@@ -135,13 +128,23 @@ _calls = [0]  # checkpointed calls traced so far in this trace
 def _call(function, preserve_rng_state, *args, **kwargs):
     region = _calls[0]
     _calls[0] += 1
+    marked = []
 
     def mark(side):
-        return lambda x: (_Boundary.apply(x, region, side)
-                          if isinstance(x, torch.Tensor) else x)
+        def marker(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            marked.append(side)
+            return _Boundary.apply(x, region, side)
+        return marker
 
-    args = pytree.tree_map(mark("input"), args)
-    return pytree.tree_map(mark("output"), function(*args, **kwargs))
+    args, kwargs = pytree.tree_map(mark("input"), (args, kwargs))
+    results = pytree.tree_map(mark("output"), function(*args, **kwargs))
+    if "output" not in marked:
+        warnings.warn(f"torch.utils.checkpoint: {getattr(function, '__name__', function)} "
+                      f"returns no tensor Kiln can see (in a tuple, list or dict); its "
+                      f"values are kept, not recomputed", stacklevel=3)
+    return results
 
 
 @contextlib.contextmanager
