@@ -127,31 +127,46 @@ private:
            list.back() - position[alloc] <= kLocalSpanOps * kGap;
   }
 
-  /// Whether the buffers `in` picks, placed alone in program order as they
-  /// will be, fit a region of `bytes`; `until` gets the last position one
-  /// is used at.
-  bool fitsAlone(Block &body, int64_t bytes,
-                 llvm::function_ref<bool(ktile::AllocOp)> in, int64_t &until) {
+  /// A buffer a region would hold: where it is made, its bytes, and its
+  /// last use.
+  struct Candidate {
+    int64_t at, bytes, lastUse;
+  };
+
+  /// The buffers `in` picks that something uses, in program order.
+  llvm::SmallVector<Candidate>
+  candidates(Block &body, llvm::function_ref<bool(ktile::AllocOp)> in) {
+    llvm::SmallVector<Candidate> picked;
+    for (auto alloc : body.getOps<ktile::AllocOp>()) {
+      const auto &list = uses[alloc.getBuffer()];
+      if (in(alloc) && !list.empty()) {
+        picked.push_back(
+            {position[alloc],
+             alignUp(ktile::bufferBytes(alloc.getBuffer().getType())),
+             list.back()});
+      }
+    }
+    return picked;
+  }
+
+  /// Whether `picked`, placed alone in program order as they will be, fit
+  /// a region of `bytes`; `until` gets the last position one is used at.
+  static bool fitsAlone(llvm::ArrayRef<Candidate> picked, int64_t bytes,
+                        int64_t &until) {
     RotatingAllocator region(bytes, kPlanAlignment);
     std::multimap<int64_t, int64_t> ends; // last use -> address
     until = -1;
-    for (auto alloc : body.getOps<ktile::AllocOp>()) {
-      const auto &list = uses[alloc.getBuffer()];
-      if (!in(alloc) || list.empty()) {
-        continue;
-      }
-      int64_t at = position[alloc];
-      for (auto it = ends.begin(); it != ends.end() && it->first < at;) {
+    for (const Candidate &c : picked) {
+      for (auto it = ends.begin(); it != ends.end() && it->first < c.at;) {
         region.release(it->second);
         it = ends.erase(it);
       }
-      std::optional<int64_t> address = region.allocate(
-          alignUp(ktile::bufferBytes(alloc.getBuffer().getType())));
+      std::optional<int64_t> address = region.allocate(c.bytes);
       if (!address) {
         return false;
       }
-      ends.emplace(list.back(), *address);
-      until = std::max(until, list.back());
+      ends.emplace(c.lastUse, *address);
+      until = std::max(until, c.lastUse);
     }
     return true;
   }
@@ -183,13 +198,14 @@ private:
   int64_t leastRegion(Block &body, llvm::function_ref<bool(ktile::AllocOp)> in,
                       int64_t &until) {
     int64_t limit = sbufCapacity / 4 / kPlanAlignment; // in alignment units
-    if (!fitsAlone(body, limit * kPlanAlignment, in, until)) {
+    llvm::SmallVector<Candidate> picked = candidates(body, in);
+    if (!fitsAlone(picked, limit * kPlanAlignment, until)) {
       return 0;
     }
     int64_t lo = 1, hi = limit, ignored; // the least that fits is in [lo, hi]
     while (lo < hi) {
       int64_t mid = (lo + hi) / 2;
-      if (fitsAlone(body, mid * kPlanAlignment, in, ignored)) {
+      if (fitsAlone(picked, mid * kPlanAlignment, ignored)) {
         hi = mid;
       } else {
         lo = mid + 1;
