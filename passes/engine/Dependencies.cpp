@@ -13,6 +13,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <algorithm>
+
 namespace kiln::engine_passes {
 
 namespace {
@@ -118,7 +120,8 @@ void computeDependencies(std::vector<Node> &nodes) {
       });
     }
     nodes[i].preds.assign(preds.begin(), preds.end());
-    llvm::sort(nodes[i].preds);
+    // std::sort: llvm::sort of plain integers is qsort, a call a comparison.
+    std::sort(nodes[i].preds.begin(), nodes[i].preds.end());
     for (auto &[region, write] : accesses) {
       forEachGranule(region, [&](uint64_t key, int64_t lo, int64_t hi) {
         Granule &granule = granules[key];

@@ -468,7 +468,8 @@ void StreamScheduler::followMergedPieces() {
         p = static_cast<uint32_t>(mergedInto[p]);
       }
     }
-    llvm::sort(node.preds);
+    // std::sort: llvm::sort of plain integers is qsort, a call a comparison.
+    std::sort(node.preds.begin(), node.preds.end());
     node.preds.erase(std::unique(node.preds.begin(), node.preds.end()),
                      node.preds.end());
   }
