@@ -128,8 +128,6 @@ llvm::Expected<artifact::Artifact> assembleProgram(kisa::ProgramOp program) {
                                        stream.instructions.size());
     out.streams.push_back(std::move(stream));
   }
-  llvm::raw_string_ostream ir(out.sourceIR);
-  program->print(ir);
   return out;
 }
 

@@ -58,6 +58,8 @@ struct Artifact {
   std::string constants;
   std::shared_ptr<const llvm::MemoryBuffer> mapping;
   llvm::StringRef mappedConstants;
+  /// The program's kisa text, where an artifact has it (the compiler writes
+  /// none; see docs/kneff-format.md).
   std::string sourceIR;
   // Header fields.
   std::string compilerVersion;
