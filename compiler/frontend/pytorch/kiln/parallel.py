@@ -212,19 +212,6 @@ class _ScatterToGroup(torch.autograd.Function):
         return _gather_last(grad)
 
 
-class _ScatterRowsToGroup(torch.autograd.Function):
-    """This worker's block of rows of a value every worker holds alike;
-    the gradient, every worker's block gathered, is the whole one on each."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return torch.ops.kiln.worker_shard(x, TENSOR, tensor_parallel_size())
-
-    @staticmethod
-    def backward(ctx, grad):
-        return torch.ops.kiln.all_gather(grad, TENSOR, tensor_parallel_size())
-
-
 def copy_to_tensor_parallel(x):
     return _CopyToGroup.apply(x)
 
@@ -377,8 +364,9 @@ class ReplicatedHeadsLinear(torch.nn.Module):
     def _mine(self, whole):
         """This worker's head of `whole` (the heads along dimension 0)."""
         copies = tensor_parallel_size() // self.heads
-        heads = whole.reshape(self.heads, -1, *whole.shape[1:])
-        mine = _ScatterRowsToGroup.apply(heads.repeat_interleave(copies, 0))
+        heads = whole.reshape(self.heads, -1).repeat_interleave(copies, 0)
+        # The gradient, every worker's head gathered, is the whole on each.
+        mine = scatter_to_tensor_parallel(heads.movedim(0, -1)).movedim(-1, 0)
         return mine.reshape(-1, *whole.shape[1:])
 
     def forward(self, x):

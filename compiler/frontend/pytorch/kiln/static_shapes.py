@@ -103,8 +103,6 @@ _library = distributed._library  # the kiln namespace's defining library
 _library.define("checkpoint(Tensor x, int region, str side) -> Tensor")
 _library.impl("checkpoint", lambda x, region, side: x.clone(), "CPU")
 _library.impl("checkpoint", lambda x, region, side: torch.empty_like(x), "Meta")
-
-
 # _Boundary says how gradients flow.
 _library.impl("checkpoint", distributed.below_autograd(torch.ops.kiln.checkpoint),
               "AutogradMeta")
@@ -128,19 +126,14 @@ _calls = [0]  # checkpointed calls traced so far in this trace
 def _call(function, preserve_rng_state, *args, **kwargs):
     region = _calls[0]
     _calls[0] += 1
-    marked = []
 
     def mark(side):
-        def marker(x):
-            if not isinstance(x, torch.Tensor):
-                return x
-            marked.append(side)
-            return _Boundary.apply(x, region, side)
-        return marker
+        return lambda x: (_Boundary.apply(x, region, side)
+                          if isinstance(x, torch.Tensor) else x)
 
     args, kwargs = pytree.tree_map(mark("input"), (args, kwargs))
     results = pytree.tree_map(mark("output"), function(*args, **kwargs))
-    if "output" not in marked:
+    if not any(isinstance(x, torch.Tensor) for x in pytree.tree_flatten(results)[0]):
         warnings.warn(f"torch.utils.checkpoint: {getattr(function, '__name__', function)} "
                       f"returns no tensor Kiln can see (in a tuple, list or dict); its "
                       f"values are kept, not recomputed", stacklevel=3)
