@@ -48,25 +48,23 @@ work = sys.argv[1]
 # The character GPT of the same size, with plain AdamW and one batch of 8
 # per worker and step, reached 2.304 nats/char in the same time.
 GPT_GOAL = 2.304
-# The CNN must beat the MLP clearly; 91 % is the figure it aims at, which
-# the simulator's speed does not yet allow within the main job's time
-# (docs/performance.md).
-CNN_FLOOR, CNN_AIM = 0.89, 0.91
+# The CNN's goal: 91 % after its 800 steps (it reaches about 91.6-92 %).
+CNN_GOAL = 0.91
 mnist = json.load(open(f"{work}/fashion_mnist.json"))
 cnn = json.load(open(f"{work}/fashion_mnist_cnn.json"))
 gpt = json.load(open(f"{work}/fortunes_gpt.json"))
 compiles = mnist["compiles"] + cnn["compiles"] + gpt["compiles"]
 print()
 print(f"main job: Fashion-MNIST test accuracy {100 * mnist['accuracy']:.2f}% with the MLP "
-      f"(goal 85%), {100 * cnn['accuracy']:.2f}% with the CNN (goal {100 * CNN_FLOOR:.0f}%; "
-      f"aim {100 * CNN_AIM:.0f}%); fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char "
+      f"(goal 85%), {100 * cnn['accuracy']:.2f}% with the CNN (goal {100 * CNN_GOAL:.0f}%); "
+      f"fortunes held-out loss {gpt['held_out_loss']:.3f} nats/char "
       f"(goal below {GPT_GOAL}; frequencies alone {gpt['unigram_loss']:.3f}); compiles at "
       f"train time: {compiles}")
 problems = []
 if mnist["accuracy"] < 0.85:
     problems.append("Fashion-MNIST accuracy below 85%")
-if cnn["accuracy"] < CNN_FLOOR:
-    problems.append(f"the CNN's Fashion-MNIST accuracy below {100 * CNN_FLOOR:.0f}%")
+if cnn["accuracy"] < CNN_GOAL:
+    problems.append(f"the CNN's Fashion-MNIST accuracy below {100 * CNN_GOAL:.0f}%")
 if gpt["held_out_loss"] >= GPT_GOAL:
     problems.append(f"the language model's held-out loss is not below {GPT_GOAL}")
 if compiles:
