@@ -205,7 +205,13 @@ void remoteFigures(const std::string &url, int tier, const std::string &root,
       return seconds;
     };
     auto start = now();
-    openCache(prefix + "-alone").getOrCompile(g, {}, test::standInCompile);
+    auto alone =
+        openCache(prefix + "-alone").getOrCompile(g, {}, test::standInCompile);
+    if (!alone) {
+      std::fprintf(stderr, "kiln-bench-cache: %s\n",
+                   llvm::toString(alone.takeError()).c_str());
+      std::exit(1);
+    }
     local += now() - start;
     uploaded += timed(url, prefix + "-up", cache::Outcome::Compiled);
     fetched += timed(url, prefix + "-down", cache::Outcome::Hit);

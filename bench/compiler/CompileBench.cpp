@@ -415,11 +415,15 @@ struct BenchOptions {
   FigureTable *figures = nullptr;
 };
 
-/// The digest of what the compiler made of a graph: the artifact's bytes
-/// but for the commit it was built from, which every commit changes.
-uint64_t outputDigest(artifact::Artifact artifact) {
-  artifact.gitHash.clear();
-  return llvm::xxh3_64bits(artifact::writeArtifact(artifact));
+/// The digest of what the compiler made of a graph: the artifact's
+/// sections, their streams uncompressed. The header (format version, the
+/// commit the compiler was built from) and how the streams are packed are
+/// not the compiler's doing.
+uint64_t outputDigest(const artifact::Artifact &artifact) {
+  std::string bytes =
+      artifact::writeArtifact(artifact, /*compressStreams=*/false);
+  return llvm::xxh3_64bits(
+      llvm::StringRef(bytes).drop_front(artifact::kHeaderBytes));
 }
 
 int run(const std::string &name, llvm::Expected<proto::Graph> graph,

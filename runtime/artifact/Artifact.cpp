@@ -5,6 +5,7 @@
 #include "compiler/support/Sha256.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Compression.h"
 #include "llvm/Support/Endian.h"
 
 #include <algorithm>
@@ -50,6 +51,32 @@ llvm::StringRef getString(const char *in, size_t size) {
 
 size_t alignUp(size_t n) {
   return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+/// zstd's fastest level: the records compress about 40 times even so, and
+/// a level that compresses harder costs more compile time than it saves.
+constexpr int kStreamCompressionLevel =
+    llvm::compression::zstd::BestSpeedCompression;
+
+/// The most a legitimate stream expands by (the records of real programs
+/// compress 20 to 60 times): a bound on what a section may claim to hold,
+/// so that a forged count cannot make the reader allocate without limit.
+constexpr uint64_t kMaxExpansion = 4096;
+
+/// One stream's records, zstd-compressed when `compress` is set.
+std::string streamBytes(const Stream &stream, bool compress) {
+  std::string bytes(stream.instructions.size() * kInstructionBytes, '\0');
+  for (size_t i = 0; i < stream.instructions.size(); ++i) {
+    encodeInstruction(stream.instructions[i],
+                      bytes.data() + i * kInstructionBytes);
+  }
+  if (!compress) {
+    return bytes;
+  }
+  llvm::SmallVector<uint8_t, 0> compressed;
+  llvm::compression::zstd::compress(llvm::arrayRefFromStringRef(bytes),
+                                    compressed, kStreamCompressionLevel);
+  return std::string(llvm::toStringRef(compressed));
 }
 
 uint64_t doubleBits(double v) {
@@ -199,7 +226,9 @@ std::string streamName(isa::Engine engine, uint8_t queue) {
   return name;
 }
 
-std::string writeArtifact(const Artifact &artifact) {
+std::string writeArtifact(const Artifact &artifact, bool compressStreams) {
+  compressStreams =
+      compressStreams && llvm::compression::zstd::isAvailable();
   std::vector<std::pair<SectionEntry, std::string>> sections;
   std::string manifest;
   artifact.manifest.SerializeToString(&manifest);
@@ -217,11 +246,7 @@ std::string writeArtifact(const Artifact &artifact) {
         return std::pair(a->engine, a->queue) < std::pair(b->engine, b->queue);
       });
   for (const Stream *s : streams) {
-    std::string bytes(s->instructions.size() * kInstructionBytes, '\0');
-    for (size_t i = 0; i < s->instructions.size(); ++i) {
-      encodeInstruction(s->instructions[i],
-                        bytes.data() + i * kInstructionBytes);
-    }
+    std::string bytes = streamBytes(*s, compressStreams);
     uint32_t key = (static_cast<uint32_t>(s->engine) << 8) | s->queue;
     sections.push_back(
         {{SectionKind::Stream, key, 0, bytes.size(), s->instructions.size()},
@@ -257,7 +282,7 @@ std::string writeArtifact(const Artifact &artifact) {
   std::memcpy(h + kOffMagic, kMagic, 8);
   write16le(h + kOffMajor, kFormatMajor);
   write16le(h + kOffMinor, kFormatMinor);
-  write32le(h + kOffFeatures, 0);
+  write32le(h + kOffFeatures, compressStreams ? kFeatureCompressedStreams : 0);
   write32le(h + kOffHeaderBytes, kHeaderBytes);
   write32le(h + kOffSectionCount, static_cast<uint32_t>(sections.size()));
   write64le(h + kOffSectionTable, tableOffset);
@@ -302,6 +327,12 @@ private:
   llvm::Error decodeStreams();
   llvm::Error decodeStream(const SectionEntry &entry, llvm::StringRef data,
                            const isa::Limits &limits);
+  bool compressedStreams() const {
+    return read32le(bytes.data() + kOffFeatures) & kFeatureCompressedStreams;
+  }
+  llvm::Expected<std::string> decompress(const SectionEntry &entry,
+                                         llvm::StringRef data,
+                                         llvm::StringRef name) const;
 
   llvm::StringRef bytes, origin, expectedTarget;
   const std::shared_ptr<const llvm::MemoryBuffer> &mapping;
@@ -407,6 +438,8 @@ llvm::Error Parser::readTarget() {
   const char *h = bytes.data();
   artifact.compilerVersion = getString(h + kOffCompilerVersion, 16).str();
   artifact.gitHash = getString(h + kOffGitHash, 16).str();
+  artifact.formatMinor = read16le(h + kOffMinor);
+  artifact.features = read32le(h + kOffFeatures);
   headerTarget = getString(h + kOffTarget, 16);
   targetDescription = target::lookupTarget(headerTarget);
   if (!targetDescription) {
@@ -466,7 +499,9 @@ llvm::Error Parser::readSection(uint32_t i, const SectionEntry &entry) {
     haveManifest = true;
     break;
   case SectionKind::Stream:
-    if (entry.size != entry.count * kInstructionBytes) {
+    if (compressedStreams()
+            ? entry.count > entry.size * kMaxExpansion / kInstructionBytes
+            : entry.size != entry.count * kInstructionBytes) {
       return fail("stream section " + llvm::Twine(i) + " holds " +
                   llvm::Twine(entry.size) + " bytes, not " +
                   llvm::Twine(entry.count) + " instructions");
@@ -584,6 +619,16 @@ llvm::Error Parser::decodeStream(const SectionEntry &entry,
     return fail("stream for unknown engine " + llvm::Twine(entry.stream >> 8));
   }
   std::string name = streamName(s.engine, s.queue);
+  std::string records;
+  if (compressedStreams()) {
+    llvm::Expected<std::string> expanded = decompress(entry, data, name);
+    if (!expanded) {
+      return expanded.takeError();
+    }
+    records = std::move(*expanded);
+    data = records;
+  }
+  s.instructions.reserve(entry.count);
   for (uint64_t k = 0; k < entry.count; ++k) {
     isa::Instruction inst =
         decodeInstruction(data.data() + k * kInstructionBytes);
@@ -606,6 +651,28 @@ llvm::Error Parser::decodeStream(const SectionEntry &entry,
   }
   artifact.streams.push_back(std::move(s));
   return llvm::Error::success();
+}
+
+/// A compressed stream's records: exactly its count of them.
+llvm::Expected<std::string> Parser::decompress(const SectionEntry &entry,
+                                               llvm::StringRef data,
+                                               llvm::StringRef name) const {
+  if (!llvm::compression::zstd::isAvailable()) {
+    return fail("has zstd-compressed streams, and this Kiln was built "
+                "without zstd");
+  }
+  std::string records(entry.count * kInstructionBytes, '\0');
+  size_t size = records.size();
+  llvm::Error broken = llvm::compression::zstd::decompress(
+      llvm::arrayRefFromStringRef(data),
+      reinterpret_cast<uint8_t *>(records.data()), size);
+  if (broken || size != records.size()) {
+    std::string why = broken ? llvm::toString(std::move(broken))
+                             : "it holds " + std::to_string(size) + " bytes";
+    return fail(name + " stream does not decompress to its " +
+                llvm::Twine(entry.count) + " instructions (" + why + ")");
+  }
+  return std::move(records);
 }
 
 /// readArtifact, borrowing the constants from `mapping` when it is set.

@@ -25,8 +25,11 @@
 namespace kiln::artifact {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 10;
-inline constexpr uint32_t kKnownFeatures = 0;
+inline constexpr uint16_t kFormatMinor = 11;
+/// Feature bit 0: the instruction-stream sections are zstd frames of the
+/// records (docs/kneff-format.md, "Compressed streams").
+inline constexpr uint32_t kFeatureCompressedStreams = 1;
+inline constexpr uint32_t kKnownFeatures = kFeatureCompressedStreams;
 inline constexpr size_t kHeaderBytes = 192;
 inline constexpr size_t kSectionEntryBytes = 32;
 inline constexpr size_t kInstructionBytes = 360;
@@ -61,9 +64,12 @@ struct Artifact {
   /// The program's kisa text, where an artifact has it (the compiler writes
   /// none; see docs/kneff-format.md).
   std::string sourceIR;
-  // Header fields.
+  // Header fields. The reader sets the format's minor version and feature
+  // bits from the file; the writer writes its own.
   std::string compilerVersion;
   std::string gitHash;
+  uint16_t formatMinor = kFormatMinor;
+  uint32_t features = 0;
 
   llvm::StringRef constantBytes() const {
     return mapping ? mappedConstants : llvm::StringRef(constants);
@@ -71,8 +77,10 @@ struct Artifact {
 };
 
 /// The artifact's bytes (deterministic: the same artifact gives the same
-/// bytes). Streams are written in engine, then queue order.
-std::string writeArtifact(const Artifact &artifact);
+/// bytes). Streams are written in engine, then queue order, compressed
+/// unless `compressStreams` is false (or this build's LLVM lacks zstd).
+std::string writeArtifact(const Artifact &artifact,
+                          bool compressStreams = true);
 
 /// Parses and completely validates an artifact: header, checksum, version,
 /// target (`expectedTarget`, when not empty), sections, manifest and every

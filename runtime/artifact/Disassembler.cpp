@@ -73,7 +73,9 @@ std::string formatInstruction(const isa::Instruction &inst) {
 
 void dumpArtifact(llvm::raw_ostream &os, const Artifact &a) {
   const kneff::Manifest &m = a.manifest;
-  os << "kneff " << kFormatMajor << "." << kFormatMinor << "  target "
+  os << "kneff " << kFormatMajor << "." << a.formatMinor
+     << (a.features & kFeatureCompressedStreams ? " (zstd streams)" : "")
+     << "  target "
      << m.target() << "  compiler " << a.compilerVersion << " (" << a.gitHash
      << ")  schema "
      << llvm::toHex(schemaHash(), /*LowerCase=*/true).substr(0, 16) << "\n";

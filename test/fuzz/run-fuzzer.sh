@@ -17,8 +17,12 @@ case "$(basename "$fuzzer")" in
     "$bin/kiln" export "$src/test/compiler/graph/roundtrip.mlir" -o "$work/corpus/roundtrip.kgraph.pb"
     ;;
   *)
+    # Compressed streams, as the compiler writes them, and plain ones, whose
+    # mutations reach the instruction validation behind the decompression.
     for program in "$src"/examples/kisa/*.mlir; do
-      "$bin/kiln" assemble "$program" -o "$work/corpus/$(basename "$program" .mlir).kneff"
+      name="$work/corpus/$(basename "$program" .mlir)"
+      "$bin/kiln" assemble "$program" -o "$name.kneff"
+      "$bin/kiln" assemble "$program" --plain-streams -o "$name.plain.kneff"
     done
     ;;
 esac

@@ -23,6 +23,11 @@ cl::opt<std::string> assembleInput(cl::Positional, cl::desc("<program.mlir>"),
                                    cl::Required, cl::sub(assembleCommand));
 cl::opt<std::string> assembleOutput("o", cl::desc("Output .kneff"),
                                     cl::Required, cl::sub(assembleCommand));
+cl::opt<bool> assemblePlain(
+    "plain-streams",
+    cl::desc("Write the instruction records uncompressed (feature bit 0 "
+             "clear), as tools that read them straight from the file need"),
+    cl::sub(assembleCommand));
 
 cl::SubCommand dumpCommand("dump", "Print an artifact: header, manifest, "
                                    "disassembly per engine");
@@ -45,7 +50,7 @@ int runAssemble() {
   if (!artifact) {
     return reportError(artifact.takeError());
   }
-  std::string bytes = artifact::writeArtifact(*artifact);
+  std::string bytes = artifact::writeArtifact(*artifact, !assemblePlain);
   // A temporary file renamed into place: no reader sees a partial artifact.
   if (llvm::Error err =
           llvm::writeToOutput(assembleOutput, [&](llvm::raw_ostream &out) {

@@ -104,7 +104,7 @@ TEST(Artifact, CorruptionIsDetected) {
   std::string major = good;
   llvm::support::endian::write16le(major.data() + 8, 2);
   EXPECT_EQ(loadError(major),
-            "artifact 'x.kneff': format version 2.10 is not readable "
+            "artifact 'x.kneff': format version 2.11 is not readable "
             "by this Kiln (it reads 1.x); recompile the graph");
 
   std::string feature = good;
@@ -152,26 +152,12 @@ TEST(Artifact, HostileInstructionsAreRefusedBeforeAnythingRuns) {
   std::string good = assembleExample(*context, "tiled_matmul");
   auto read = artifact::readArtifact(good, "x");
   ASSERT_TRUE(static_cast<bool>(read));
-  // Edit the first instruction of the first stream (TensorE's matmul) through
-  // the section table, then re-sign the file as an attacker would.
-  uint64_t table = llvm::support::endian::read64le(good.data() + 24);
-  uint64_t streamOffset = 0;
-  for (int i = 0; i < 8; ++i) {
-    const char *e = good.data() + table + 32 * i;
-    if (llvm::support::endian::read32le(e) == 2) {
-      streamOffset = llvm::support::endian::read64le(e + 8);
-      break;
-    }
-  }
-  ASSERT_NE(streamOffset, 0u);
+  // Edit the first instruction of the first stream (TensorE's matmul) and
+  // write the file again, compressed and signed, as an attacker would.
   auto edited = [&](auto edit) {
-    std::string bytes = good;
-    isa::Instruction inst =
-        artifact::decodeInstruction(bytes.data() + streamOffset);
-    edit(inst);
-    artifact::encodeInstruction(inst, bytes.data() + streamOffset);
-    resign(bytes);
-    return loadError(bytes);
+    artifact::Artifact forged = *read;
+    edit(forged.streams[0].instructions[0]);
+    return loadError(artifact::writeArtifact(forged));
   };
   EXPECT_EQ(
       edited([](isa::Instruction &i) { i.operands[0].partitions = 300; }),
@@ -200,6 +186,70 @@ TEST(Artifact, HostileInstructionsAreRefusedBeforeAnythingRuns) {
   std::string rank =
       edited([](isa::Instruction &i) { i.operands[2].rank = 9; });
   EXPECT_NE(rank.find("rank 9 is not in [1, 4]"), std::string::npos) << rank;
+}
+
+/// The section table entry of the first instruction stream.
+char *firstStreamEntry(std::string &bytes) {
+  uint64_t table = llvm::support::endian::read64le(bytes.data() + 24);
+  uint32_t count = llvm::support::endian::read32le(bytes.data() + 20);
+  for (uint32_t i = 0; i < count; ++i) {
+    char *entry = bytes.data() + table + 32 * i;
+    if (llvm::support::endian::read32le(entry) == 2) {
+      return entry;
+    }
+  }
+  return nullptr;
+}
+
+TEST(Artifact, StreamsAreCompressedAndPlainOnesStillRead) {
+  auto context = test::makeContext();
+  std::string compressed = assembleExample(*context, "tiled_matmul");
+  auto read = artifact::readArtifact(compressed, "x");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(llvm::support::endian::read32le(compressed.data() + 12),
+            artifact::kFeatureCompressedStreams);
+  std::string plain = artifact::writeArtifact(*read, /*compressStreams=*/false);
+  EXPECT_EQ(llvm::support::endian::read32le(plain.data() + 12), 0u);
+  EXPECT_LT(compressed.size(), plain.size());
+  auto fromPlain = artifact::readArtifact(plain, "x");
+  ASSERT_TRUE(static_cast<bool>(fromPlain))
+      << llvm::toString(fromPlain.takeError());
+  ASSERT_EQ(fromPlain->streams.size(), read->streams.size());
+  for (size_t s = 0; s < read->streams.size(); ++s) {
+    EXPECT_EQ(fromPlain->streams[s].instructions, read->streams[s].instructions);
+  }
+  EXPECT_EQ(artifact::writeArtifact(*fromPlain), compressed);
+}
+
+TEST(Artifact, BrokenCompressedStreamsAreRefused) {
+  auto context = test::makeContext();
+  std::string good = assembleExample(*context, "tiled_matmul");
+
+  // A damaged frame, re-signed so that the checksum does not catch it.
+  std::string damaged = good;
+  char *entry = firstStreamEntry(damaged);
+  ASSERT_NE(entry, nullptr);
+  uint64_t offset = llvm::support::endian::read64le(entry + 8);
+  damaged[offset + 1] ^= 0x5a;
+  resign(damaged);
+  EXPECT_NE(loadError(damaged).find(
+                "stream does not decompress to its"),
+            std::string::npos)
+      << loadError(damaged);
+
+  // A count the frame does not hold, and one beyond any real expansion.
+  std::string miscounted = good;
+  entry = firstStreamEntry(miscounted);
+  uint64_t count = llvm::support::endian::read64le(entry + 24);
+  llvm::support::endian::write64le(entry + 24, count + 1);
+  resign(miscounted);
+  EXPECT_NE(loadError(miscounted).find("does not decompress to its"),
+            std::string::npos)
+      << loadError(miscounted);
+  llvm::support::endian::write64le(entry + 24, uint64_t(1) << 40);
+  resign(miscounted);
+  EXPECT_NE(loadError(miscounted).find("instructions"), std::string::npos)
+      << loadError(miscounted);
 }
 
 } // namespace
