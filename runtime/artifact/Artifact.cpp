@@ -499,9 +499,12 @@ llvm::Error Parser::readSection(uint32_t i, const SectionEntry &entry) {
     haveManifest = true;
     break;
   case SectionKind::Stream:
+    // Divided, not multiplied: 360 * 2^61 wraps to 0, so a count with bit
+    // 61 set would pass a product's comparison.
     if (compressedStreams()
             ? entry.count > entry.size * kMaxExpansion / kInstructionBytes
-            : entry.size != entry.count * kInstructionBytes) {
+            : entry.size % kInstructionBytes != 0 ||
+                  entry.count != entry.size / kInstructionBytes) {
       return fail("stream section " + llvm::Twine(i) + " holds " +
                   llvm::Twine(entry.size) + " bytes, not " +
                   llvm::Twine(entry.count) + " instructions");

@@ -35,7 +35,8 @@ export ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 crashes="$bin/../fuzz-crashes"
 mkdir -p "$crashes"
 status=0
-"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
+# libFuzzer's default exit status for a finding, 77, is ctest's "skipped".
+"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 -error_exitcode=1 \
   -artifact_prefix="$crashes/$(basename "$fuzzer")-" -print_final_stats=1 \
   "$work/corpus" > "$work/log" 2>&1 || status=$?
 if [ "$status" -ne 0 ]; then
