@@ -52,7 +52,7 @@ void prepareContext(MLIRContext &context) {
 }
 
 llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
-                          Phase last) {
+                          Phase last, bool hbmTrades) {
   if (!target::lookupTarget(options.target)) {
     return llvm::createStringError("unknown target '" + options.target +
                                    "' (trn1 or trn2)");
@@ -98,7 +98,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   }
   // The tile phase: its planning passes record the plan on the kgraph ops,
   // then the conversion follows it.
-  tile_passes::addTilePlanningPasses(pm, options.target);
+  tile_passes::addTilePlanningPasses(pm, options.target, hbmTrades);
   tile_passes::ConvertKGraphToKTileOptions tiling;
   tiling.target = options.target;
   pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));
@@ -108,6 +108,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   tile_passes::KTilePlanMemoryOptions plan;
   plan.target = options.target;
   plan.sbufBytes = options.sbufBytes;
+  plan.hbmBytes = options.hbmBytes;
   pm.addPass(tile_passes::createKTilePlanMemory(plan));
   if (last == Phase::Tile) {
     return llvm::Error::success();
@@ -162,18 +163,13 @@ double modelFlops(ModuleOp module) {
   return flops;
 }
 
-llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
-                        Phase last, const CompileHooks &hooks) {
+/// One run of the pipeline up to `last` on `module`; `hbmTrades` as in
+/// lowerModule. Diagnostics become the error's one line, naming the op and
+/// its place.
+llvm::Error runPipeline(ModuleOp module, const CompileOptions &options,
+                        Phase last, const CompileHooks &hooks,
+                        bool hbmTrades) {
   MLIRContext *context = module.getContext();
-  // Counted once, on the graph as imported: IR already lowered (a kisa
-  // program being assembled again) keeps what it carries.
-  if (!module->hasAttr(emit::kModelFlopsAttr)) {
-    if (double flops = modelFlops(module); flops > 0) {
-      module->setAttr(emit::kModelFlopsAttr,
-                      FloatAttr::get(Float64Type::get(context), flops));
-    }
-  }
-  // Diagnostics become the error's one line, naming the op and its place.
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context, [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error) {
@@ -187,7 +183,7 @@ llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
     return success();
   });
   PassManager pm(context);
-  if (auto error = buildPipeline(pm, options, last)) {
+  if (auto error = buildPipeline(pm, options, last, hbmTrades)) {
     return error;
   }
   if (hooks.timing) {
@@ -198,6 +194,37 @@ llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
         diagnostics.empty() ? std::string("the compile pipeline failed")
                             : diagnostics);
   }
+  return llvm::Error::success();
+}
+
+llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
+                        Phase last, const CompileHooks &hooks) {
+  MLIRContext *context = module.getContext();
+  // Counted once, on the graph as imported: IR already lowered (a kisa
+  // program being assembled again) keeps what it carries.
+  if (!module->hasAttr(emit::kModelFlopsAttr)) {
+    if (double flops = modelFlops(module); flops > 0) {
+      module->setAttr(emit::kModelFlopsAttr,
+                      FloatAttr::get(Float64Type::get(context), flops));
+    }
+  }
+  // The plan trades HBM for speed where it pays (bf16 copies of
+  // convolutions' inputs); where the HBM plan then overflows, the pipeline
+  // runs again on the graph as imported without those trades.
+  OwningOpRef<ModuleOp> imported;
+  if (last >= Phase::Tile) {
+    imported = module.clone();
+  }
+  llvm::Error error = runPipeline(module, options, last, hooks, true);
+  if (!error || !module->hasAttr(tile_passes::kHbmOverflowAttr)) {
+    return error;
+  }
+  llvm::consumeError(std::move(error));
+  if (auto again = runPipeline(*imported, options, last, hooks, false)) {
+    return again;
+  }
+  module.getBodyRegion().takeBody(imported->getBodyRegion());
+  module->setAttrs((*imported)->getAttrDictionary());
   return llvm::Error::success();
 }
 

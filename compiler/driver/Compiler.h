@@ -34,16 +34,18 @@ llvm::StringRef phaseName(Phase phase);
 void prepareContext(mlir::MLIRContext &context);
 
 /// Adds the passes that take kgraph IR through `last` (Graph, Tile or
-/// Engine; Import adds nothing, Emit the same as Engine).
+/// Engine; Import adds nothing, Emit the same as Engine). `hbmTrades`: the
+/// plan may spend HBM for speed (lowerModule drops them where it must).
 llvm::Error buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
-                          Phase last);
+                          Phase last, bool hbmTrades = true);
 
 struct CompileHooks {
   /// Print each pass's wall time here (--timing).
   llvm::raw_ostream *timing = nullptr;
 };
 
-/// Runs the pipeline on imported kgraph IR up to `last`, in place.
+/// Runs the pipeline on imported kgraph IR up to `last`, in place; where
+/// the HBM plan overflows, once more without the plan's HBM trades.
 llvm::Error lowerModule(mlir::ModuleOp module, const CompileOptions &options,
                         Phase last, const CompileHooks &hooks = {});
 

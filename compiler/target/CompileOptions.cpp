@@ -109,6 +109,15 @@ const CompileOptionInfo kOptions[] = {
                         "0 (the target's SBUF) or at least 4096 bytes per "
                         "partition");
      }},
+    {"hbm-bytes", "", "BYTES",
+     "HBM bytes the memory plan may use (0: the target's); lower it to keep "
+     "room on the device",
+     KeyUse::Always,
+     [](const CompileOptions &o) { return std::to_string(o.hbmBytes); },
+     [](CompileOptions &o, llvm::StringRef value) {
+       return setNumber(o.hbmBytes, value, "hbm-bytes", 1 << 20, true,
+                        "0 (the target's HBM) or at least 1 MiB");
+     }},
 };
 
 } // namespace

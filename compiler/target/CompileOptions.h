@@ -48,6 +48,9 @@ struct CompileOptions {
   /// Lowering it forces spills: for testing, and for finding how a step
   /// behaves with less on-chip memory.
   int64_t sbufBytes = 0;
+  /// HBM bytes the memory plan may use (0: the target's): room kept for
+  /// what else shares the device, or a smaller budget for testing.
+  int64_t hbmBytes = 0;
 
   /// `--name=value` for every option, defaults included: what parse() turns
   /// back into these options (a collected graph's sidecar records them).

@@ -28,7 +28,14 @@ const target::TargetDescription *lookupTargetOrError(mlir::Operation *op,
 
 /// The tile phase's planning passes, in order, on each function of the
 /// module `pm` runs on: they record the plan convert-kgraph-to-ktile reads.
-void addTilePlanningPasses(mlir::OpPassManager &pm, llvm::StringRef target);
+/// `convInputCopies`: kgraph-plan-matmul-operands' trade of HBM for DMA.
+void addTilePlanningPasses(mlir::OpPassManager &pm, llvm::StringRef target,
+                           bool convInputCopies = true);
+
+/// What ktile-plan-memory leaves on the module when a function's HBM plan
+/// overflows the target (besides its error): the compile driver then plans
+/// again without the trades that cost HBM.
+inline constexpr llvm::StringLiteral kHbmOverflowAttr = "kiln.hbm_overflow";
 /// Registers them as the pipeline `kgraph-plan-tiles` (for kiln-opt).
 void registerTilePlanningPipeline();
 

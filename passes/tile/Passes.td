@@ -13,7 +13,9 @@ def KGraphPlanMatmulOperands
     each op whose work a matmul's instructions do, and takes it out of its
     fusion group: `"loads"` on a bf16 cast of an f32 value that only
     matmuls read (the loads round, unless the cast ends a group whose f32
-    value nothing else reads: the group then stores the bf16 value);
+    value nothing else reads: the group then stores the bf16 value; with
+    `conv-input-copies`, also when only convolutions read the cast: the
+    group stores the bf16 copy beside the f32 value others read);
     `"evacuation"` on the f32 cast that is a product's only reader (PSUM
     is f32 already); `"on_chip"` on a one-hot matrix, a group
     `cast(compare("eq", broadcast(indices [n, 1]), broadcast(iota [1, C])))`
@@ -25,6 +27,11 @@ def KGraphPlanMatmulOperands
     views (attention's fused QKV projection), are listed in
     `kgraph.narrowed`: the op rounds them and stores bf16, half the bytes.
   }];
+  let options = [
+    Option<"convInputCopies", "conv-input-copies", "bool", /*default=*/"true",
+           "Store bf16 copies of the f32 activations convolutions read (more "
+           "HBM; the compiler drops them where the plan would overflow)">
+  ];
 }
 
 def KGraphPlanRowSums : Pass<"kgraph-plan-row-sums", "mlir::func::FuncOp"> {
@@ -203,11 +210,18 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     then on; `ktile.spills` on the function counts them. The buffers one
     instruction reads together are never spilled for one another; when those alone do not fit, or PSUM (whose banks hold
     accumulators) is full, the error names the allocation and what is live.
+
+    An HBM plan larger than the target's HBM (or `hbm-bytes`) is an error
+    that names the function, its need and the ways to shrink it, and marks
+    the module `kiln.hbm_overflow`: the compile driver then plans again
+    without the planning passes' trades of HBM for speed.
   }];
   let options = [
     Option<"target", "target", "std::string", "\"trn1\"", "The target">,
     Option<"sbufBytes", "sbuf-bytes", "int64_t", "0",
            "SBUF bytes per partition to use (0: the target's capacity)">,
+    Option<"hbmBytes", "hbm-bytes", "int64_t", "0",
+           "HBM bytes to use (0: the target's capacity)">,
   ];
 }
 

@@ -160,9 +160,27 @@ bool narrowsGroupOutput(CastOp cast) {
                       [&](Operation *user) { return fusionId(user) == group; });
 }
 
+/// A bf16 cast in its producer's fusion group that only convolutions (or
+/// their gradients) read, of an f32 value other ops read too: batch norm's
+/// normalised, ReLU'd activation, which the next convolution and its weight
+/// gradient read as bf16, ReLU's backward and the residual adds as f32. The
+/// group stores the bf16 copy beside the f32 value: the convolutions load
+/// their bands (several times over, in wide layers) at half the bytes, for
+/// one more half-size store and buffer. Matmul operands are left to their
+/// loads: the large-model steps' HBM plans have no room for second copies.
+bool storesBf16Copy(CastOp cast) {
+  std::optional<int64_t> group = fusionId(cast);
+  Operation *producer = cast.getInput().getDefiningOp();
+  return group && producer && fusionId(producer) == group &&
+         !cast->use_empty() &&
+         llvm::all_of(cast->getUsers(), [](Operation *user) {
+           return llvm::isa<ConvOp, ConvInputGradOp, ConvWeightGradOp>(user);
+         });
+}
+
 /// Casts that a matmul's or convolution's loads (bf16 operands) or its
 /// PSUM evacuation (an f32 result) perform.
-void planFoldedCasts(Block &body) {
+void planFoldedCasts(Block &body, bool convInputCopies) {
   for (Operation &op : body) {
     if (auto cast = llvm::dyn_cast<CastOp>(&op)) {
       bool feedsMatmuls = !cast->use_empty() &&
@@ -170,7 +188,8 @@ void planFoldedCasts(Block &body) {
       if (feedsMatmuls &&
           cast.getOutput().getType().getElementType().isBF16() &&
           cast.getInput().getType().getElementType().isF32() &&
-          !narrowsGroupOutput(cast)) {
+          !narrowsGroupOutput(cast) &&
+          !(convInputCopies && storesBf16Copy(cast))) {
         setFold(cast, Fold::IntoLoads);
       }
     }
@@ -227,9 +246,11 @@ void planNarrowedOutputs(Block &body) {
 struct KGraphPlanMatmulOperands
     : kiln::tile_passes::impl::KGraphPlanMatmulOperandsBase<
           KGraphPlanMatmulOperands> {
+  using Base::Base;
+
   void runOnOperation() override {
     Block &body = getOperation().getBody().front();
-    planFoldedCasts(body);
+    planFoldedCasts(body, convInputCopies);
     planOneHotOperands(body);
     for (Operation &op : body) {
       if (foldOf(&op) != Fold::None) {

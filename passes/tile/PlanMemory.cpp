@@ -101,6 +101,12 @@ int64_t livePeak(llvm::ArrayRef<ktile::AllocOp> allocs,
   return peak;
 }
 
+/// `bytes` for an error message: GB, or MB below a GB.
+std::string size(int64_t bytes) {
+  return bytes >= 1e9 ? llvm::formatv("{0:F1} GB", bytes / 1e9).str()
+                      : llvm::formatv("{0:F1} MB", bytes / 1e6).str();
+}
+
 struct KTilePlanMemory
     : kiln::tile_passes::impl::KTilePlanMemoryBase<KTilePlanMemory> {
   using Base::Base;
@@ -210,19 +216,26 @@ struct KTilePlanMemory
       hbmFrees.emplace(lastUseOf(alloc.getBuffer()), address);
       alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
     }
-    int64_t hbmBytes = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
+    int64_t needed = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
     auto capacity = static_cast<int64_t>(t.hbmBytesPerChip.value);
-    if (hbmBytes > capacity) {
+    std::string limit = t.name.str() + "'s " + size(capacity);
+    if (hbmBytes > 0 && hbmBytes < capacity) {
+      capacity = hbmBytes;
+      limit = "the " + size(capacity) + " --hbm-bytes allows";
+    }
+    if (needed > capacity) {
+      if (auto module = func->getParentOfType<ModuleOp>()) {
+        module->setAttr(kiln::tile_passes::kHbmOverflowAttr, b.getUnitAttr());
+      }
       return func.emitError(llvm::formatv(
-          "'{0}' needs {1:F1} GB of HBM ({2:F1} GB of arguments), more than "
-          "{3}'s {4:F1} GB: shard its optimizer state (--zero-stage=1) or "
-          "its layers (kiln.parallel), checkpoint its layers' activations "
+          "'{0}' needs {1} of HBM ({2} of arguments), more than {3}: shard "
+          "its optimizer state (--zero-stage=1) or its layers "
+          "(kiln.parallel), checkpoint its layers' activations "
           "(torch.utils.checkpoint), or train on a smaller batch or "
           "sequence",
-          func.getSymName(), hbmBytes / 1e9, hbmEnd / 1e9, t.name,
-          capacity / 1e9));
+          func.getSymName(), size(needed), size(hbmEnd), limit));
     }
-    func->setAttr(ktile::kHbmBytesAttr, b.getI64IntegerAttr(hbmBytes));
+    func->setAttr(ktile::kHbmBytesAttr, b.getI64IntegerAttr(needed));
     return success();
   }
 };

@@ -7,9 +7,12 @@
 #include "mlir/Pass/PassRegistry.h"
 
 void kiln::tile_passes::addTilePlanningPasses(mlir::OpPassManager &pm,
-                                              llvm::StringRef target) {
+                                              llvm::StringRef target,
+                                              bool convInputCopies) {
   mlir::OpPassManager &functions = pm.nest<mlir::func::FuncOp>();
-  functions.addPass(createKGraphPlanMatmulOperands());
+  KGraphPlanMatmulOperandsOptions operands;
+  operands.convInputCopies = convInputCopies;
+  functions.addPass(createKGraphPlanMatmulOperands(operands));
   functions.addPass(createKGraphPlanRowSums());
   KGraphPlanEpiloguesOptions epilogues;
   epilogues.target = target.str();

@@ -155,6 +155,7 @@ TEST_F(CacheTest, KeyIsStableAndSensitiveToEveryField) {
             (std::vector<std::string>{
                 "graph", "compiler", "target", "option.target",
                 "option.opt-level", "option.auto-cast", "option.sbuf-bytes",
+                "option.hbm-bytes",
                 "world-size", "tensor-parallel", "bucket-bytes", "zero-stage",
                 "salt"}));
 }

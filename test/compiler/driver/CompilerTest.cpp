@@ -695,6 +695,42 @@ TEST(CompilerTest, SpilledProgramsMatchReference) {
             std::string::npos);
 }
 
+TEST(CompilerTest, ConvolutionInputCopiesGiveWayWhenHbmRunsOut) {
+  // A ReLU'd activation that a convolution and its weight gradient read in
+  // bf16 and ReLU's backward in f32: the plan stores a bf16 copy beside it
+  // (more HBM, fewer DMA bytes). With an HBM budget the copy overflows, the
+  // compile plans again without it; below that, the error.
+  mlir::MLIRContext context;
+  proto::Graph graph = buildGraph(context, [](GraphBuilder &b) {
+    GraphBuilder::ConvWindow window{{1, 1}, {1, 1}, {1, 1}};
+    Tensor x = b.relu(in(b, "a", {4, 64, 14, 14}));
+    Tensor w = in(b, "w", {64, 64, 3, 3});
+    Tensor g = in(b, "g", {4, 64, 14, 14});
+    out(b, b.conv(x, w, Tensor(), window), "y");
+    out(b, b.convWeightGrad(g, x, {64, 64, 3, 3}, window), "dw");
+    out(b, b.reluBackward(g, x), "dx");
+    out(b, x, "relu");
+  });
+  DiffOptions options;
+  options.autoCastBf16(0.25);
+  auto copies = compileAndCompare(graph, options);
+  ASSERT_TRUE(static_cast<bool>(copies)) << llvm::toString(copies.takeError());
+  EXPECT_TRUE(copies->passed()) << copies->worst;
+
+  options.compile.hbmBytes = static_cast<int64_t>(copies->hbmBytes) - 1;
+  auto without = compileAndCompare(graph, options);
+  ASSERT_TRUE(static_cast<bool>(without))
+      << llvm::toString(without.takeError());
+  EXPECT_TRUE(without->passed()) << without->worst;
+  EXPECT_LT(without->hbmBytes, copies->hbmBytes);
+
+  options.compile.hbmBytes = static_cast<int64_t>(without->hbmBytes) - 1;
+  auto tooSmall = compileAndCompare(graph, options);
+  ASSERT_FALSE(static_cast<bool>(tooSmall));
+  EXPECT_NE(llvm::toString(tooSmall.takeError()).find("--hbm-bytes allows"),
+            std::string::npos);
+}
+
 TEST(CompilerTest, Bf16MatmulAccumulatesInF32) {
   // What --auto-cast=bf16 makes of a matmul, written out: the reference
   // rounds the inputs and the result to bf16, the compiled step rounds the

@@ -199,6 +199,7 @@ llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
   DiffReport report;
   report.hazards = result->hazards.size();
   report.modelledSeconds = result->makespanSeconds;
+  report.hbmBytes = artifact->manifest.hbm_bytes();
   for (const artifact::Stream &s : artifact->streams) {
     report.instructions += s.instructions.size();
   }

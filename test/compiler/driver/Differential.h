@@ -50,6 +50,7 @@ struct DiffReport {
   double worstExcess = 0; // max |sim - ref| / (atol + rtol |ref|); <= 1 passes
   std::string worst;      // "output[index]: sim vs ref"
   double modelledSeconds = 0;
+  uint64_t hbmBytes = 0; // the artifact's HBM plan
   bool passed() const { return hazards == 0 && worstExcess <= 1.0; }
 };
 

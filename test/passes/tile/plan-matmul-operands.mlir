@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s --kgraph-plan-matmul-operands | FileCheck %s
+// RUN: kiln-opt %s --kgraph-plan-matmul-operands=conv-input-copies=false | FileCheck %s --check-prefix=NOCOPY
 
 // A linear layer in bf16: the casts of the f32 input and weight are the
 // product's loads, and the f32 cast of the product its PSUM evacuation.
@@ -40,6 +41,31 @@ func.func @group_stores_narrowed(%x: tensor<128x256xf32>, %w: tensor<256x64xbf16
   %rb = kgraph.cast %r {kgraph.fusion = 3 : i64} : tensor<128x256xf32> -> tensor<128x256xbf16>
   %p = kgraph.matmul %rb, %w : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
   return %p : tensor<128x64xbf16>
+}
+
+// A ReLU'd activation that a convolution and its weight gradient read as
+// bf16 and something else as f32: the group stores the bf16 copy beside the
+// f32 value (the cast stays in the group), unless the driver asks for no
+// copies, after an HBM overflow. Read by a matmul, the cast is its loads.
+// CHECK-LABEL: func.func @conv_input_copy
+// CHECK: %[[C:.*]] = kgraph.cast %{{.*}} {kgraph.fusion = 2 : i64}
+// CHECK: kgraph.conv %[[C]]
+// CHECK-LABEL: func.func @matmul_input_loads
+// CHECK: kgraph.cast %{{.*}} {kgraph.fold = "loads"}
+// NOCOPY-LABEL: func.func @conv_input_copy
+// NOCOPY: kgraph.cast %{{.*}} {kgraph.fold = "loads"}
+func.func @conv_input_copy(%x: tensor<2x4x6x6xf32>, %w: tensor<4x4x3x3xbf16>, %g: tensor<2x4x6x6xbf16>) -> (tensor<2x4x6x6xf32>, tensor<2x4x6x6xbf16>, tensor<4x4x3x3xbf16>) {
+  %r = kgraph.relu %x {kgraph.fusion = 2 : i64} : tensor<2x4x6x6xf32>
+  %rb = kgraph.cast %r {kgraph.fusion = 2 : i64} : tensor<2x4x6x6xf32> -> tensor<2x4x6x6xbf16>
+  %y = kgraph.conv %rb, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x4x6x6xbf16>, tensor<4x4x3x3xbf16> -> tensor<2x4x6x6xbf16>
+  %dw = kgraph.conv_weight_grad %g, %rb {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : tensor<2x4x6x6xbf16>, tensor<2x4x6x6xbf16> -> tensor<4x4x3x3xbf16>
+  return %r, %y, %dw : tensor<2x4x6x6xf32>, tensor<2x4x6x6xbf16>, tensor<4x4x3x3xbf16>
+}
+func.func @matmul_input_loads(%x: tensor<128x256xf32>, %w: tensor<256x64xbf16>) -> (tensor<128x256xf32>, tensor<128x64xbf16>) {
+  %r = kgraph.relu %x {kgraph.fusion = 2 : i64} : tensor<128x256xf32>
+  %rb = kgraph.cast %r {kgraph.fusion = 2 : i64} : tensor<128x256xf32> -> tensor<128x256xbf16>
+  %p = kgraph.matmul %rb, %w : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x64xbf16>
+  return %r, %p : tensor<128x256xf32>, tensor<128x64xbf16>
 }
 
 // An embedding's gradient: the one-hot matrix, its group and the iota row
