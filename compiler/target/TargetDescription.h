@@ -100,6 +100,11 @@ struct TargetDescription {
   double corePeakFlopsBf16() const {
     return chipPeakFlopsBf16 / static_cast<double>(coresPerChip);
   }
+  /// One core's share of its chip's HBM: what a program (one worker) may
+  /// plan, since every core of the chip runs a worker of its own.
+  int64_t hbmBytesPerCore() const {
+    return static_cast<int64_t>(hbmBytesPerChip.value) / coresPerChip;
+  }
   int64_t sbufBytes() const { return partitions * sbufBytesPerPartition; }
   int64_t psumBytes() const { return partitions * psumBytesPerPartition; }
 };

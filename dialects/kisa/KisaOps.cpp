@@ -268,10 +268,9 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("unknown target '") << getTarget() << "' (trn1 or trn2)";
   }
   auto hbm = static_cast<int64_t>(getHbmBytes());
-  if (hbm < 1 || hbm > static_cast<int64_t>(t->hbmBytesPerChip.value)) {
+  if (hbm < 1 || hbm > t->hbmBytesPerCore()) {
     return emitOpError("hbm_bytes ")
-           << hbm << " must be in [1, "
-           << static_cast<int64_t>(t->hbmBytesPerChip.value) << "]";
+           << hbm << " must be in [1, " << t->hbmBytesPerCore() << "]";
   }
   auto semaphores = static_cast<int64_t>(getSemaphores());
   if (semaphores < 0 ||

@@ -211,7 +211,8 @@ def KTilePlanMemory : Pass<"ktile-plan-memory", "mlir::ModuleOp"> {
     instruction reads together are never spilled for one another; when those alone do not fit, or PSUM (whose banks hold
     accumulators) is full, the error names the allocation and what is live.
 
-    An HBM plan larger than the target's HBM (or `hbm-bytes`) is an error
+    An HBM plan larger than a core's share of the target's HBM (the
+    chip's divided by its cores; or `hbm-bytes`) is an error
     that names the function, its need and the ways to shrink it, and marks
     the module `kiln.hbm_overflow`: the compile driver then plans again
     without the planning passes' trades of HBM for speed.

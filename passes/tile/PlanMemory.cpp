@@ -217,8 +217,8 @@ struct KTilePlanMemory
       alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
     }
     int64_t needed = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
-    auto capacity = static_cast<int64_t>(t.hbmBytesPerChip.value);
-    std::string limit = t.name.str() + "'s " + size(capacity);
+    int64_t capacity = t.hbmBytesPerCore();
+    std::string limit = "a " + t.name.str() + " NeuronCore's " + size(capacity);
     if (hbmBytes > 0 && hbmBytes < capacity) {
       capacity = hbmBytes;
       limit = "the " + size(capacity) + " --hbm-bytes allows";

@@ -543,12 +543,13 @@ llvm::Error Parser::checkManifest() const {
   }
   if (m.hbm_bytes() == 0 ||
       m.hbm_bytes() >
-          static_cast<uint64_t>(targetDescription->hbmBytesPerChip.value) ||
+          static_cast<uint64_t>(targetDescription->hbmBytesPerCore()) ||
       m.semaphores() >
           static_cast<uint32_t>(targetDescription->semaphores.value)) {
     return fail("manifest asks for " + llvm::Twine(m.hbm_bytes()) +
                 " bytes of HBM and " + llvm::Twine(m.semaphores()) +
-                " semaphores, beyond " + targetDescription->name);
+                " semaphores, beyond a " + targetDescription->name +
+                " NeuronCore");
   }
   for (const kneff::Buffer &buffer : m.buffers()) {
     if (auto e = checkBuffer(buffer)) {

@@ -482,8 +482,8 @@ kisa.program @p attributes {target = "trn9", hbm_bytes = 64, semaphores = 1} {
 
 // -----
 
-// HBM beyond a trn1 chip.
-// expected-error @+1 {{hbm_bytes 68719476736 must be in [1, 34359738368]}}
+// HBM beyond a trn1 NeuronCore (half its chip's).
+// expected-error @+1 {{hbm_bytes 68719476736 must be in [1, 17179869184]}}
 kisa.program @p attributes {target = "trn1", hbm_bytes = 68719476736, semaphores = 1} {
 }
 
