@@ -193,6 +193,9 @@ void printTarget(llvm::raw_ostream &os, const TargetDescription &t) {
   row(os, "HBM per chip / bandwidth",
       si(t.hbmBytesPerChip, "B") + " / " + si(t.hbmBytesPerSecond, "B/s"),
       t.hbmBytesPerSecond.assumed);
+  row(os, "HBM a program may plan (a core's share)",
+      si(static_cast<double>(t.hbmBytesPerCore()), "B"),
+      t.hbmBytesPerChip.assumed);
   row(os, "DMA queues x bandwidth",
       llvm::Twine(t.dmaQueues) + " x " + si(t.dmaBytesPerSecondPerQueue, "B/s"),
       t.dmaBytesPerSecondPerQueue.assumed);
