@@ -146,18 +146,25 @@ void planOneHotOperands(Block &body) {
   }
 }
 
+/// The fusion group `cast` shares with the op computing its input, if any.
+std::optional<int64_t> groupWithProducer(CastOp cast) {
+  std::optional<int64_t> group = fusionId(cast);
+  Operation *producer = cast.getInput().getDefiningOp();
+  if (!group || !producer || fusionId(producer) != group) {
+    return std::nullopt;
+  }
+  return group;
+}
+
 /// A bf16 cast that ends a fusion group whose f32 input nothing outside the
 /// group reads: the group stores the bf16 value (half the bytes out, and
 /// half in for every matmul that reads it) instead of the f32 one for the
 /// matmuls to narrow as they load it. Either way the bits are the same.
 bool narrowsGroupOutput(CastOp cast) {
-  std::optional<int64_t> group = fusionId(cast);
-  Operation *producer = cast.getInput().getDefiningOp();
-  if (!group || !producer || fusionId(producer) != group) {
-    return false;
-  }
-  return llvm::all_of(cast.getInput().getUsers(),
-                      [&](Operation *user) { return fusionId(user) == group; });
+  std::optional<int64_t> group = groupWithProducer(cast);
+  return group && llvm::all_of(cast.getInput().getUsers(), [&](Operation *user) {
+           return fusionId(user) == group;
+         });
 }
 
 /// A bf16 cast in its producer's fusion group that only convolutions (or
@@ -169,10 +176,7 @@ bool narrowsGroupOutput(CastOp cast) {
 /// one more half-size store and buffer. Matmul operands are left to their
 /// loads: the large-model steps' HBM plans have no room for second copies.
 bool storesBf16Copy(CastOp cast) {
-  std::optional<int64_t> group = fusionId(cast);
-  Operation *producer = cast.getInput().getDefiningOp();
-  return group && producer && fusionId(producer) == group &&
-         !cast->use_empty() &&
+  return groupWithProducer(cast) && !cast->use_empty() &&
          llvm::all_of(cast->getUsers(), [](Operation *user) {
            return llvm::isa<ConvOp, ConvInputGradOp, ConvWeightGradOp>(user);
          });

@@ -102,7 +102,7 @@ int64_t livePeak(llvm::ArrayRef<ktile::AllocOp> allocs,
 }
 
 /// `bytes` for an error message: GB, or MB below a GB.
-std::string size(int64_t bytes) {
+std::string bytesText(int64_t bytes) {
   return bytes >= 1e9 ? llvm::formatv("{0:F1} GB", bytes / 1e9).str()
                       : llvm::formatv("{0:F1} MB", bytes / 1e6).str();
 }
@@ -218,10 +218,10 @@ struct KTilePlanMemory
     }
     int64_t needed = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
     int64_t capacity = t.hbmBytesPerCore();
-    std::string limit = "a " + t.name.str() + " NeuronCore's " + size(capacity);
+    std::string limit = "a " + t.name.str() + " NeuronCore's " + bytesText(capacity);
     if (hbmBytes > 0 && hbmBytes < capacity) {
       capacity = hbmBytes;
-      limit = "the " + size(capacity) + " --hbm-bytes allows";
+      limit = "the " + bytesText(capacity) + " --hbm-bytes allows";
     }
     if (needed > capacity) {
       if (auto module = func->getParentOfType<ModuleOp>()) {
@@ -233,7 +233,7 @@ struct KTilePlanMemory
           "(kiln.parallel), checkpoint its layers' activations "
           "(torch.utils.checkpoint), or train on a smaller batch or "
           "sequence",
-          func.getSymName(), size(needed), size(hbmEnd), limit));
+          func.getSymName(), bytesText(needed), bytesText(hbmEnd), limit));
     }
     func->setAttr(ktile::kHbmBytesAttr, b.getI64IntegerAttr(needed));
     return success();

@@ -328,7 +328,7 @@ private:
   llvm::Error decodeStream(const SectionEntry &entry, llvm::StringRef data,
                            const isa::Limits &limits);
   bool compressedStreams() const {
-    return read32le(bytes.data() + kOffFeatures) & kFeatureCompressedStreams;
+    return artifact.features & kFeatureCompressedStreams;
   }
   llvm::Expected<std::string> decompress(const SectionEntry &entry,
                                          llvm::StringRef data,
@@ -432,8 +432,10 @@ llvm::Error Parser::checkSchema() const {
   return llvm::Error::success();
 }
 
-/// The header's strings: the compiler that wrote the file and the target it
-/// is for, which must be known (and the one expected, when one is).
+/// The header's fields the artifact keeps: the compiler that wrote the
+/// file, the format's minor version and feature bits (which the sections
+/// are read by), and the target it is for, which must be known (and the
+/// one expected, when one is).
 llvm::Error Parser::readTarget() {
   const char *h = bytes.data();
   artifact.compilerVersion = getString(h + kOffCompilerVersion, 16).str();
