@@ -131,9 +131,31 @@ class SeededDropout(nn.Module):
         return x * mask.to(x.dtype) / (1 - self.p)
 
 
-def seed_dropouts(model, seed, *sample):
+class ShardedSeededDropout(SeededDropout):
+    """SeededDropout of an activation a tensor-parallel group splits into
+    `shards` blocks along `dim` (attention probabilities by heads): each
+    block with the masks its shard draws (kiln.distributed.shard_seed)."""
+
+    def __init__(self, p, stream, seed, shards, dim):
+        super().__init__(p, stream, seed)
+        self.shards, self.dim = shards, dim
+
+    def forward(self, x):
+        import kiln
+        blocks = []
+        for shard, block in enumerate(x.chunk(self.shards, self.dim)):
+            seed = kiln.distributed.shard_seed(self.seed(), shard)
+            mask = kiln.rng.dropout_mask(seed, self.stream, block.shape, self.p)
+            blocks.append(block * mask.to(x.dtype) / (1 - self.p))
+        return torch.cat(blocks, self.dim)
+
+
+def seed_dropouts(model, seed, *sample, shards=1):
     """Replaces every nn.Dropout of `model` with a SeededDropout, numbered in
-    the order a forward pass on `sample` calls them, which is the trace's."""
+    the order a forward pass on `sample` calls them, which is the trace's.
+    With `shards` > 1, a dropout with a `split_dim` (of an activation a
+    tensor-parallel group of `shards` workers splits) draws per-shard masks
+    (ShardedSeededDropout)."""
     order = []
     hooks = [m.register_forward_hook(lambda m, i, o: order.append(m))
              for m in model.modules() if isinstance(m, nn.Dropout)]
@@ -145,8 +167,11 @@ def seed_dropouts(model, seed, *sample):
     for name, m in list(model.named_modules()):
         if isinstance(m, nn.Dropout):
             parent = model.get_submodule(name.rpartition(".")[0])
-            setattr(parent, name.rpartition(".")[2],
-                    SeededDropout(m.p, stream_of[id(m)], seed))
+            split_dim = getattr(m, "split_dim", None)
+            seeded = (ShardedSeededDropout(m.p, stream_of[id(m)], seed, shards, split_dim)
+                      if shards > 1 and split_dim is not None
+                      else SeededDropout(m.p, stream_of[id(m)], seed))
+            setattr(parent, name.rpartition(".")[2], seeded)
 
 
 def lm_loss(logits, targets):
@@ -202,9 +227,11 @@ class GroupedQueryAttention(nn.Module):
     shared by groups of query heads (Llama 2's GQA). `device="meta"` builds
     it without data (a large model traced for its graph)."""
 
-    def __init__(self, hidden, heads, kv_heads, device=None):
+    def __init__(self, hidden, heads, kv_heads, device=None, dropout=0.0):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.drop = _dropout(dropout)
+        self.drop.split_dim = 1  # [batch, heads, query, key]: split by heads
         d = self.head_dim
         self.q = nn.Linear(hidden, heads * d, bias=False, device=device)
         self.k = nn.Linear(hidden, kv_heads * d, bias=False, device=device)
@@ -224,24 +251,32 @@ class GroupedQueryAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         mask = torch.ones(s, s, dtype=torch.bool).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
-        out = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, -1)
+        out = (self.drop(scores.softmax(dim=-1)) @ v).transpose(1, 2).reshape(b, s, -1)
         return self.o(out)
 
 
+def _dropout(p):
+    return nn.Dropout(p) if p else nn.Identity()
+
+
 class LlamaLayer(nn.Module):
-    def __init__(self, hidden, heads, kv_heads, ffn, device=None):
+    def __init__(self, hidden, heads, kv_heads, ffn, device=None, dropout=0.0):
         super().__init__()
+        # Dropout of the attention's probabilities and of both residual
+        # branches (Llama itself trains without).
+        self.attn_drop, self.ffn_drop = _dropout(dropout), _dropout(dropout)
         self.attn_norm = RMSNorm(hidden, device=device)
         self.ffn_norm = RMSNorm(hidden, device=device)
-        self.attn = GroupedQueryAttention(hidden, heads, kv_heads, device=device)
+        self.attn = GroupedQueryAttention(hidden, heads, kv_heads, device=device,
+                                          dropout=dropout)
         self.gate = nn.Linear(hidden, ffn, bias=False, device=device)
         self.up = nn.Linear(hidden, ffn, bias=False, device=device)
         self.down = nn.Linear(ffn, hidden, bias=False, device=device)
 
     def forward(self, x, cos, sin):
-        x = x + self.attn(self.attn_norm(x), cos, sin)
+        x = x + self.attn_drop(self.attn(self.attn_norm(x), cos, sin))
         h = self.ffn_norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return x + self.ffn_drop(self.down(F.silu(self.gate(h)) * self.up(h)))
 
 
 class LlamaLM(nn.Module):
@@ -250,10 +285,10 @@ class LlamaLM(nn.Module):
     dimensions are not multiples of 128."""
 
     def __init__(self, vocab=75, hidden=48, heads=4, kv_heads=2, ffn=100,
-                 layers=2, seq=12, checkpoint=False):
+                 layers=2, seq=12, checkpoint=False, dropout=0.0):
         super().__init__()
         self.tokens = nn.Embedding(vocab, hidden)
-        self.layers = nn.ModuleList(LlamaLayer(hidden, heads, kv_heads, ffn)
+        self.layers = nn.ModuleList(LlamaLayer(hidden, heads, kv_heads, ffn, dropout=dropout)
                                     for _ in range(layers))
         self.norm = RMSNorm(hidden)
         self.head = nn.Linear(hidden, vocab, bias=False)

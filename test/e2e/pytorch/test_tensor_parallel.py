@@ -1,8 +1,9 @@
 """Tensor parallelism end to end: a Llama-style model (models.LlamaLM)
 sharded by kiln.parallel over tensor-parallel groups of torchrun workers,
 composed with data parallelism, ZeRO-1 and clipping, against eager PyTorch
-training the whole model on the whole batch; checkpoints across layouts;
-precompile; and an artifact run in the wrong layout."""
+training the whole model on the whole batch; per-shard dropout masks;
+checkpoints across layouts; precompile; and an artifact run in the wrong
+layout."""
 
 import json
 import os
@@ -13,6 +14,8 @@ import tempfile
 import unittest
 
 import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from test_distributed import KILN, free_port, load
 
@@ -110,6 +113,35 @@ class TensorParallelTest(unittest.TestCase):
         self.assert_matches(run["grad_norms"], eager["grad_norms"])
         # The checkpoint-ready state holds the replicated weight once, whole.
         self.assertEqual(run["shapes"]["layers.0.attn.k.weight"], [16, 32])
+
+    def test_dropout_of_split_activations_draws_per_shard_masks(self):
+        # The attention's probabilities, split by heads, draw each shard's
+        # own masks; the residual branches, alike on both workers, draw
+        # one mask. Eager PyTorch with those masks is the reference.
+        eager = self.run_worker(None, "eager-dropout.json", "--eager", "--dropout", "0.1",
+                                "--shards", "2", "--updates", "6")
+        run = self.run_worker(2, "tp2-dropout.json", "--tp", "2", "--dropout", "0.1",
+                              "--updates", "6")
+        self.assert_matches(run["losses"], eager["losses"])
+        # Other masks are another training, which the comparison tells apart.
+        other = self.run_worker(None, "eager-dropout-whole.json", "--eager", "--dropout",
+                                "0.1", "--updates", "6")
+        self.assertGreater(max(abs(a - b) / b for a, b in zip(other["losses"], run["losses"])),
+                           10 * TOLERANCE)
+
+    def test_values_that_differ_across_the_group(self):
+        def step(weight, x):
+            split = x @ weight  # the weight is a shard
+            reduced = torch.ops.kiln.all_reduce(split, "tensor")
+            return (F.dropout(split, 0.1), F.dropout(reduced, 0.1),
+                    torch.zeros_like(split) + x, torch.ops.kiln.worker_shard(x, "tensor", 2))
+        gm = make_fx(step)(torch.randn(4, 4), torch.randn(4, 4))
+        varying = {n.name for n in kiln.parallel.varying_across_group(gm, [0])}
+        masks = [n.args[0].name for n in gm.graph.nodes if "bernoulli" in str(n.target)]
+        self.assertIn(masks[0], varying)
+        self.assertNotIn(masks[1], varying)
+        self.assertIn("worker_shard", varying)
+        self.assertNotIn("add", varying)  # zeros_like takes only the shape
 
     def test_checkpoint_resumes_in_another_layout(self):
         checkpoint = os.path.join(self.dir, "tp2dp2.ckpt")

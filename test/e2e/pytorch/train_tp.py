@@ -18,7 +18,7 @@ import json
 import torch
 
 import kiln
-from models import LlamaLM, llama_tp_plan, lm_loss
+from models import LlamaLM, llama_tp_plan, lm_loss, seed_dropouts
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--tp", type=int, default=1)
@@ -34,13 +34,18 @@ parser.add_argument("--resume")
 parser.add_argument("--kv-heads", type=int, default=4)
 parser.add_argument("--activation-checkpointing", action="store_true",
                     help="every layer under torch.utils.checkpoint")
+parser.add_argument("--dropout", type=float, default=0.0,
+                    help="dropout of the attention's probabilities and the residual branches")
+parser.add_argument("--shards", type=int, default=1,
+                    help="with --eager and --dropout: draw the masks a tensor-parallel group "
+                         "of this many workers draws (one replica)")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
 VOCAB, SEQ = 64, 12
 torch.manual_seed(1234)
 model = LlamaLM(vocab=VOCAB, hidden=32, heads=4, kv_heads=args.kv_heads, ffn=48, layers=2,
-                seq=SEQ, checkpoint=args.activation_checkpointing)
+                seq=SEQ, checkpoint=args.activation_checkpointing, dropout=args.dropout)
 
 generator = torch.Generator().manual_seed(7)
 stream = torch.randint(0, VOCAB, (args.batch * 64, SEQ + 1), generator=generator)
@@ -56,6 +61,10 @@ def optimizer_state_checksum(state):
 
 
 if args.eager:
+    micro = [0]  # micro-steps run, which number the compiled step's seeds
+    if args.dropout:
+        seed_dropouts(model, lambda: kiln.distributed.worker_seed(0, 0, micro[0]),
+                      global_batch(0)[0], shards=args.shards)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     start = 0
     if args.resume:
@@ -70,11 +79,13 @@ if args.eager:
                     "step": torch.tensor(float(start)),
                     "exp_avg": saved["state"][f"{n}.exp_avg"].clone(),
                     "exp_avg_sq": saved["state"][f"{n}.exp_avg_sq"].clone()}
+    micro[0] = start * args.accumulate
     losses, norms = [], []
     for u in range(start, start + args.updates):
         optimizer.zero_grad()
         for j in range(args.accumulate):
             ids, targets = global_batch(u * args.accumulate + j)
+            micro[0] += 1
             loss = lm_loss(model(ids), targets)
             (loss / args.accumulate).backward()
             losses.append(float(loss))

@@ -55,10 +55,15 @@ def _float_dtype(dtype):
 
 
 class Context:
-    def __init__(self, writer: GraphWriter, seed: Value = None):
+    def __init__(self, writer: GraphWriter, seed: Value = None,
+                 shard_seed: Value = None, varying=frozenset()):
         self.w = writer
         self.values = {}
+        # Dropouts of the fx nodes in `varying` (values that differ across a
+        # tensor-parallel group) draw with `shard_seed`, the others `seed`.
         self.seed = seed
+        self.shard_seed = shard_seed
+        self.varying = varying
         self.rng_streams = 0
         self.node = None
         self.gm = None            # the fx graph being converted
@@ -839,12 +844,16 @@ def _nll_loss_backward(cx, node):
 # Random: seeded kgraph dropout
 # ---------------------------------------------------------------------------
 
-def _dropout(cx, x, p):
-    if cx.seed is None:
+def _dropout(cx, x, p, source):
+    """Dropout of `x`, whose mask has fx node `source`'s shape; it draws
+    per-shard masks when `source` differs across the tensor-parallel
+    group."""
+    seed = cx.shard_seed if source in cx.varying else cx.seed
+    if seed is None:
         raise ConversionError("a random op without the step's seed input")
     stream = cx.rng_streams
     cx.rng_streams += 1
-    return cx.w.node("dropout", [x, cx.seed],
+    return cx.w.node("dropout", [x, seed],
                      [(x.dtype, x.shape), (torch.bool, x.shape)],
                      p=float(p), stream=stream)
 
@@ -855,7 +864,7 @@ def _native_dropout(cx, node):
     train = node.args[2] if len(node.args) > 2 else True
     if not train or p == 0:
         return x, cx.broadcast(cx.scalar(True, torch.bool), x.shape)
-    return tuple(_dropout(cx, x, p))
+    return tuple(_dropout(cx, x, p, node.args[0]))
 
 
 @converts("native_dropout_backward")
@@ -878,7 +887,7 @@ def _bernoulli(cx, node):
     if keep <= 0:
         return _filled(cx, 0)
     ones = cx.broadcast(cx.scalar(1.0, torch.float32), shape)
-    _, mask = _dropout(cx, ones, 1.0 - keep)
+    _, mask = _dropout(cx, ones, 1.0 - keep, node.args[0])
     return cx.cast(mask, dtype)
 
 
@@ -899,9 +908,11 @@ def _packet_name(target):
     return name[:-1] if name.endswith("_") and not name.startswith("_") else name
 
 
-def uses_randomness(gm):
-    return any(n.op == "call_function" and _packet_name(n.target) in RANDOM_OPS
-               for n in gm.graph.nodes)
+def random_sources(gm):
+    """The fx nodes whose shapes `gm`'s random ops draw masks of (their
+    first operands), in trace order."""
+    return [n.args[0] for n in gm.graph.nodes
+            if n.op == "call_function" and _packet_name(n.target) in RANDOM_OPS]
 
 
 def convert_nodes(cx, gm, placeholders):

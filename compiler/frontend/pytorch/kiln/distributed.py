@@ -201,3 +201,13 @@ def worker_seed(seed, rank, step):
     keys a 64-bit counter-based generator, so distinct steps still draw
     independent masks."""
     return _splitmix64(_splitmix64(_splitmix64(seed) ^ rank) ^ step) >> 33
+
+
+def shard_seed(step_seed, shard):
+    """The seed of the dropouts whose input differs between the workers of
+    a tensor-parallel group (attention probabilities split by heads, say)
+    for the worker holding shard `shard`, from its replica's step seed:
+    each shard draws its own masks, as Megatron's model-parallel RNG
+    tracker does, while the dropouts of values the group holds alike keep
+    `step_seed` (their masks must agree). 31 bits, as `worker_seed`."""
+    return _splitmix64(_splitmix64(step_seed) ^ (shard + 1)) >> 33

@@ -570,3 +570,44 @@ def gather_shards(shard, dim):
 def shard(whole, dim):
     """This worker's block of a whole tensor along `dim`."""
     return _shard_of(whole, dim)
+
+
+# ---------------------------------------------------------------------------
+# Values that differ across the group (dropout's seeds)
+# ---------------------------------------------------------------------------
+
+# Ops whose result takes only a shape (and a constant) from their tensor
+# operand. empty_like is not one of them: dropout draws its mask into it
+# (``torch.empty_like(x).bernoulli_(keep)``), so it stands for `x`.
+_SHAPE_ONLY = {"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
+               "new_full", "scalar_tensor"}
+
+
+def _op_name(node):
+    packet = getattr(node.target, "overloadpacket", None)
+    return packet.__name__ if packet is not None else None
+
+
+def varying_across_group(gm, varying_inputs):
+    """The nodes of traced step `gm` whose values can differ between the
+    workers of a tensor-parallel group: those computed from one of
+    `varying_inputs` (positions of placeholders: the sharded parameters) or
+    from a worker's block (``kiln::worker_shard`` over the group), unless a
+    collective of the group (``kiln::all_reduce``, ``kiln::all_gather``)
+    has made them alike since. The rest the workers compute alike. Dropouts
+    of the first kind draw per-shard masks (``distributed.shard_seed``);
+    those of the second must draw the same masks on every worker."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    varying = {placeholders[i] for i in varying_inputs}
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = _op_name(node)
+        in_group = len(node.args) > 1 and node.args[1] == TENSOR
+        if name == "worker_shard" and in_group:
+            varying.add(node)
+        elif name in ("all_reduce", "all_gather") and in_group:
+            continue
+        elif name not in _SHAPE_ONLY and any(a in varying for a in node.all_input_nodes):
+            varying.add(node)
+    return varying

@@ -27,7 +27,7 @@ from torch.nn.utils.stateless import functional_call
 from . import _kiln
 from . import distributed, parallel
 from . import kgraph_pb2 as pb
-from .aten_to_kgraph import Context, convert_nodes, uses_randomness
+from .aten_to_kgraph import Context, convert_nodes, random_sources
 from .graph_writer import TORCH_DTYPES, GraphWriter
 from .model_step import (ACCUMULATE, UPDATE, accumulators,
                          check_parameters_traced, model_step)
@@ -151,6 +151,10 @@ class CompiledStep:
             seed = distributed.worker_seed(self._seed, distributed.group_rank("data"),
                                            micro)
             session.set_input("seed", _tensor_bytes(torch.tensor(seed)))
+        if compiled.has_shard_seed:
+            # Dropouts of values split across the group: per-shard masks.
+            shard = distributed.shard_seed(seed, distributed.group_rank("tensor"))
+            session.set_input("shard_seed", _tensor_bytes(torch.tensor(shard)))
         self.last_stats = session.run(self._trace_path)
         self._last = compiled
         for name in compiled.updates:
@@ -357,6 +361,7 @@ class _Compiled:
         for o in graph.outputs:
             self.outputs[o.name] = self._value_type(graph, o.value)
         self.has_seed = "seed" in self.inputs
+        self.has_shard_seed = "shard_seed" in self.inputs
         # The parameter and state tensors (by spec name) the graph reads and
         # the ones it updates.
         self.reads = [i.name[2:] for i in graph.inputs
@@ -425,10 +430,18 @@ def build_graph(spec, batch, phase=UPDATE):
              [(f"b.{i}", pb.BATCH_INPUT) for i in range(len(batch))])
     for (name, role), tensor in zip(roles, example):
         values.append(writer.input(name, tensor.dtype, tensor.shape, role))
-    seed = None
-    if uses_randomness(gm):
+    seed = shard_seed = None
+    varying = frozenset()
+    sources = random_sources(gm)
+    if sources:
         seed = writer.input("seed", torch.int64, (), pb.RNG_SEED)
-    outputs = convert_nodes(Context(writer, seed), gm, values)
+    if sources and parallel.tensor_parallel_size() > 1:
+        sharded = [i for i, (name, _) in enumerate(roles)
+                   if name[:2] in ("p.", "f.") and name[2:] in spec.partition_dims]
+        varying = parallel.varying_across_group(gm, sharded)
+        if any(s in varying for s in sources):
+            shard_seed = writer.input("shard_seed", torch.int64, (), pb.RNG_SEED)
+    outputs = convert_nodes(Context(writer, seed, shard_seed, varying), gm, values)
 
     # flat outputs: loss, the metrics, then each updated parameter and state
     # tensor (None where the step leaves it unchanged).
