@@ -32,14 +32,17 @@ using namespace kiln;
 
 namespace {
 
+// The benchmark's own options; --help hides those of the libraries it links.
+llvm::cl::OptionCategory benchOptions("kiln-bench-sim-step options");
 llvm::cl::list<std::string> artifactPaths(llvm::cl::Positional,
                                           llvm::cl::desc("<artifact.kneff>..."),
-                                          llvm::cl::OneOrMore);
+                                          llvm::cl::OneOrMore,
+                                          llvm::cl::cat(benchOptions));
 llvm::cl::opt<int> runs("runs", llvm::cl::desc("Timed runs per path"),
-                        llvm::cl::init(20));
+                        llvm::cl::init(20), llvm::cl::cat(benchOptions));
 llvm::cl::opt<bool> timeEventDriven(
     "event-driven", llvm::cl::desc("Time the event-driven path too"),
-    llvm::cl::init(true));
+    llvm::cl::init(true), llvm::cl::cat(benchOptions));
 
 double now() {
   return std::chrono::duration<double>(
@@ -132,6 +135,7 @@ void printProfile(const sim::HostProfile &profile) {
 } // namespace
 
 int main(int argc, char **argv) {
+  llvm::cl::HideUnrelatedOptions(benchOptions);
   llvm::cl::ParseCommandLineOptions(argc, argv,
                                     "Host time of simulated training steps\n");
   llvm::outs() << llvm::formatv("{0,-40} {1,8} {2,22} {3,22}\n", "artifact",
