@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -189,7 +190,9 @@ llvm::Error runPipeline(ModuleOp module, const CompileOptions &options,
   if (hooks.timing) {
     pm.enableTiming();
   }
-  if (failed(pm.run(module))) {
+  pm.enableVerifier(hooks.verifyEachPass);
+  if (failed(pm.run(module)) ||
+      (!hooks.verifyEachPass && failed(mlir::verify(module)))) {
     return llvm::createStringError(
         diagnostics.empty() ? std::string("the compile pipeline failed")
                             : diagnostics);

@@ -42,6 +42,10 @@ llvm::Error buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
 struct CompileHooks {
   /// Print each pass's wall time here (--timing).
   llvm::raw_ostream *timing = nullptr;
+  /// Verify the IR after every pass (--verify-each; the compiler's tests),
+  /// not only the imported graph and the finished program: a fifth of the
+  /// compile time of a large step, and it changes no output.
+  bool verifyEachPass = false;
 };
 
 /// Runs the pipeline on imported kgraph IR up to `last`, in place; where

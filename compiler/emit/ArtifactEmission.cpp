@@ -157,9 +157,10 @@ OwningOpRef<ModuleOp> disassembleArtifact(const artifact::Artifact &a,
     kisa::BufferOp::create(builder, loc, b.name(), b.offset(), dtype, shape,
                            roleName(b.role()), value);
   }
+  kisa::InstructionOpBuilder instructions(builder);
   for (const artifact::Stream &s : a.streams) {
     for (const isa::Instruction &inst : s.instructions) {
-      kisa::createInstructionOp(builder, loc, inst);
+      instructions.create(loc, inst);
     }
   }
   return module;

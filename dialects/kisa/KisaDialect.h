@@ -12,7 +12,11 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
+
+#include <array>
+#include <optional>
 
 #include "dialects/kisa/KisaDialect.h.inc"
 
@@ -38,10 +42,24 @@ llvm::Expected<isa::Instruction> toInstruction(mlir::Operation *op);
 llvm::Expected<isa::Instruction>
 instructionFromAttributes(mlir::Operation *op, isa::Opcode opcode);
 
-/// Builds the op of an instruction (the disassembler's direction).
-mlir::Operation *createInstructionOp(mlir::OpBuilder &builder,
-                                     mlir::Location loc,
-                                     const isa::Instruction &inst);
+/// Builds the ops of instructions (the disassembler's direction) at the
+/// builder's insertion point. Each op's fields are set as its properties,
+/// with the op and attribute names looked up once: a large program has
+/// millions of instructions, and an attribute dictionary per op would be
+/// uniqued (and kept) by the context.
+class InstructionOpBuilder {
+public:
+  explicit InstructionOpBuilder(mlir::OpBuilder &builder) : builder(builder) {}
+
+  mlir::Operation *create(mlir::Location loc, const isa::Instruction &inst);
+
+private:
+  mlir::StringAttr name(llvm::StringRef text);
+
+  mlir::OpBuilder &builder;
+  std::array<std::optional<mlir::OperationName>, isa::kOpcodes> opNames;
+  llvm::StringMap<mlir::StringAttr> attributeNames;
+};
 
 /// What the instructions of `program` may use.
 llvm::Expected<isa::Limits> limitsOf(ProgramOp program);

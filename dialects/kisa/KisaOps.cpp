@@ -145,14 +145,14 @@ kiln::kisa::instructionFromAttributes(Operation *op, isa::Opcode opcode) {
 
   auto waitSem = op->getAttrOfType<DenseI64ArrayAttr>("wait_sem");
   auto waitValue = op->getAttrOfType<DenseI64ArrayAttr>("wait_value");
-  size_t waits = waitSem ? waitSem.size() : 0;
+  int64_t waits = waitSem ? waitSem.size() : 0;
   if ((waitValue ? waitValue.size() : 0) != waits) {
     return error("'wait_sem' and 'wait_value' must have the same length");
   }
   if (waits > isa::kMaxWaits) {
     return error("an instruction waits on at most 4 semaphores");
   }
-  for (size_t i = 0; i < waits; ++i) {
+  for (int64_t i = 0; i < waits; ++i) {
     if (waitSem[i] < 0 || waitSem[i] > 0xffff || waitValue[i] < 0 ||
         waitValue[i] > 0xffffffffll) {
       return error("wait " + llvm::Twine(i) + " is out of range");
@@ -165,7 +165,7 @@ kiln::kisa::instructionFromAttributes(Operation *op, isa::Opcode opcode) {
     if (signal.size() > isa::kMaxSignals) {
       return error("an instruction signals at most 4 semaphores");
     }
-    for (size_t i = 0; i < signal.size(); ++i) {
+    for (int64_t i = 0; i < signal.size(); ++i) {
       if (signal[i] < 0 || signal[i] > 0xffff) {
         return error("signal " + llvm::Twine(i) + " is out of range");
       }
@@ -176,62 +176,77 @@ kiln::kisa::instructionFromAttributes(Operation *op, isa::Opcode opcode) {
   return inst;
 }
 
-Operation *kiln::kisa::createInstructionOp(OpBuilder &builder, Location loc,
-                                           const isa::Instruction &inst) {
+StringAttr InstructionOpBuilder::name(llvm::StringRef text) {
+  auto [it, inserted] = attributeNames.try_emplace(text);
+  if (inserted) {
+    it->second = builder.getStringAttr(text);
+  }
+  return it->second;
+}
+
+Operation *InstructionOpBuilder::create(Location loc,
+                                        const isa::Instruction &inst) {
   const isa::OpcodeSchema &s = isa::schemaOf(inst.opcode);
   MLIRContext *context = builder.getContext();
-  OperationState state(loc, ("kisa." + s.mnemonic).str());
+  std::optional<OperationName> &opName =
+      opNames[static_cast<size_t>(inst.opcode)];
+  if (!opName) {
+    opName.emplace(("kisa." + s.mnemonic).str(), context);
+  }
+  Operation *op = builder.create(OperationState(loc, *opName));
+  auto set = [&](llvm::StringRef field, Attribute value) {
+    op->setAttr(name(field), value);
+  };
   for (int i = 0; i < inst.numOperands; ++i) {
-    state.addAttribute(s.operandNames[i], toAttr(context, inst.operands[i]));
+    set(s.operandNames[i], toAttr(context, inst.operands[i]));
   }
   if (s.op0Kind != isa::FieldKind::None) {
-    state.addAttribute(s.op0Name, builder.getStringAttr(isa::fieldValueName(
-                                      s.op0Kind, inst.op0)));
+    set(s.op0Name, builder.getStringAttr(
+                       isa::fieldValueName(s.op0Kind, inst.op0)));
   }
   if (s.op1Kind != isa::FieldKind::None) {
-    state.addAttribute(s.op1Name, builder.getStringAttr(isa::fieldValueName(
-                                      s.op1Kind, inst.op1)));
+    set(s.op1Name, builder.getStringAttr(
+                       isa::fieldValueName(s.op1Kind, inst.op1)));
   }
-  for (auto [name, value] :
+  for (auto [field, value] :
        {std::pair(s.imm0Name, inst.imm0), std::pair(s.imm1Name, inst.imm1)}) {
-    if (!name.empty()) {
-      state.addAttribute(name, builder.getF64FloatAttr(value));
+    if (!field.empty()) {
+      set(field, builder.getF64FloatAttr(value));
     }
   }
-  for (auto [name, value] :
+  for (auto [field, value] :
        {std::pair(s.int0Name, inst.int0), std::pair(s.int1Name, inst.int1),
         std::pair(s.int2Name, inst.int2)}) {
-    if (!name.empty()) {
-      state.addAttribute(name, builder.getI64IntegerAttr(value));
+    if (!field.empty()) {
+      set(field, builder.getI64IntegerAttr(value));
     }
   }
   if (!s.flag0Name.empty()) {
-    state.addAttribute(s.flag0Name, builder.getBoolAttr(inst.accumulate()));
+    set(s.flag0Name, builder.getBoolAttr(inst.accumulate()));
   }
   if (llvm::popcount(static_cast<unsigned>(s.engines)) > 1) {
-    state.addAttribute("engine",
-                       builder.getStringAttr(isa::engineName(inst.engine)));
+    set("engine", builder.getStringAttr(isa::engineName(inst.engine)));
   }
   if (inst.engine == isa::Engine::Dma) {
-    state.addAttribute("queue", builder.getI64IntegerAttr(inst.queue));
+    set("queue", builder.getI64IntegerAttr(inst.queue));
   }
   if (inst.numWaits) {
-    llvm::SmallVector<int64_t> sems, values;
+    llvm::SmallVector<int64_t, isa::kMaxWaits> sems, values;
     for (int i = 0; i < inst.numWaits; ++i) {
       sems.push_back(inst.waitSemaphore[i]);
       values.push_back(inst.waitValue[i]);
     }
-    state.addAttribute("wait_sem", builder.getDenseI64ArrayAttr(sems));
-    state.addAttribute("wait_value", builder.getDenseI64ArrayAttr(values));
+    set("wait_sem", builder.getDenseI64ArrayAttr(sems));
+    set("wait_value", builder.getDenseI64ArrayAttr(values));
   }
   if (inst.numSignals) {
-    llvm::SmallVector<int64_t> sems;
+    llvm::SmallVector<int64_t, isa::kMaxSignals> sems;
     for (int i = 0; i < inst.numSignals; ++i) {
       sems.push_back(inst.signalSemaphore[i]);
     }
-    state.addAttribute("signal", builder.getDenseI64ArrayAttr(sems));
+    set("signal", builder.getDenseI64ArrayAttr(sems));
   }
-  return builder.create(state);
+  return op;
 }
 
 llvm::Expected<isa::Limits> kiln::kisa::limitsOf(ProgramOp program) {

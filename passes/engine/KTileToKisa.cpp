@@ -183,10 +183,10 @@ struct ConvertKTileToKisa
     if (failed(emitBuffers(func, b))) {
       return failure();
     }
+    kisa::InstructionOpBuilder instructions(b);
     for (uint32_t i : order) {
-      kisa::createInstructionOp(
-          b, i < locations.size() ? locations[i] : func.getLoc(),
-          nodes[i].inst);
+      instructions.create(i < locations.size() ? locations[i] : func.getLoc(),
+                          nodes[i].inst);
     }
     return success();
   }

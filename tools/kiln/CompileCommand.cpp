@@ -64,6 +64,11 @@ cl::opt<std::string> compileTo(
     cl::init("emit"), cl::sub(compileCommand));
 cl::opt<bool> timing("timing", cl::desc("Print each pass's time to stderr"),
                      cl::sub(compileCommand));
+cl::opt<bool> verifyEach(
+    "verify-each",
+    cl::desc("Verify the IR after every pass (to find a compiler bug; "
+             "otherwise the imported graph and the result are verified)"),
+    cl::sub(compileCommand));
 
 llvm::Expected<CompileOptions> options() {
   auto opts = CompileOptions::fromEnvironment(CompileOptions{});
@@ -124,6 +129,7 @@ int runCompile() {
   }
   CompileHooks hooks;
   hooks.timing = timing ? &llvm::errs() : nullptr;
+  hooks.verifyEachPass = verifyEach;
   if (auto error = lowerModule(**module, *opts, *last, hooks)) {
     return reportError(llvm::createStringError(
         "cannot compile '" + input + "': " + llvm::toString(std::move(error))));

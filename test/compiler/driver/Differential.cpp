@@ -106,7 +106,11 @@ std::string compareExecutionPaths(const artifact::Artifact &artifact,
 
 llvm::Expected<DiffReport> compileAndCompare(const proto::Graph &graph,
                                              const DiffOptions &options) {
-  auto artifact = compile(graph, options.compile);
+  // Every pass's output verified: a pass that breaks an invariant fails
+  // here, where it happened, not as a wrong number later.
+  CompileHooks hooks;
+  hooks.verifyEachPass = true;
+  auto artifact = compile(graph, options.compile, hooks);
   if (!artifact) {
     return artifact.takeError();
   }
