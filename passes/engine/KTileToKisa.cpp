@@ -95,6 +95,10 @@ struct ConvertKTileToKisa
     // 1. Binding.
     std::vector<Node> nodes;
     llvm::SmallVector<Location> locations;
+    // One node an op, but for split transfers: a step's millions of nodes
+    // are not moved again and again as the vector grows.
+    nodes.reserve(func.getBody().front().getOperations().size());
+    locations.reserve(nodes.capacity());
     for (Operation &op : func.getBody().front()) {
       if (!ktile::isTileOp(&op)) {
         continue;
