@@ -39,6 +39,18 @@ template <typename T> T take(llvm::Expected<T> value) {
   return std::move(*value);
 }
 
+/// Whether a buffer's elements lie in row-major order without gaps.
+bool isContiguous(const py::buffer_info &info) {
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim; d-- > 0;) {
+    if (info.shape[d] != 1 && info.strides[d] != expected) {
+      return false;
+    }
+    expected *= info.shape[d];
+  }
+  return true;
+}
+
 proto::Graph parse(const py::bytes &bytes) {
   return take(graph::parseGraph(std::string(bytes), "<python graph>"));
 }
@@ -239,11 +251,18 @@ void bindSession(py::module_ &m) {
       .def(
           "set_input",
           [](runtime::Session &s, const std::string &name,
-             const py::bytes &bytes) {
-            // Read in place: a batch is copied once, into simulated HBM.
-            auto data = static_cast<std::string_view>(bytes);
-            if (llvm::Error error = s.setInput(
-                    name, llvm::StringRef(data.data(), data.size()))) {
+             const py::buffer &data) {
+            // Read in place (bytes, or a contiguous array such as a
+            // tensor's numpy view): a batch is copied once, into simulated
+            // HBM.
+            py::buffer_info info = data.request();
+            if (!isContiguous(info)) {
+              throw py::value_error("input '" + name +
+                                    "': the data is not contiguous");
+            }
+            llvm::StringRef bytes(static_cast<const char *>(info.ptr),
+                                  static_cast<size_t>(info.size * info.itemsize));
+            if (llvm::Error error = s.setInput(name, bytes)) {
               raise(std::move(error));
             }
           },
