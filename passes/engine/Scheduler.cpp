@@ -125,8 +125,16 @@ public:
   /// Each instruction in program order on the stream where it finishes
   /// soonest.
   std::vector<uint32_t> inProgramOrder();
-  /// The list schedule: see scheduleNodes.
+  /// The list schedule: see scheduleNodes. Merged pieces widen the
+  /// transfer that takes them; their dependencies move with
+  /// applyMerges.
   std::vector<uint32_t> byPriority(bool mergePieces);
+  bool mergedAny() const { return merged > 0; }
+  /// Gives each transfer that took pieces their dependencies, and their
+  /// dependents the transfer.
+  void applyMerges();
+  /// Narrows the transfers that took pieces back to their own partitions.
+  void undoWidening();
 
 private:
   unsigned portsOn(uint32_t i, int stream) const {
@@ -149,7 +157,6 @@ private:
   void mergeFollowingPieces(uint32_t i);
   void release(uint32_t done, double finish);
   double nextEventTime() const;
-  void followMergedPieces();
 
   std::vector<Node> &nodes;
   const target::TargetDescription &t;
@@ -178,6 +185,8 @@ private:
   /// Pieces of a split transfer merged into the piece before them.
   std::vector<int64_t> mergedInto;
   uint32_t merged = 0;
+  /// The partitions of each transfer that took pieces, before it did.
+  std::vector<std::pair<uint32_t, uint16_t>> ownPartitions;
 };
 
 StreamScheduler::StreamScheduler(std::vector<Node> &nodes,
@@ -278,7 +287,6 @@ std::vector<uint32_t> StreamScheduler::byPriority(bool mergePieces) {
       now = nextEventTime();
     }
   }
-  followMergedPieces();
   return std::move(order);
 }
 
@@ -413,11 +421,11 @@ void StreamScheduler::mergeFollowingPieces(uint32_t i) {
     if (!adjacent) {
       break;
     }
+    if (j == i + 1) {
+      ownPartitions.push_back({i, inst.operands[0].partitions});
+    }
     inst.operands[0].partitions = static_cast<uint16_t>(count);
     inst.operands[1].partitions = static_cast<uint16_t>(count);
-    // Its own dependencies (a piece may overlap writes its siblings do
-    // not) are the merged transfer's too: the semaphores must cover them.
-    nodes[i].preds.append(nodes[j].preds.begin(), nodes[j].preds.end());
     dmas.erase(j);
     mergedInto[j] = i;
     ++merged;
@@ -457,11 +465,19 @@ double StreamScheduler::nextEventTime() const {
   return next;
 }
 
-/// Dependents of a merged-away piece follow the transfer that took it.
-void StreamScheduler::followMergedPieces() {
+void StreamScheduler::applyMerges() {
   if (merged == 0) {
     return;
   }
+  // A piece's own dependencies (it may overlap writes its siblings do not)
+  // are the merged transfer's too: the semaphores must cover them.
+  for (uint32_t j = 0; j < n; ++j) {
+    if (mergedInto[j] >= 0) {
+      Node &into = nodes[mergedInto[j]];
+      into.preds.append(nodes[j].preds.begin(), nodes[j].preds.end());
+    }
+  }
+  // Dependents of a merged-away piece follow the transfer that took it.
   for (Node &node : nodes) {
     for (uint32_t &p : node.preds) {
       if (mergedInto[p] >= 0) {
@@ -475,6 +491,55 @@ void StreamScheduler::followMergedPieces() {
   }
 }
 
+void StreamScheduler::undoWidening() {
+  for (auto [i, partitions] : ownPartitions) {
+    nodes[i].inst.operands[0].partitions = partitions;
+    nodes[i].inst.operands[1].partitions = partitions;
+  }
+}
+
+/// What a schedule decided for one node.
+struct Placement {
+  int stream;
+  double start, finish;
+  isa::Engine engine;
+  uint8_t queue;
+  /// A merged transfer's are wider than its own.
+  std::array<uint16_t, 2> partitions;
+};
+
+std::vector<Placement> placementsOf(const std::vector<Node> &nodes) {
+  std::vector<Placement> placed;
+  placed.reserve(nodes.size());
+  for (const Node &node : nodes) {
+    placed.push_back({node.stream, node.start, node.finish, node.inst.engine,
+                      node.inst.queue,
+                      {node.inst.operands[0].partitions,
+                       node.inst.operands[1].partitions}});
+  }
+  return placed;
+}
+
+void restore(std::vector<Node> &nodes, llvm::ArrayRef<Placement> placed) {
+  for (auto [node, p] : llvm::zip_equal(nodes, placed)) {
+    node.stream = p.stream;
+    node.start = p.start;
+    node.finish = p.finish;
+    node.inst.engine = p.engine;
+    node.inst.queue = p.queue;
+    node.inst.operands[0].partitions = p.partitions[0];
+    node.inst.operands[1].partitions = p.partitions[1];
+  }
+}
+
+double makespan(const std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order) {
+  double end = 0;
+  for (uint32_t i : order) {
+    end = std::max(end, nodes[i].finish);
+  }
+  return end;
+}
+
 } // namespace
 
 std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
@@ -482,8 +547,12 @@ std::vector<uint32_t> scheduleNodes(std::vector<Node> &nodes,
                                     const isa::GroupSizes &groups, bool listSchedule,
                                     bool mergePieces) {
   StreamScheduler scheduler(nodes, t, groups);
-  return listSchedule ? scheduler.byPriority(mergePieces)
-                      : scheduler.inProgramOrder();
+  if (!listSchedule) {
+    return scheduler.inProgramOrder();
+  }
+  std::vector<uint32_t> order = scheduler.byPriority(mergePieces);
+  scheduler.applyMerges();
+  return order;
 }
 
 void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
@@ -506,28 +575,26 @@ void orderSharedPorts(std::vector<Node> &nodes, llvm::ArrayRef<uint32_t> order,
 std::vector<uint32_t> scheduleBest(std::vector<Node> &nodes,
                                    const target::TargetDescription &t,
                                    const isa::GroupSizes &groups) {
-  auto makespan = [](const std::vector<Node> &scheduled,
-                     llvm::ArrayRef<uint32_t> order) {
-    double end = 0;
-    for (uint32_t i : order) {
-      end = std::max(end, scheduled[i].finish);
-    }
-    return end;
-  };
-  if (llvm::none_of(nodes, [](const Node &n) { return n.pieceOf >= 0; })) {
-    // No split transfer: merging would change nothing.
-    return scheduleNodes(nodes, t, groups, /*listSchedule=*/true);
+  // The merging schedule runs first, on the nodes themselves: when it
+  // merges nothing it is the other schedule, and otherwise what it decided
+  // is kept aside (a few bytes a node, not a copy of the nodes) while the
+  // other runs.
+  StreamScheduler merging(nodes, t, groups);
+  std::vector<uint32_t> merged = merging.byPriority(/*mergePieces=*/true);
+  if (!merging.mergedAny()) {
+    return merged;
   }
-  std::vector<Node> merging = nodes;
-  std::vector<uint32_t> order =
-      scheduleNodes(nodes, t, groups, /*listSchedule=*/true);
-  std::vector<uint32_t> mergedOrder = scheduleNodes(
-      merging, t, groups, /*listSchedule=*/true, /*mergePieces=*/true);
-  if (makespan(merging, mergedOrder) < makespan(nodes, order)) {
-    nodes = std::move(merging);
-    return mergedOrder;
+  double mergedEnd = makespan(nodes, merged);
+  std::vector<Placement> mergedPlacements = placementsOf(nodes);
+  merging.undoWidening();
+  std::vector<uint32_t> apart =
+      StreamScheduler(nodes, t, groups).byPriority(/*mergePieces=*/false);
+  if (!(mergedEnd < makespan(nodes, apart))) {
+    return apart;
   }
-  return order;
+  restore(nodes, mergedPlacements);
+  merging.applyMerges();
+  return merged;
 }
 
 } // namespace kiln::engine_passes
