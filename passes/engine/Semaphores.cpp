@@ -11,6 +11,8 @@
 
 #include "passes/engine/Engine.h"
 
+#include <algorithm>
+
 namespace kiln::engine_passes {
 
 namespace {
@@ -46,13 +48,17 @@ WaitPlan planWaits(const std::vector<Node> &nodes,
   }
   std::vector<std::vector<uint32_t>> known(streams,
                                            std::vector<uint32_t>(streams, 0));
-  std::vector<std::vector<uint32_t>> clock(n);
+  // Each instruction's clock, `streams` entries from clocks[i * streams]:
+  // one allocation, not one per instruction.
+  std::vector<uint32_t> clocks(n * streams, 0);
   plan.waits.resize(n);
   plan.producers.resize(n);
   plan.signals.assign(n, false);
+  std::vector<uint32_t> needed(streams), producer(streams);
   for (uint32_t i : order) {
     int t = nodes[i].stream;
-    std::vector<uint32_t> needed(streams, 0), producer(streams, 0);
+    std::fill(needed.begin(), needed.end(), 0);
+    std::fill(producer.begin(), producer.end(), 0);
     for (uint32_t p : nodes[i].preds) {
       int s = nodes[p].stream;
       if (s != t && plan.seq[p] > needed[s]) {
@@ -69,13 +75,13 @@ WaitPlan planWaits(const std::vector<Node> &nodes,
       plan.signals[p] = true;
       plan.waits[i].push_back({s, plan.seq[p]});
       plan.producers[i].push_back(p);
+      const uint32_t *theirs = &clocks[size_t(p) * streams];
       for (int r = 0; r < streams; ++r) {
-        k[r] = std::max(k[r], clock[p][r]);
+        k[r] = std::max(k[r], theirs[r]);
       }
     }
-    clock[i] = k;
-    clock[i][t] = plan.seq[i];
     k[t] = plan.seq[i];
+    std::copy(k.begin(), k.end(), clocks.begin() + size_t(i) * streams);
   }
   return plan;
 }
