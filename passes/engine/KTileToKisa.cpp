@@ -41,7 +41,7 @@ FailureOr<int64_t> addressOf(Value buffer, func::FuncOp func) {
     return addresses[arg.getArgNumber()];
   }
   auto alloc = buffer.getDefiningOp<ktile::AllocOp>();
-  auto address = alloc ? alloc->getAttrOfType<IntegerAttr>("address")
+  auto address = alloc ? alloc.getAddressAttr()
                        : IntegerAttr();
   if (!address) {
     return failure();

@@ -286,7 +286,7 @@ private:
     }
     live[v] = Live{&pool, *address};
     frees.emplace(lastUse(v, at), v);
-    alloc->setAttr("address", Builder(alloc).getI64IntegerAttr(
+    alloc.setAddressAttr(Builder(alloc).getI64IntegerAttr(
                                   isPsum    ? *address * t.psumBankBytes
                                   : apart   ? *address + backgroundBase
                                   : inLocal ? *address

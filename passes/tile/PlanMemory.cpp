@@ -180,7 +180,7 @@ struct KTilePlanMemory
       // one of its operands was would wait for it.
       if (alloc.getValueAttr() || lastUseOf(alloc.getBuffer()) == index ||
           touchesDataParallelCollective(alloc.getBuffer())) {
-        alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd));
+        alloc.setAddressAttr(b.getI64IntegerAttr(hbmEnd));
         hbmEnd = alignUp(hbmEnd + ktile::bufferBytes(type));
       } else {
         intermediates.push_back(alloc);
@@ -214,7 +214,7 @@ struct KTilePlanMemory
       int64_t address = *placed;
       hbmPeak = std::max(hbmPeak, address + bytes);
       hbmFrees.emplace(lastUseOf(alloc.getBuffer()), address);
-      alloc->setAttr("address", b.getI64IntegerAttr(hbmEnd + address));
+      alloc.setAddressAttr(b.getI64IntegerAttr(hbmEnd + address));
     }
     int64_t needed = std::max<int64_t>(alignUp(hbmEnd + hbmPeak), 64);
     int64_t capacity = t.hbmBytesPerCore();
