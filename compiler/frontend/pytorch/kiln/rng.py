@@ -4,9 +4,10 @@ A compiled step's dropout number `stream` (dropouts are numbered in trace
 order, from 0) keeps element `i` (row-major) when `uniform(seed, stream, i)
 >= p`, where the step's seed is `kiln.distributed.worker_seed(seed, rank,
 step)` (and, for a dropout of an activation a tensor-parallel group splits,
-`kiln.distributed.shard_seed` of it and the worker's shard). The device, the reference interpreter and these functions compute the
-same numbers, so an eager PyTorch run can reproduce a compiled step's masks:
-to check a divergence, or as the reference of a test.
+`kiln.distributed.shard_seed` of it and the worker's shard). The device,
+the reference interpreter and these functions compute the same numbers, so
+an eager PyTorch run can reproduce a compiled step's masks: to check a
+divergence, or as the reference of a test.
 
     mask = kiln.rng.dropout_mask(step_seed, stream, x.shape, p)
     y = x * mask / (1 - p)
