@@ -24,6 +24,9 @@ using Region = isa::AccessRegion;
 struct Access {
   uint32_t node;
   Region region;
+  /// The sixteenths of the granule that writes after this access have
+  /// overwritten in all of its rows (see Overwrites).
+  uint16_t overwritten = 0;
 };
 
 /// The accesses of one granule that later ones may conflict with. Reads
@@ -76,6 +79,42 @@ void forEachGranule(const Region &region, Fn fn) {
     fn(g, g << shift, (g + 1) << shift);
   }
 }
+
+/// Sixteenths of a granule: the unit in which a flat access (on-chip, or an
+/// HBM interval) remembers what later writes overwrote. A PSUM bank read
+/// whole by each evacuation and written a quarter at a time by the next
+/// product is never covered by one write, but is by four.
+class Overwrites {
+public:
+  Overwrites(int64_t lo, int64_t hi) : lo(lo), unit((hi - lo) / 16) {}
+
+  /// The sixteenths `r` touches.
+  uint16_t touched(const Region &r) const {
+    return span(std::max(r.byteLo, lo), std::min(r.byteHi, lo + 16 * unit),
+                /*whole=*/false);
+  }
+  /// The sixteenths `r` writes entirely.
+  uint16_t written(const Region &r) const {
+    return span(std::max(r.byteLo, lo), std::min(r.byteHi, lo + 16 * unit),
+                /*whole=*/true);
+  }
+
+private:
+  uint16_t span(int64_t s, int64_t e, bool whole) const {
+    if (s >= e) {
+      return 0;
+    }
+    int64_t first = whole ? (s - lo + unit - 1) / unit : (s - lo) / unit;
+    int64_t last = whole ? (e - lo) / unit : (e - lo + unit - 1) / unit;
+    uint16_t mask = 0;
+    for (int64_t k = first; k < last; ++k) {
+      mask |= static_cast<uint16_t>(1u << k);
+    }
+    return mask;
+  }
+
+  int64_t lo, unit;
+};
 
 /// Whether `write` covers every byte `a` touches inside [lo, hi): then
 /// anything later that conflicts with `a` there conflicts with `write`,
@@ -156,11 +195,35 @@ void computeDependencies(std::vector<Node> &nodes) {
         if (write) {
           // What this write covers is ordered before it and before anything
           // that will conflict with it: later accesses need only see it.
-          auto covered = [&](const Access &a) {
-            return a.node != i && coversWithin(region, a.region, lo, hi);
+          // So is an earlier flat access whose every sixteenth it and the
+          // writes before it overwrote, in all of its rows.
+          Overwrites sixteenths(lo, hi);
+          uint16_t overwrites =
+              region.pitch == 0 ? sixteenths.written(region) : 0;
+          auto covered = [&](Access &a) {
+            if (a.node == i) {
+              return false;
+            }
+            if (coversWithin(region, a.region, lo, hi)) {
+              return true;
+            }
+            if (!overwrites || a.region.pitch != 0 ||
+                region.rowLo > a.region.rowLo || a.region.rowHi > region.rowHi) {
+              return false;
+            }
+            a.overwritten |= overwrites;
+            uint16_t touched = sixteenths.touched(a.region);
+            return (touched & ~a.overwritten) == 0;
           };
-          llvm::erase_if(granule.reads, covered);
-          llvm::erase_if(granule.writes, covered);
+          for (std::vector<Access> *list : {&granule.reads, &granule.writes}) {
+            size_t kept = 0;
+            for (Access &a : *list) {
+              if (!covered(a)) {
+                (*list)[kept++] = a;
+              }
+            }
+            list->resize(kept);
+          }
         }
         (write ? granule.writes : granule.reads).push_back({i, region});
       });
