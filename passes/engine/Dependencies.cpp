@@ -89,28 +89,20 @@ public:
   Overwrites(int64_t lo, int64_t hi) : lo(lo), unit((hi - lo) / 16) {}
 
   /// The sixteenths `r` touches.
-  uint16_t touched(const Region &r) const {
-    return span(std::max(r.byteLo, lo), std::min(r.byteHi, lo + 16 * unit),
-                /*whole=*/false);
-  }
+  uint16_t touched(const Region &r) const { return span(r, /*whole=*/false); }
   /// The sixteenths `r` writes entirely.
-  uint16_t written(const Region &r) const {
-    return span(std::max(r.byteLo, lo), std::min(r.byteHi, lo + 16 * unit),
-                /*whole=*/true);
-  }
+  uint16_t written(const Region &r) const { return span(r, /*whole=*/true); }
 
 private:
-  uint16_t span(int64_t s, int64_t e, bool whole) const {
+  uint16_t span(const Region &r, bool whole) const {
+    int64_t s = std::max(r.byteLo, lo) - lo;
+    int64_t e = std::min(r.byteHi, lo + 16 * unit) - lo;
     if (s >= e) {
       return 0;
     }
-    int64_t first = whole ? (s - lo + unit - 1) / unit : (s - lo) / unit;
-    int64_t last = whole ? (e - lo) / unit : (e - lo + unit - 1) / unit;
-    uint16_t mask = 0;
-    for (int64_t k = first; k < last; ++k) {
-      mask |= static_cast<uint16_t>(1u << k);
-    }
-    return mask;
+    int64_t first = whole ? (s + unit - 1) / unit : s / unit;
+    int64_t last = whole ? e / unit : (e + unit - 1) / unit;
+    return static_cast<uint16_t>(((1u << last) - 1) & ~((1u << first) - 1));
   }
 
   int64_t lo, unit;

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _kiln, distributed
+from .aten_to_kgraph import _packet_name
 
 TENSOR = "tensor"
 
@@ -583,11 +584,6 @@ _SHAPE_ONLY = {"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
                "new_full", "scalar_tensor"}
 
 
-def _op_name(node):
-    packet = getattr(node.target, "overloadpacket", None)
-    return packet.__name__ if packet is not None else None
-
-
 def varying_across_group(gm, varying_inputs):
     """The nodes of traced step `gm` whose values can differ between the
     workers of a tensor-parallel group: those computed from one of
@@ -602,7 +598,7 @@ def varying_across_group(gm, varying_inputs):
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
-        name = _op_name(node)
+        name = _packet_name(node.target)
         in_group = len(node.args) > 1 and node.args[1] == TENSOR
         if name == "worker_shard" and in_group:
             varying.add(node)
