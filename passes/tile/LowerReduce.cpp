@@ -64,6 +64,54 @@ const char *reductionAlu(Operation *op) {
                                       : "min";
 }
 
+namespace {
+
+/// How many partitions one row of `columns` elements spreads over: the
+/// most, up to 128, that divide it into runs of at least 512 columns; 1
+/// when no such split exists.
+int64_t spreadPartitions(int64_t columns) {
+  for (int64_t parts = 128; parts >= 8; --parts) {
+    if (columns % parts == 0 && columns / parts >= 512) {
+      return parts;
+    }
+  }
+  return 1;
+}
+
+/// Folds one row of `parts * run` elements, `run` consecutive ones (with
+/// stride `colStride`) on each of `parts` partitions, then gathers the
+/// partials on one partition with a TensorE transpose for the last fold.
+/// On a single partition a fold runs at an element a cycle: a whole-tensor
+/// sum (the global gradient norm's squares) took milliseconds.
+void reduceSpread(TileBuilder &tb, const HbmView &view, int64_t colStride,
+                  int64_t parts, int64_t run, int64_t tileElements,
+                  const char *alu, const HbmView &dst) {
+  int64_t chunk = std::min(run, tileElements);
+  Tile acc;
+  for (int64_t c0 = 0; c0 < run; c0 += chunk) {
+    int64_t m = std::min(chunk, run - c0);
+    Tile in = tb.tile(isa::Memory::Sbuf, view.dtype, parts, m);
+    tb.load(in, view, view.offset + c0 * colStride, run * colStride,
+            {FreeDim{colStride, m}});
+    Tile partial = tb.tile(isa::Memory::Sbuf, isa::DType::F32, parts, 1);
+    tb.reduce(partial, in, alu);
+    if (c0 == 0) {
+      acc = partial;
+      continue;
+    }
+    Tile sum = tb.tile(isa::Memory::Sbuf, isa::DType::F32, parts, 1);
+    tb.tensorTensor(sum, acc, partial, alu);
+    acc = sum;
+  }
+  Tile gathered = tb.tile(isa::Memory::Psum, isa::DType::F32, 1, parts);
+  tb.transpose(gathered, acc);
+  Tile result = tb.tile(isa::Memory::Sbuf, isa::DType::F32, 1, 1);
+  tb.reduce(result, gathered, alu);
+  tb.store(dst, dst.offset, 1, {FreeDim{1, 1}}, result);
+}
+
+} // namespace
+
 LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   Value input = op->getOperand(0);
   auto inType = llvm::cast<RankedTensorType>(input.getType());
@@ -126,6 +174,13 @@ LogicalResult Lowering::lowerReduce(Operation *op, const HbmView &dst) {
   auto columnOffset = [&](int64_t c0) {
     return outer ? (c0 / runLength) * outer->stride : c0 * colStride;
   };
+  if (rowCount == 1 && !outer) {
+    if (int64_t parts = spreadPartitions(colCount); parts > 1) {
+      reduceSpread(tb, view, colStride, parts, colCount / parts,
+                   tileElements, alu, dst);
+      return success();
+    }
+  }
   // Short rows (softmax over 128 keys) go several to a partition, so that a
   // load moves ~256 KiB, not one 128-row block: each DMA costs a fixed ~2 us.
   int64_t rowBytes = colCount * isa::dtypeBytes(view.dtype);

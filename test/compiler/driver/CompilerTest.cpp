@@ -190,6 +190,17 @@ std::vector<OpCase> opCases() {
                      out(b, b.reduceMin(x, {0, 2}, true), "min");
                      out(b, b.argmax(x, 1), "argmax");
                    }});
+  // Whole-tensor reductions: 300 x 2000 elements spread over 125
+  // partitions of 4800 (two chunks each, whose partials combine) and
+  // gather on one partition through a transpose; 64 elements fold on one
+  // partition.
+  cases.push_back({"whole_tensor_reductions", [](B &b) {
+                     Tensor x = in(b, "x", {300, 2000});
+                     out(b, b.reduceSum(b.mul(x, x), {0, 1}), "sum_of_squares");
+                     out(b, b.reduceMax(x, {0, 1}), "max");
+                     out(b, b.reduceMin(x, {0, 1}, true), "min");
+                     out(b, b.reduceSum(in(b, "y", {64}), {0}), "short_sum");
+                   }});
   // Reductions of group values computed by the group's loop nest: over
   // two row blocks (128 + 72 rows) and two column chunks (5000 columns),
   // through a reshape that keeps the reduced elements trailing, on a

@@ -143,3 +143,34 @@ func.func @channel_sums_in_chunks(%x: tensor<4x8x64x64xf32> {kgraph.name = "x", 
   %1 = kgraph.reduce_sum %0, [1, 2, 3] {keepdim = true} : tensor<8x4x64x64xf32> -> tensor<8x1x1x1xf32>
   return %1 : tensor<8x1x1x1xf32>
 }
+
+// A whole-tensor sum (a gradient norm's squares) has one row: its 1000 x
+// 2048 elements spread over 128 partitions, 16000 consecutive ones each,
+// loaded and folded in chunks of 4096 columns whose partials combine. A
+// TensorE transpose gathers the 128 partials on one partition for the last
+// fold, which leaves in one store.
+// CHECK-LABEL: func.func @whole_tensor_sum
+// CHECK: ktile.dma_copy %[[IN:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4096]>, src = #kisa.ap<hbm, f32, p = 0:128, offset = 0, dims = [1 x 4096], pstride = 16000>}
+// CHECK: ktile.tensor_reduce %[[ACC:.*]], %[[IN]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>, op = "add", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 4096]>}
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}src = #kisa.ap<hbm, f32, p = 0:128, offset = 16384, dims = [1 x 4096], pstride = 16000>}
+// CHECK: ktile.tensor_tensor
+// CHECK: ktile.dma_copy %{{.*}}, %arg0 {{.*}}src = #kisa.ap<hbm, f32, p = 0:128, offset = 49152, dims = [1 x 3712], pstride = 16000>}
+// CHECK: ktile.tensor_reduce %[[LAST:.*]], %{{.*}} {{.*}}dims = [1 x 3712]>}
+// CHECK-NEXT: ktile.tensor_tensor %[[SUM:.*]], %{{.*}}, %[[LAST]] {{.*}}op = "add"
+// CHECK: ktile.transpose %[[T:.*]], %[[SUM]] {dst = #kisa.ap<psum, f32, p = 0:1, offset = 0, dims = [1 x 128]>, src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>}
+// CHECK: ktile.tensor_reduce %[[R:.*]], %[[T]] {dst = #kisa.ap<sbuf, f32, p = 0:1, offset = 0, dims = [1 x 1]>, op = "add", src = #kisa.ap<psum, f32, p = 0:1, offset = 0, dims = [1 x 128]>}
+// CHECK-NEXT: ktile.dma_copy %{{.*}}, %[[R]] {dst = #kisa.ap<hbm, f32, p = 0:1, offset = 0, dims = [1 x 1]
+// CHECK-NEXT: return
+func.func @whole_tensor_sum(%x: tensor<1000x2048xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<f32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.reduce_sum %x, [0, 1] : tensor<1000x2048xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// Too few elements to spread (64 columns): one partition folds them.
+// CHECK-LABEL: func.func @short_whole_tensor_max
+// CHECK: ktile.tensor_reduce %{{.*}}, %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:1, offset = 0, dims = [1 x 1]>, op = "max", src = #kisa.ap<sbuf, f32, p = 0:1, offset = 0, dims = [1 x 64]>}
+// CHECK-NOT: ktile.transpose
+func.func @short_whole_tensor_max(%x: tensor<64xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<f32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.reduce_max %x, [0] : tensor<64xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
