@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 using namespace mlir;
@@ -24,10 +25,12 @@ std::optional<HbmView> asRows(const HbmView &view) {
 }
 
 LogicalResult Lowering::epilogueTiles(
-    const Epilogue &e, const Tile &product,
+    const Epilogue &e, const Tile &product, const TileIndex &index,
     llvm::function_ref<FailureOr<Tile>(Value, const HbmView &)> load,
     llvm::DenseMap<Value, TileArg> &tiles) {
   tiles[e.product] = TileArg{std::nullopt, product};
+  auto productShape =
+      llvm::cast<RankedTensorType>(e.product.getType()).getShape();
   // Inputs that are the same elements of the same buffer share one load.
   llvm::SmallVector<std::pair<HbmView, Value>, 8> loaded;
   for (Value v : externalInputs(e.ops)) {
@@ -37,6 +40,11 @@ LogicalResult Lowering::epilogueTiles(
     TensorOperand &operand = operandOf(v);
     if (operand.immediate) {
       tiles[v] = TileArg{operand.immediate, Tile{}};
+      continue;
+    }
+    if (computesCondition(v, e.ops, productShape, index, product.rows,
+                          product.cols)) {
+      tiles[v] = TileArg{}; // computed by its selects
       continue;
     }
     const auto *same = llvm::find_if(loaded, [&](const auto &l) {
@@ -124,10 +132,10 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     }
     return t;
   };
-  if (failed(epilogueTiles(e, product, load, tiles))) {
+  TileIndex index{m0 * n + n0, n, 1};
+  if (failed(epilogueTiles(e, product, index, load, tiles))) {
     return failure();
   }
-  TileIndex index{m0 * n + n0, n, 1};
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape))) {
     return failure();
   }
@@ -198,11 +206,11 @@ LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
     }
     return t.withRows(0, rows);
   };
-  if (failed(epilogueTiles(e, product, load, tiles))) {
-    return failure();
-  }
   int64_t m = shape[rank - 2];
   TileIndex index{first * m * n, n, 1, n, m * n};
+  if (failed(epilogueTiles(e, product, index, load, tiles))) {
+    return failure();
+  }
   if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, shape, count))) {
     return failure();
   }

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 using namespace mlir;
@@ -137,6 +138,7 @@ private:
   bool deferScaledFactor(Operation *op);
   bool squareScaled(Operation *op);
   bool forwardReshape(Operation *op);
+  bool affineSelect(Operation *op);
   bool reuseRowSums(Operation *op);
   bool squareWithRowSums(Operation *op);
   bool foldReduction(Operation *op);
@@ -164,7 +166,8 @@ private:
 
 LogicalResult GroupEmitter::emit(Operation *op) {
   if (deferScaledFactor(op) || squareScaled(op) || forwardReshape(op) ||
-      reuseRowSums(op) || squareWithRowSums(op) || foldReduction(op)) {
+      affineSelect(op) || reuseRowSums(op) || squareWithRowSums(op) ||
+      foldReduction(op)) {
     return success();
   }
   FailureOr<llvm::SmallVector<TileArg>> args = operandsOf(op);
@@ -224,6 +227,46 @@ bool GroupEmitter::forwardReshape(Operation *op) {
     return false;
   }
   tiles[op->getResult(0)] = tiles.lookup(op->getOperand(0));
+  return true;
+}
+
+/// A select on a condition the loop nest did not load
+/// (computesCondition): affine_select computes the condition from
+/// each element's position, keeping the branch that is a tile and filling
+/// in the constant one.
+bool GroupEmitter::affineSelect(Operation *op) {
+  auto select = llvm::dyn_cast<SelectOp>(op);
+  if (!select) {
+    return false;
+  }
+  TileArg cond = tiles.lookup(select.getCondition());
+  if (cond.immediate || cond.tile.buffer) {
+    return false;
+  }
+  auto type = llvm::cast<RankedTensorType>(select.getOutput().getType());
+  std::optional<AffinePredicate> predicate =
+      affinePredicateOf(select.getCondition(), type.getShape());
+  TileArg onTrue = tiles.lookup(select.getOnTrue());
+  TileArg onFalse = tiles.lookup(select.getOnFalse());
+  bool fillTrue = onTrue.immediate.has_value();
+  const TileArg &kept = fillTrue ? onFalse : onTrue;
+  const TileArg &fill = fillTrue ? onTrue : onFalse;
+  assert(predicate && fill.immediate && !kept.immediate &&
+         "computesCondition admits only these selects");
+  llvm::StringRef compare =
+      fillTrue ? negatedComparison(predicate->compare) : predicate->compare;
+  Tile dst = tb.tile(isa::Memory::Sbuf, deviceType(type.getElementType()),
+                     rows, cols);
+  std::optional<llvm::SmallVector<AffineBox, 1>> boxes =
+      affineBoxes(*predicate, type.getShape(), index, rows, cols);
+  assert(boxes && "computesCondition admitted this tile iteration");
+  for (const AffineBox &box : *boxes) {
+    tb.affineSelect(dst.withRows(box.p0, box.rows).columns(box.f0, box.cols),
+                    kept.tile.withRows(box.p0, box.rows).columns(box.f0, box.cols),
+                    compare, *fill.immediate, box.base, box.partitionStep,
+                    box.freeStep);
+  }
+  tiles[select.getOutput()] = TileArg{std::nullopt, dst};
   return true;
 }
 

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 using namespace mlir;
@@ -18,7 +19,7 @@ using namespace kiln::kgraph;
 namespace kiln::tile_passes {
 
 LoopSpace collapse(llvm::ArrayRef<int64_t> shape,
-                   llvm::ArrayRef<Shape> viewStrides) {
+                   llvm::ArrayRef<Shape> viewStrides, bool splitInnermost) {
   LoopSpace space;
   space.strides.resize(viewStrides.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -45,6 +46,31 @@ LoopSpace collapse(llvm::ArrayRef<int64_t> shape,
     space.sizes.push_back(1);
     for (auto &s : space.strides) {
       s.push_back(1);
+    }
+  }
+  // Fewer rows than partitions in front of an innermost dimension merged
+  // from several (a [B, S, S] value beside a broadcast [S, S] mask, whose
+  // S x S elements every view steps through alike): split it again at the
+  // shape's last dimension, so that S rows can go on the partitions rather
+  // than B (where the caller asks: a causal mask's selects).
+  int64_t last = 1;
+  for (int64_t size : shape) {
+    last = size == 1 ? last : size;
+  }
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < space.sizes.size(); ++d) {
+    rows *= space.sizes[d];
+  }
+  if (splitInnermost && space.sizes.size() > 1 && rows < 128 &&
+      space.sizes.back() > last &&
+      space.sizes.back() % last == 0) {
+    int64_t n = space.sizes.back();
+    space.sizes.back() = n / last;
+    space.sizes.push_back(last);
+    for (auto &s : space.strides) {
+      int64_t stride = s.back();
+      s.back() = stride * last;
+      s.push_back(stride);
     }
   }
   // One dimension: fold part of it onto the partitions.
@@ -129,6 +155,7 @@ void addSteeringViews(LoopViews &lv, llvm::ArrayRef<Operation *> ops,
   // Random numbers follow the row-major index of the group's shape, which
   // joins the collapse like one more view.
   lv.needsIndex =
+      lv.needsIndex ||
       llvm::any_of(ops, [](Operation *op) { return llvm::isa<DropoutOp>(op); });
   lv.indexView = lv.strides.size();
   if (lv.needsIndex) {
@@ -267,6 +294,13 @@ LoopViews loopViews(Lowering &lowering, llvm::ArrayRef<Operation *> ops,
       lv.views.back().strides.assign(shape.size(), 0);
     }
   }
+  // Selects compute a condition affine in the element's position from the
+  // row-major index (as dropout's numbers), without loading it.
+  for (Value v : lv.inputs) {
+    lv.computedCondition.push_back(isAffineSelectCondition(v, ops, shape));
+  }
+  lv.needsIndex = llvm::is_contained(lv.computedCondition, true);
+  lv.shape.assign(shape.begin(), shape.end());
   for (const LoopOutput &out : outputs) {
     lv.views.push_back(out.dst);
   }

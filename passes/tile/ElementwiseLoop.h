@@ -26,9 +26,11 @@ struct LoopSpace {
 
 /// `shape` with each run of dimensions that every view steps through alike
 /// merged into one, and dimensions of size 1 dropped. A single dimension
-/// left is split in two so that part of it can go on the partitions.
+/// left is split in two so that part of it can go on the partitions; with
+/// `splitInnermost`, so is an innermost one merged from several behind
+/// fewer than 128 rows, at the shape's last dimension (a mask's rows).
 LoopSpace collapse(llvm::ArrayRef<int64_t> shape,
-                   llvm::ArrayRef<Shape> viewStrides);
+                   llvm::ArrayRef<Shape> viewStrides, bool splitInnermost);
 
 /// The views of one loop nest over a group's shape, each with its strides
 /// and offset: the inputs, then the outputs, then the views that only steer
@@ -40,9 +42,14 @@ struct LoopViews {
   std::vector<HbmView> views; // inputs, then outputs
   std::vector<bool> isImmediate;
   std::vector<double> immediates; // 0 where not isImmediate
+  /// Per input: a select condition the group computes rather than loads
+  /// where a tile iteration allows (isAffineSelectCondition), over `shape`.
+  std::vector<bool> computedCondition;
+  llvm::SmallVector<int64_t, 4> shape;
   std::vector<Shape> strides;     // every view
   std::vector<int64_t> offsets;   // every view
-  /// Whether a dropout reads the row-major index (view `indexView`).
+  /// Whether a dropout or an affine select reads the row-major index
+  /// (view `indexView`).
   bool needsIndex = false;
   size_t indexView = 0;
   size_t reductionView = 0; // the first of one per reduction

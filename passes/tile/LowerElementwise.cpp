@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 #include <map>
@@ -286,11 +287,18 @@ LogicalResult LoopNest::emitTile(bool first, int64_t p0, int64_t f0) {
   int64_t rows = std::min<int64_t>(128, layout.rowsTotal - p0);
   int64_t cols = std::min(layout.chunk, layout.colsTotal - f0);
   llvm::DenseMap<Value, TileArg> tiles;
+  TileIndex index = tileIndex(p0, f0);
   for (size_t i = 0; i < views.inputs.size(); ++i) {
+    if (views.computedCondition[i] &&
+        computesCondition(views.inputs[i], ops, views.shape, index, rows,
+                          cols)) {
+      tiles[views.inputs[i]] = TileArg{};
+      continue;
+    }
     TileArg arg = inputTile(i, tiles, p0, f0, rows, cols);
     tiles[views.inputs[i]] = arg;
   }
-  if (failed(emitGroupOps(tb, ops, tiles, rows, cols, tileIndex(p0, f0),
+  if (failed(emitGroupOps(tb, ops, tiles, rows, cols, index,
                           chainShape, layout.perRow))) {
     return failure();
   }
@@ -309,7 +317,9 @@ TileArg LoopNest::inputTile(size_t i,
   if (views.isImmediate[i]) {
     return TileArg{views.immediates[i], Tile{}};
   }
-  if (loadedAs[i] != i) {
+  if (loadedAs[i] != i &&
+      (tiles.lookup(views.inputs[loadedAs[i]]).tile.buffer ||
+       views.isImmediate[loadedAs[i]])) {
     return tiles.lookup(views.inputs[loadedAs[i]]);
   }
   std::pair<size_t, int64_t> key{i, everywhere[i] ? 0 : f0};
@@ -515,7 +525,12 @@ LogicalResult Lowering::lowerElementwise(
     llvm::MutableArrayRef<LoopColumnSum> columnSums, RowChain *chain) {
   LoopViews views = loopViews(*this, ops, shape, outputs, reductions,
                               columnSums.size(), chain);
-  LoopSpace space = collapse(shape, views.strides);
+  // Selects that compute their mask from positions want its rows on the
+  // partitions: one affine_select a tile.
+  LoopSpace space =
+      collapse(shape, views.strides,
+               llvm::is_contained(views.computedCondition, true) &&
+                   reductions.empty() && columnSums.empty() && !chain);
   bool chainFolds = fuseRowFolds(space, views, reductions, chain);
   skipOutputsOnlyReducedOnes(outputs, ops, reductions);
   llvm::ArrayRef<int64_t> chainShape =

@@ -20,6 +20,16 @@ struct TileArg {
   Tile tile;
 };
 
+/// Where a tile iteration lies in the row-major order of its group's shape:
+/// tile element (p, i) is element `first + rowStep * p + colStep * i`; or,
+/// with segments (a batched product's tile, several batch elements side by
+/// side), column i = s * segmentCols + j is element
+/// `first + rowStep * p + segmentStep * s + colStep * j`.
+struct TileIndex {
+  int64_t first = 0, rowStep = 0, colStep = 0;
+  int64_t segmentCols = 0, segmentStep = 0;
+};
+
 /// A value copied or computed into an HBM view by an elementwise loop nest.
 struct LoopOutput {
   mlir::Value value; // the group value (or, for a copy, the source value)
@@ -244,9 +254,10 @@ public:
                                    int64_t m0, int64_t n0, int64_t n);
   /// The tiles an epilogue starts from: the product's, and each input's
   /// from outside the epilogue, an immediate or what `load` brings in
-  /// from its view.
+  /// from its view; none for a condition its selects compute at `index`
+  /// (computesCondition).
   mlir::LogicalResult epilogueTiles(
-      const Epilogue &epilogue, const Tile &product,
+      const Epilogue &epilogue, const Tile &product, const TileIndex &index,
       llvm::function_ref<mlir::FailureOr<Tile>(mlir::Value, const HbmView &)>
           load,
       llvm::DenseMap<mlir::Value, TileArg> &tiles);
@@ -308,15 +319,6 @@ std::optional<HbmView> asRows(const HbmView &view);
 int64_t batchElementOffset(int64_t offset, llvm::ArrayRef<int64_t> strides,
                            llvm::ArrayRef<int64_t> batch, int64_t index);
 
-/// Where a tile iteration lies in the row-major order of its group's shape:
-/// tile element (p, i) is element `first + rowStep * p + colStep * i`; or,
-/// with segments (a batched product's tile, several batch elements side by
-/// side), column i = s * segmentCols + j is element
-/// `first + rowStep * p + segmentStep * s + colStep * j`.
-struct TileIndex {
-  int64_t first = 0, rowStep = 0, colStep = 0;
-  int64_t segmentCols = 0, segmentStep = 0;
-};
 
 /// The ALU op that folds a reduce_sum, reduce_max or reduce_min.
 const char *reductionAlu(mlir::Operation *op);

@@ -412,6 +412,18 @@ void TileBuilder::iota(const Tile &dst, int64_t base, int64_t partitionStep,
         b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
 }
 
+void TileBuilder::affineSelect(const Tile &dst, const Tile &src,
+                               llvm::StringRef compare, double fill,
+                               int64_t base, int64_t partitionStep,
+                               int64_t freeStep) {
+  emit("affine_select", {{dst.buffer, pattern(dst)}, {src.buffer, pattern(src)}},
+       {b.getNamedAttr("compare", b.getStringAttr(compare)),
+        b.getNamedAttr("fill", b.getF64FloatAttr(fill)),
+        b.getNamedAttr("base", b.getI64IntegerAttr(base)),
+        b.getNamedAttr("partition_step", b.getI64IntegerAttr(partitionStep)),
+        b.getNamedAttr("free_step", b.getI64IntegerAttr(freeStep))});
+}
+
 void TileBuilder::random(const Tile &dst, const Tile &seed, int64_t counter,
                          int64_t partitionStep, int64_t freeStep, int64_t group,
                          int64_t groupStep) {

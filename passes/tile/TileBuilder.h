@@ -165,6 +165,10 @@ public:
   void memset(const Tile &dst, double value);
   void iota(const Tile &dst, int64_t base, int64_t partitionStep,
             int64_t freeStep);
+  /// dst = (base + partitionStep * p + freeStep * i compare 0) ? src : fill.
+  void affineSelect(const Tile &dst, const Tile &src, llvm::StringRef compare,
+                    double fill, int64_t base, int64_t partitionStep,
+                    int64_t freeStep);
   /// Uniform numbers of the counters `counter + partitionStep * p +
   /// freeStep * i` under each partition's seed (an i32 [rows x 1] tile);
   /// with `group`, the columns are runs of that many (which must tile

@@ -970,6 +970,52 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(backward, options);
 }
 
+TEST(CompilerTest, CausalMasksAreComputedFromPositions) {
+  // A causal mask as PyTorch traces it (key index - query index <= 0 from
+  // iotas, selected between true and false, negated) picks -1e30 for the
+  // scaled scores of a batched product, in the product's epilogue; and an
+  // upper-triangle mask picks 0 (the branch given first) for an input's
+  // [3, 100, 100] elements, in a loop nest over the batch with a query a
+  // partition (the 100 x 100 elements each view steps through alike split
+  // again at the rows). No mask is loaded: affine_select computes it from
+  // each element's position.
+  mlir::MLIRContext context;
+  auto causal = [](GraphBuilder &b, int64_t n) {
+    Tensor rows = b.iota({n, n}, 0, proto::I32);
+    Tensor cols = b.iota({n, n}, 1, proto::I32);
+    Tensor keep = b.select(b.compare("le", b.sub(cols, rows), b.full({n, n}, 0, proto::I32)),
+                           b.full({n, n}, 1, proto::I1), b.scalar(0, proto::I1));
+    return b.logicalNot(keep);
+  };
+  proto::Graph graph = buildGraph(context, [&](GraphBuilder &b) {
+    Tensor scores =
+        b.matmul(in(b, "q", {2, 5, 40, 16}), in(b, "k", {2, 5, 16, 40}));
+    Tensor masked = b.select(causal(b, 40), b.scalar(-1e30),
+                             b.div(scores, b.scalar(4.0)));
+    out(b, b.softmax(masked, 3), "p");
+    Tensor x = in(b, "x", {3, 100, 100});
+    Tensor upper = b.compare("gt", b.iota({100, 100}, 1, proto::I32),
+                             b.iota({100, 100}, 0, proto::I32));
+    out(b, b.exp(b.select(upper, b.scalar(0.0), x)), "upper_zeroed");
+    // 130 rows of 10 x 10, a row's 100 elements on a partition's free
+    // axis: the query index wraps every 10 columns, so the select is ten
+    // boxes of 10 columns; the constant is the false branch.
+    Tensor small = in(b, "small", {130, 10, 10});
+    Tensor lower = b.compare("ge", b.iota({10, 10}, 0, proto::I32),
+                             b.iota({10, 10}, 1, proto::I32));
+    out(b, b.mul(b.select(lower, small, b.scalar(-2.0)), small), "lower_kept");
+  });
+  DiffOptions options;
+  options.atol = 2e-5; // f32 products accumulated in another order
+  expectMatches(graph, options);
+  auto artifact = compile(graph, options.compile);
+  ASSERT_TRUE(static_cast<bool>(artifact))
+      << llvm::toString(artifact.takeError());
+  EXPECT_GT(countOpcode(*artifact, isa::Opcode::AffineSelect), 2u);
+  options.autoCastBf16(0.01);
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, LayerNormRunsOnItsLinearLayersRows) {
   // A linear layer's bias, dropout and residual add, then a layer norm, as
   // after attention in an encoder layer: the layer norm is a row chain in
