@@ -3,8 +3,9 @@
 // Only the simplifications that front ends produce in practice: identities
 // with splat constants (x*1, x+0, x/1), no-op shape ops, chains of reshapes and
 // transposes, shape ops applied to splat constants, batched matmuls of
-// reshapes that only merge batch dimensions, and a max or min of values
-// scaled by a positive constant (taken before the scaling). Every fold
+// reshapes that only merge batch dimensions, a max or min of values
+// scaled by a positive constant (taken before the scaling), and a scaling
+// by a power of two moved to a product's smaller input. Every fold
 // here keeps the result type exactly, so a fold never changes a graph's
 // interface.
 //
@@ -15,6 +16,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace kiln::kgraph;
@@ -351,7 +354,148 @@ struct ReduceBeforePositiveScale : OpRewritePattern<Reduce> {
   }
 };
 
+/// The factor of `scale`, x * c or x / c with c a rank-0 constant that is
+/// a power of two (the 1/8 of a 64-feature head's softmax), and its x: a
+/// product's input scaled by it gives exactly the product scaled by it,
+/// since multiplying every term and partial sum by 2^k rounds nothing
+/// short of overflow and underflow.
+std::optional<double> powerOfTwoFactor(Operation *scale, Value &x) {
+  if (!llvm::isa_and_present<DivOp, MulOp>(scale)) {
+    return std::nullopt;
+  }
+  Value a = scale->getOperand(0), c = scale->getOperand(1);
+  auto constantOf = [](Value v) {
+    auto constant = v.getDefiningOp<ConstantOp>();
+    auto dense = constant
+                     ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                     : DenseElementsAttr();
+    return dense && dense.isSplat() && dense.getType().getRank() == 0 &&
+                   llvm::isa<FloatType>(dense.getElementType())
+               ? dense
+               : DenseElementsAttr();
+  };
+  if (llvm::isa<MulOp>(scale) && !constantOf(c)) {
+    std::swap(a, c);
+  }
+  DenseElementsAttr dense = constantOf(c);
+  if (!dense || a.getType() != scale->getResult(0).getType()) {
+    return std::nullopt;
+  }
+  APFloat value = dense.getSplatValue<APFloat>();
+  int exponent = 0;
+  if (!value.isFiniteNonZero() ||
+      std::fabs(std::frexp(value.convertToDouble(), &exponent)) != 0.5) {
+    return std::nullopt;
+  }
+  x = a;
+  return llvm::isa<DivOp>(scale) ? 1.0 / value.convertToDouble()
+                                 : value.convertToDouble();
+}
+
+int64_t elementsOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// `x * factor`, the factor a rank-0 constant of x's element type.
+Value scaledBy(PatternRewriter &rewriter, Location loc, Value x,
+               double factor) {
+  auto type = llvm::cast<RankedTensorType>(x.getType());
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value c = ConstantOp::create(
+      rewriter, loc, scalarType,
+      DenseElementsAttr::get(scalarType,
+                             rewriter.getFloatAttr(type.getElementType(), factor)));
+  return MulOp::create(rewriter, loc, type, x, c);
+}
+
+/// A copy of `product` on other operands.
+Value productOf(PatternRewriter &rewriter, MatmulOp product, Value lhs,
+                Value rhs) {
+  return rewriter
+      .create(product.getLoc(), product->getName().getIdentifier(), {lhs, rhs},
+              {product.getType()}, product->getAttrs())
+      ->getResult(0);
+}
+
+/// A scaling is cheapest on the smallest tensor it can be applied to: a
+/// product scaled by a power of two is the product of an input scaled by
+/// it (attention's scores scaled by 1/8 are Q / 8 times K^T), and a
+/// product of a scaled input the product of the other input scaled (the
+/// backward's scaled score gradient times K is its gradient times K / 8).
+/// Moved only from a tensor of at least 2^20 elements to an input at least
+/// 4 times smaller, so the [S, S] pass becomes a pass over [S, d] (d the
+/// head size) where S >= 4 d: elsewhere the pass the scaling moves to can
+/// cost more than it saves (a loop nest of its own, where the scaled
+/// tensor's producer is not elementwise).
+constexpr int64_t kScaledProductElements = int64_t(1) << 20;
+template <typename Scale>
+struct ScaleProductInput : OpRewritePattern<Scale> {
+  using OpRewritePattern<Scale>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(Scale op,
+                                PatternRewriter &rewriter) const override {
+    Value x;
+    std::optional<double> factor = powerOfTwoFactor(op, x);
+    auto product = x ? x.getDefiningOp<MatmulOp>() : MatmulOp();
+    if (!factor || !product || !product->hasOneUse()) {
+      return failure();
+    }
+    Value lhs = product.getLhs(), rhs = product.getRhs();
+    bool scaleLhs = elementsOf(lhs) <= elementsOf(rhs);
+    if (elementsOf(x) < kScaledProductElements ||
+        4 * elementsOf(scaleLhs ? lhs : rhs) > elementsOf(x)) {
+      return failure();
+    }
+    Location loc = op.getLoc();
+    Value result =
+        scaleLhs ? productOf(rewriter, product, scaledBy(rewriter, loc, lhs, *factor), rhs)
+                 : productOf(rewriter, product, lhs, scaledBy(rewriter, loc, rhs, *factor));
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ScaleOtherProductInput : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (unsigned i = 0; i < 2; ++i) {
+      Value operand = op->getOperand(i), other = op->getOperand(1 - i);
+      auto reshape = operand.getDefiningOp<ReshapeOp>();
+      Value inner = reshape ? reshape.getInput() : operand;
+      Value x;
+      std::optional<double> factor =
+          powerOfTwoFactor(inner.getDefiningOp(), x);
+      if (!factor || elementsOf(operand) < kScaledProductElements ||
+          4 * elementsOf(other) > elementsOf(operand)) {
+        continue;
+      }
+      Location loc = op.getLoc();
+      Value unscaled =
+          reshape ? ReshapeOp::create(rewriter, loc, reshape.getType(), x)
+                        .getOutput()
+                  : x;
+      Value scaled = scaledBy(rewriter, loc, other, *factor);
+      rewriter.replaceOp(op, i == 0 ? productOf(rewriter, op, unscaled, scaled)
+                                    : productOf(rewriter, op, scaled, unscaled));
+      return success();
+    }
+    return failure();
+  }
+};
+
 } // namespace
+
+void MulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<ScaleProductInput<MulOp>>(context);
+}
+
+void DivOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<ScaleProductInput<DivOp>>(context);
+}
 
 void ReduceMaxOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                               MLIRContext *context) {
@@ -365,7 +509,7 @@ void ReduceMinOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                            MLIRContext *context) {
-  patterns.add<UnmergeBatchReshapes>(context);
+  patterns.add<UnmergeBatchReshapes, ScaleOtherProductInput>(context);
 }
 
 void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,

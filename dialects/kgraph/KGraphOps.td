@@ -139,10 +139,12 @@ def KGraph_SubOp : KGraph_BinaryOp<"sub", KGraph_NumericTensor, "lhs - rhs",
 def KGraph_MulOp : KGraph_BinaryOp<"mul", KGraph_NumericTensor, "lhs * rhs",
                                    "mul", [Commutative]> {
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 def KGraph_DivOp : KGraph_BinaryOp<"div", KGraph_NumericTensor,
     "lhs / rhs (true division for floats, truncating for integers)", "div"> {
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 def KGraph_PowOp : KGraph_BinaryOp<"pow", KGraph_FloatTensor, "lhs ^ rhs">;
 def KGraph_MaxOp : KGraph_BinaryOp<"max", KGraph_NumericTensor,

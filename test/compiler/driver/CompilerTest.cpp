@@ -190,6 +190,19 @@ std::vector<OpCase> opCases() {
                      out(b, b.reduceMin(x, {0, 2}, true), "min");
                      out(b, b.argmax(x, 1), "argmax");
                    }});
+  // Products scaled by a power of two, the scaling moved to the smaller
+  // input (kgraph canonicalization): scores Q . K^T / 8 over 1024 keys
+  // computed as (Q / 8) . K^T, and a scaled gradient times V as the
+  // gradient times V / 8.
+  cases.push_back({"power_of_two_scaled_products", [](B &b) {
+                     Tensor scores = b.matmul(in(b, "q", {2, 1024, 16}),
+                                              in(b, "k", {2, 16, 1024}));
+                     out(b, b.div(scores, b.scalar(8.0)), "scores");
+                     Tensor g = b.div(in(b, "g", {2, 1024, 1024}), b.scalar(8.0));
+                     out(b, b.matmul(g, in(b, "v", {2, 1024, 16})), "dq");
+                   },
+                   {-1.0, 1.0},
+                   /*matmul=*/true});
   // Whole-tensor reductions: 300 x 2000 elements spread over 125
   // partitions of 4800 (two chunks each, whose partials combine) and
   // gather on one partition through a transpose; 64 elements fold on one

@@ -225,3 +225,52 @@ func.func @reduce_of_other_scales_kept(%x: tensor<4x8xf32>, %r: tensor<f32>, %v:
   %m4 = kgraph.reduce_max %4, [1] {keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   return %m0, %m1, %m2, %m3, %m4 : tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x1xf32>
 }
+
+// -----
+
+// Attention's scores scaled by 1/8, a power of two: the product of Q / 8
+// and K^T, the smaller input scaled (exactly the same values); and the
+// backward's scaled score gradient times K (through a reshape that merges
+// the batch, which then unmerges): the gradient times K / 8.
+// CHECK-LABEL: func.func @power_of_two_scale_moves_to_smaller_input
+// CHECK-DAG: %[[EIGHTH:.*]] = kgraph.constant dense<1.250000e-01> : tensor<f32>
+// CHECK-DAG: %[[Q8:.*]] = kgraph.mul %arg0, %[[EIGHTH]] : tensor<2x1024x16xf32>, tensor<f32>
+// CHECK-DAG: %[[S:.*]] = kgraph.matmul %[[Q8]], %arg1 : tensor<2x1024x16xf32>, tensor<2x16x1024xf32>
+// CHECK-DAG: %[[K:.*]] = kgraph.reshape %arg3 : tensor<2x1024x16xf32> -> tensor<1x2x1024x16xf32>
+// CHECK-DAG: %[[K8:.*]] = kgraph.mul %[[K]], %[[EIGHTH]] : tensor<1x2x1024x16xf32>, tensor<f32>
+// CHECK-DAG: %[[DQ:.*]] = kgraph.matmul %arg2, %[[K8]]
+// CHECK-DAG: %[[R:.*]] = kgraph.reshape %[[DQ]]
+// CHECK-NOT: kgraph.div
+// CHECK: return %[[S]], %[[R]]
+func.func @power_of_two_scale_moves_to_smaller_input(%q: tensor<2x1024x16xf32>, %kt: tensor<2x16x1024xf32>, %g: tensor<1x2x1024x1024xf32>, %k: tensor<2x1024x16xf32>) -> (tensor<2x1024x1024xf32>, tensor<2x1024x16xf32>) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %p = kgraph.matmul %q, %kt : tensor<2x1024x16xf32>, tensor<2x16x1024xf32> -> tensor<2x1024x1024xf32>
+  %s = kgraph.div %p, %c : tensor<2x1024x1024xf32>, tensor<f32>
+  %gs = kgraph.div %g, %c : tensor<1x2x1024x1024xf32>, tensor<f32>
+  %gm = kgraph.reshape %gs : tensor<1x2x1024x1024xf32> -> tensor<2x1024x1024xf32>
+  %dq = kgraph.matmul %gm, %k : tensor<2x1024x1024xf32>, tensor<2x1024x16xf32> -> tensor<2x1024x16xf32>
+  return %s, %dq : tensor<2x1024x1024xf32>, tensor<2x1024x16xf32>
+}
+
+// -----
+
+// Kept: a scale that is not a power of two (rounding would differ), an
+// input not 4 times smaller (a short sequence's scores, [1024, 1024]
+// against a head of 512), a product read twice, and a scaled tensor under
+// 2^20 elements.
+// CHECK-LABEL: func.func @other_product_scales_kept
+// CHECK-COUNT-4: kgraph.div
+func.func @other_product_scales_kept(%q: tensor<2x1024x512xf32>, %kt: tensor<2x512x1024xf32>, %b: tensor<1024x8xf32>, %c: tensor<64x8xf32>) -> (tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>) {
+  %three = kgraph.constant dense<3.0> : tensor<f32>
+  %eight = kgraph.constant dense<8.0> : tensor<f32>
+  %p = kgraph.matmul %q, %kt : tensor<2x1024x512xf32>, tensor<2x512x1024xf32> -> tensor<2x1024x1024xf32>
+  %s = kgraph.div %p, %eight : tensor<2x1024x1024xf32>, tensor<f32>
+  %bt = kgraph.transpose %b, [1, 0] : tensor<1024x8xf32> -> tensor<8x1024xf32>
+  %r = kgraph.matmul %b, %bt : tensor<1024x8xf32>, tensor<8x1024xf32> -> tensor<1024x1024xf32>
+  %t = kgraph.div %r, %three : tensor<1024x1024xf32>, tensor<f32>
+  %u = kgraph.div %r, %eight : tensor<1024x1024xf32>, tensor<f32>
+  %ct = kgraph.transpose %c, [1, 0] : tensor<64x8xf32> -> tensor<8x64xf32>
+  %w = kgraph.matmul %c, %ct : tensor<64x8xf32>, tensor<8x64xf32> -> tensor<64x64xf32>
+  %v = kgraph.div %w, %eight : tensor<64x64xf32>, tensor<f32>
+  return %s, %t, %u, %v : tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>
+}
