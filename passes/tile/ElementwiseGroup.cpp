@@ -140,7 +140,7 @@ private:
   bool forwardReshape(Operation *op);
   bool affineSelect(Operation *op);
   bool reuseRowSums(Operation *op);
-  bool squareWithRowSums(Operation *op);
+  bool valuesWithRowSums(Operation *op);
   bool foldReduction(Operation *op);
   bool forwardCast(Operation *op, llvm::ArrayRef<TileArg> args);
 
@@ -157,7 +157,7 @@ private:
   llvm::ArrayRef<int64_t> chainShape;
   int64_t perRow;
   /// Row sums ScalarE computed beside the values they sum
-  /// (squareWithRowSums).
+  /// (valuesWithRowSums).
   llvm::DenseMap<Value, Tile> summedAlready;
   /// Products `x * c` left to the one `(x * c) * x` that reads them
   /// (squareScaled): the value x and the constant c.
@@ -166,7 +166,7 @@ private:
 
 LogicalResult GroupEmitter::emit(Operation *op) {
   if (deferScaledFactor(op) || squareScaled(op) || forwardReshape(op) ||
-      affineSelect(op) || reuseRowSums(op) || squareWithRowSums(op) ||
+      affineSelect(op) || reuseRowSums(op) || valuesWithRowSums(op) ||
       foldReduction(op)) {
     return success();
   }
@@ -270,7 +270,7 @@ bool GroupEmitter::affineSelect(Operation *op) {
   return true;
 }
 
-/// A sum of rows squareWithRowSums has summed already.
+/// A sum of rows valuesWithRowSums has summed already.
 bool GroupEmitter::reuseRowSums(Operation *op) {
   if (!llvm::isa<ReduceSumOp>(op) || perRow != 1) {
     return false;
@@ -283,32 +283,46 @@ bool GroupEmitter::reuseRowSums(Operation *op) {
   return true;
 }
 
-/// A square whose rows a sum of the chain folds (a layer norm's variance):
-/// ScalarE squares and sums each row in one activation, instead of a
-/// tensor_tensor and a tensor_reduce on the SBUF port VectorE and GpSimd
-/// share. The engines compute in f32 and sum in order either way, so the
-/// bits are the same.
-bool GroupEmitter::squareWithRowSums(Operation *op) {
-  auto mul = llvm::dyn_cast<MulOp>(op);
+/// A square or an activation whose rows a sum of the chain folds (a layer
+/// norm's variance, softmax's exponentials): ScalarE writes each row's
+/// sum (`reduce_dst`) as it computes the values, instead of a
+/// `tensor_reduce` on the SBUF port VectorE and GpSimd share (which
+/// paces attention's softmax beside GpSimd's mask and max subtraction).
+/// The engines compute in f32 and sum in order either way, so an f32
+/// value's sums have the same bits; a bf16 activation's sum is of its
+/// values before they are rounded to the tile (within bf16's rounding of
+/// the sum). A bf16 square keeps the two instructions.
+bool GroupEmitter::valuesWithRowSums(Operation *op) {
   Value result = op->getResult(0);
-  if (!mul || perRow != 1 || isRowValue(result) ||
-      mul.getLhs() != mul.getRhs() ||
+  if (perRow != 1 || isRowValue(result) || op->getNumResults() != 1 ||
       llvm::none_of(result.getUsers(), [&](Operation *user) {
         return llvm::isa<ReduceSumOp>(user) && members.contains(user);
       })) {
     return false;
   }
-  TileArg x = tiles.lookup(mul.getLhs());
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  auto engine = llvm::dyn_cast<EngineElementwiseOp>(op);
+  llvm::StringRef func =
+      mul && mul.getLhs() == mul.getRhs()       ? llvm::StringRef("square")
+      : engine && op->getNumOperands() == 1 ? engine.getActivationFunction()
+                                               : llvm::StringRef();
   auto type = llvm::cast<RankedTensorType>(result.getType());
-  if (x.immediate || x.tile.freeStride == 0 || x.tile.run != 0 ||
-      x.tile.dtype == isa::DType::I32 ||
-      deviceType(type.getElementType()) != isa::DType::F32) {
+  isa::DType dtype = deviceType(type.getElementType());
+  // An activation's rows short of 512 columns: ScalarE's fixed cost a
+  // row outweighs the fold it takes over (random graphs got slower).
+  if (func.empty() || dtype == isa::DType::I32 ||
+      (mul ? dtype != isa::DType::F32 : cols < 512)) {
     return false;
   }
-  Tile squares = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+  TileArg x = tiles.lookup(op->getOperand(0));
+  if (x.immediate || x.tile.freeStride == 0 || x.tile.run != 0 ||
+      x.tile.dtype == isa::DType::I32) {
+    return false;
+  }
+  Tile values = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
   Tile sums = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, 1);
-  tb.activationWithRowSums(squares, x.tile, "square", sums);
-  tiles[result] = TileArg{std::nullopt, squares};
+  tb.activationWithRowSums(values, x.tile, func, sums);
+  tiles[result] = TileArg{std::nullopt, values};
   summedAlready[result] = sums;
   return true;
 }

@@ -983,6 +983,28 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(backward, options);
 }
 
+TEST(CompilerTest, LongRowSoftmaxSumsItsExponentialsOnScalarE) {
+  // A softmax over 1024 keys (a row chain, a row a partition): the
+  // exponentials' activation writes each row's sum as it computes them.
+  // In f32 the sums have the interpreter's bits; in bf16 they sum the
+  // values before their rounding to bf16 and divide by the f32 sum, so the
+  // probabilities may differ from the interpreter's (which sums the
+  // rounded exponentials and rounds the sum to bf16) by the sum's bf16
+  // rounding and then the quotient's: two units in the last place.
+  mlir::MLIRContext context;
+  auto softmax = [](proto::DType dtype) {
+    return [dtype](GraphBuilder &b) {
+      Tensor x = b.cast(in(b, "x", {2, 130, 1024}), dtype);
+      out(b, b.cast(b.softmax(b.mul(x, b.scalar(4.0, dtype)), 2), proto::F32),
+          "p");
+    };
+  };
+  DiffOptions options;
+  expectMatches(buildGraph(context, softmax(proto::F32)), options);
+  options.rtol = 1.0 / 64;
+  expectMatches(buildGraph(context, softmax(proto::BF16)), options);
+}
+
 TEST(CompilerTest, CausalMasksAreComputedFromPositions) {
   // A causal mask as PyTorch traces it (key index - query index <= 0 from
   // iotas, selected between true and false, negated) picks -1e30 for the

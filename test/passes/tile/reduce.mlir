@@ -174,3 +174,21 @@ func.func @short_whole_tensor_max(%x: tensor<64xf32> {kgraph.name = "x", kgraph.
   %0 = kgraph.reduce_max %x, [0] : tensor<64xf32> -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// A softmax's row chain over rows of 1024 keys: ScalarE writes each
+// row's sum of the exponentials as it computes them (`reduce_dst`), so no
+// tensor_reduce queues for the port VectorE and GpSimd share. (Rows under
+// 512 columns keep the tensor_reduce: see @short_rows.)
+// CHECK-LABEL: func.func @long_row_softmax
+// CHECK: ktile.tensor_reduce %[[M:.*]], %{{.*}} {{.*}}op = "max"
+// CHECK: ktile.activation %[[E:.*]], %{{.*}}, %[[S:.*]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1024]>, func = "exp", reduce_dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 1]>
+// CHECK-NOT: ktile.tensor_reduce
+// CHECK: ktile.tensor_scalar %{{.*}}, %[[E]], %[[S]] {{.*}}op0 = "div"
+func.func @long_row_softmax(%x: tensor<128x1024xf32> {kgraph.name = "x", kgraph.role = "batch_input"}) -> (tensor<128x1024xf32> {kgraph.name = "p", kgraph.role = "metric"}) {
+  %m = kgraph.reduce_max %x, [1] {keepdim = true} : tensor<128x1024xf32> -> tensor<128x1xf32>
+  %d = kgraph.sub %x, %m {kgraph.fusion = 0 : i64} : tensor<128x1024xf32>, tensor<128x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 0 : i64} : tensor<128x1024xf32>
+  %s = kgraph.reduce_sum %e, [1] {keepdim = true} : tensor<128x1024xf32> -> tensor<128x1xf32>
+  %p = kgraph.div %e, %s {kgraph.fusion = 1 : i64} : tensor<128x1024xf32>, tensor<128x1xf32>
+  return %p : tensor<128x1024xf32>
+}
