@@ -255,7 +255,13 @@ std::optional<AffinePredicate> predicateOf(Value v, int depth) {
   return std::nullopt;
 }
 
-bool isConstant(Value v) { return v.getDefiningOp<ConstantOp>() != nullptr; }
+/// A splat constant: the tile phase holds it as an immediate.
+bool isSplatConstant(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  return dense && dense.isSplat();
+}
 
 /// Row-major multi-index of `element` in `shape`, each step from the
 /// outermost dimension taking as many of its strides as fit.
@@ -347,7 +353,8 @@ bool isAffineSelectCondition(Value cond, llvm::ArrayRef<Operation *> ops,
     auto select = llvm::dyn_cast<SelectOp>(op);
     if (!select || select.getOnTrue() == cond || select.getOnFalse() == cond ||
         shapeOf(select.getOutput()) != shape ||
-        isConstant(select.getOnTrue()) == isConstant(select.getOnFalse())) {
+        isSplatConstant(select.getOnTrue()) ==
+            isSplatConstant(select.getOnFalse())) {
       return false;
     }
     read = true;

@@ -36,7 +36,7 @@ affinePredicateOf(mlir::Value v, llvm::ArrayRef<int64_t> shape);
 llvm::StringRef negatedComparison(llvm::StringRef compare);
 
 /// Whether `ops` (a group) read `cond` only as the condition of selects of
-/// `shape` with a constant branch: the selects compute it with
+/// `shape` with one splat constant branch: the selects compute it with
 /// affine_select (GroupEmitter), so the group need not load it.
 bool isAffineSelectCondition(mlir::Value cond,
                              llvm::ArrayRef<mlir::Operation *> ops,

@@ -138,7 +138,7 @@ private:
   bool deferScaledFactor(Operation *op);
   bool squareScaled(Operation *op);
   bool forwardReshape(Operation *op);
-  bool affineSelect(Operation *op);
+  LogicalResult affineSelect(SelectOp select);
   bool reuseRowSums(Operation *op);
   bool valuesWithRowSums(Operation *op);
   bool foldReduction(Operation *op);
@@ -165,9 +165,15 @@ private:
 };
 
 LogicalResult GroupEmitter::emit(Operation *op) {
+  // A select on a condition the loop nest did not load (computesCondition).
+  if (auto select = llvm::dyn_cast<SelectOp>(op)) {
+    TileArg cond = tiles.lookup(select.getCondition());
+    if (!cond.immediate && !cond.tile.buffer) {
+      return affineSelect(select);
+    }
+  }
   if (deferScaledFactor(op) || squareScaled(op) || forwardReshape(op) ||
-      affineSelect(op) || reuseRowSums(op) || valuesWithRowSums(op) ||
-      foldReduction(op)) {
+      reuseRowSums(op) || valuesWithRowSums(op) || foldReduction(op)) {
     return success();
   }
   FailureOr<llvm::SmallVector<TileArg>> args = operandsOf(op);
@@ -230,19 +236,11 @@ bool GroupEmitter::forwardReshape(Operation *op) {
   return true;
 }
 
-/// A select on a condition the loop nest did not load
-/// (computesCondition): affine_select computes the condition from
-/// each element's position, keeping the branch that is a tile and filling
-/// in the constant one.
-bool GroupEmitter::affineSelect(Operation *op) {
-  auto select = llvm::dyn_cast<SelectOp>(op);
-  if (!select) {
-    return false;
-  }
-  TileArg cond = tiles.lookup(select.getCondition());
-  if (cond.immediate || cond.tile.buffer) {
-    return false;
-  }
+/// A select whose condition the loop nest did not load
+/// (computesCondition): affine_select computes the condition from each
+/// element's position, keeping the branch that is a tile and filling in
+/// the constant one.
+LogicalResult GroupEmitter::affineSelect(SelectOp select) {
   auto type = llvm::cast<RankedTensorType>(select.getOutput().getType());
   std::optional<AffinePredicate> predicate =
       affinePredicateOf(select.getCondition(), type.getShape());
@@ -251,15 +249,19 @@ bool GroupEmitter::affineSelect(Operation *op) {
   bool fillTrue = onTrue.immediate.has_value();
   const TileArg &kept = fillTrue ? onFalse : onTrue;
   const TileArg &fill = fillTrue ? onTrue : onFalse;
-  assert(predicate && fill.immediate && !kept.immediate &&
-         "computesCondition admits only these selects");
+  std::optional<llvm::SmallVector<AffineBox, 1>> boxes;
+  if (predicate && fill.immediate && !kept.immediate) {
+    boxes = affineBoxes(*predicate, type.getShape(), index, rows, cols);
+  }
+  if (!boxes) {
+    return select.emitOpError(
+        "has a condition its group did not load that affine_select cannot "
+        "compute here (a compiler bug: computesCondition admitted it)");
+  }
   llvm::StringRef compare =
       fillTrue ? negatedComparison(predicate->compare) : predicate->compare;
   Tile dst = tb.tile(isa::Memory::Sbuf, deviceType(type.getElementType()),
                      rows, cols);
-  std::optional<llvm::SmallVector<AffineBox, 1>> boxes =
-      affineBoxes(*predicate, type.getShape(), index, rows, cols);
-  assert(boxes && "computesCondition admitted this tile iteration");
   for (const AffineBox &box : *boxes) {
     tb.affineSelect(dst.withRows(box.p0, box.rows).columns(box.f0, box.cols),
                     kept.tile.withRows(box.p0, box.rows).columns(box.f0, box.cols),
@@ -267,7 +269,7 @@ bool GroupEmitter::affineSelect(Operation *op) {
                     box.freeStep);
   }
   tiles[select.getOutput()] = TileArg{std::nullopt, dst};
-  return true;
+  return success();
 }
 
 /// A sum of rows valuesWithRowSums has summed already.
