@@ -432,6 +432,31 @@ bool memset(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+/// affine_select: the source where `int0 + int1 * p + int2 * i` (p the
+/// partition, i the free index) compares true with 0 under op0, imm0
+/// elsewhere (a causal mask computed from positions).
+bool affineSelect(MachineState &m, const isa::Instruction &inst) {
+  const isa::AccessPattern &dst = inst.operands[0];
+  int64_t parts = dst.partitions, free = dst.freeElements();
+  std::vector<float> &v = scratch(0, elementsOf(dst));
+  if (!gatherFloats(m, inst.operands[1], v.data())) {
+    return false;
+  }
+  auto op = static_cast<isa::AluOp>(inst.op0);
+  auto fill = static_cast<float>(inst.imm0);
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t at = inst.int0 + inst.int1 * p;
+    float *row = v.data() + p * free;
+    for (int64_t i = 0; i < free; ++i, at += inst.int2) {
+      if (alu(op, static_cast<double>(at), 0.0) == 0.0) {
+        row[i] = fill;
+      }
+    }
+  }
+  scatterFloats(m, dst, v.data());
+  return true;
+}
+
 } // namespace
 
 bool executeFast(MachineState &m, const isa::Instruction &inst) {
@@ -456,6 +481,8 @@ bool executeFast(MachineState &m, const isa::Instruction &inst) {
     return in_place::copy(m, inst) || copy(m, inst);
   case isa::Opcode::Memset:
     return in_place::memset(m, inst) || memset(m, inst);
+  case isa::Opcode::AffineSelect:
+    return affineSelect(m, inst);
   default:
     return false;
   }

@@ -119,6 +119,18 @@ TEST(Kernels, ElementwiseAgreeBitForBit) {
           t, make(Opcode::TensorReduce, {rows, a}, static_cast<uint8_t>(op)));
     }
     expectAgreement(t, make(Opcode::TensorCopy, {out, a}));
+    // A causal mask from positions: keys up to the partition's query kept
+    // (base 5 + p - i >= 0), and the strict upper triangle (eq and ne
+    // too).
+    for (AluOp op : {AluOp::Ge, AluOp::Lt, AluOp::Eq, AluOp::Ne}) {
+      isa::Instruction select =
+          make(Opcode::AffineSelect, {out, a}, static_cast<uint8_t>(op), 0,
+               -3.0e38);
+      select.int0 = 5;
+      select.int1 = 1;
+      select.int2 = -1;
+      expectAgreement(t, select);
+    }
   }
 }
 
