@@ -354,11 +354,13 @@ struct ReduceBeforePositiveScale : OpRewritePattern<Reduce> {
   }
 };
 
-/// The factor of `scale`, x * c or x / c with c a rank-0 constant that is
-/// a power of two (the 1/8 of a 64-feature head's softmax), and its x: a
-/// product's input scaled by it gives exactly the product scaled by it,
-/// since multiplying every term and partial sum by 2^k rounds nothing
-/// short of overflow and underflow.
+/// The factor of `scale`, x * c or x / c with c a positive rank-0 f32 or
+/// bf16 constant that is a power of two (the 1/8 of a 64-feature head's
+/// softmax), and its x: a product's input scaled by it gives exactly the
+/// product scaled by it, since multiplying every term and partial sum by
+/// 2^k rounds nothing short of overflow and underflow, which f32's and
+/// bf16's 8-bit exponent leaves far away. (f16's 5-bit exponent does
+/// not; a negative factor would turn a product's +0 into -0.)
 std::optional<double> powerOfTwoFactor(Operation *scale, Value &x) {
   if (!llvm::isa_and_present<DivOp, MulOp>(scale)) {
     return std::nullopt;
@@ -378,13 +380,15 @@ std::optional<double> powerOfTwoFactor(Operation *scale, Value &x) {
     std::swap(a, c);
   }
   DenseElementsAttr dense = constantOf(c);
-  if (!dense || a.getType() != scale->getResult(0).getType()) {
+  if (!dense || a.getType() != scale->getResult(0).getType() ||
+      !(dense.getElementType().isF32() || dense.getElementType().isBF16())) {
     return std::nullopt;
   }
   APFloat value = dense.getSplatValue<APFloat>();
   int exponent = 0;
-  if (!value.isFiniteNonZero() ||
-      std::fabs(std::frexp(value.convertToDouble(), &exponent)) != 0.5) {
+  if (!value.isNormal() || value.isNegative() ||
+      std::frexp(value.convertToDouble(), &exponent) != 0.5 ||
+      std::abs(exponent) > 64) {
     return std::nullopt;
   }
   x = a;
@@ -455,6 +459,34 @@ struct ScaleProductInput : OpRewritePattern<Scale> {
   }
 };
 
+/// Whether a product that reads `operand` may take its scaling over onto
+/// its other input: at least 4 times smaller, and `operand` big enough.
+bool movesToOtherInput(MatmulOp product, Value operand) {
+  Value other = product.getLhs() == operand ? product.getRhs() : product.getLhs();
+  return elementsOf(operand) >= kScaledProductElements &&
+         4 * elementsOf(other) <= elementsOf(operand);
+}
+
+/// Whether every reader of `scaled` (directly or through reshapes) is a
+/// product that moves the scaling to its other input, so that the pass
+/// over `scaled` goes away rather than gaining a second one beside it.
+bool onlyProductsMoveIt(Value scaled) {
+  for (Operation *user : scaled.getUsers()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
+      if (!onlyProductsMoveIt(reshape.getOutput())) {
+        return false;
+      }
+      continue;
+    }
+    auto product = llvm::dyn_cast<MatmulOp>(user);
+    if (!product || product.getLhs() == product.getRhs() ||
+        !movesToOtherInput(product, scaled)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 struct ScaleOtherProductInput : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -467,8 +499,8 @@ struct ScaleOtherProductInput : OpRewritePattern<MatmulOp> {
       Value x;
       std::optional<double> factor =
           powerOfTwoFactor(inner.getDefiningOp(), x);
-      if (!factor || elementsOf(operand) < kScaledProductElements ||
-          4 * elementsOf(other) > elementsOf(operand)) {
+      if (!factor || operand == other || !movesToOtherInput(op, operand) ||
+          !onlyProductsMoveIt(inner)) {
         continue;
       }
       Location loc = op.getLoc();

@@ -85,9 +85,21 @@ std::optional<int64_t> splatInteger(ConstantOp constant) {
 
 const int kMaxDepth = 16;
 
+/// Whether every value of `v` is the exact integer the form computes: an
+/// integer type (an i1 means x != 0, not x), or f32 with every dimension
+/// under 2^24 (bf16 and f16 round an iota past 256 and 2048).
+bool holdsIndicesExactly(Value v) {
+  Type element = llvm::cast<RankedTensorType>(v.getType()).getElementType();
+  if (auto integer = llvm::dyn_cast<IntegerType>(element)) {
+    return integer.getWidth() >= 32;
+  }
+  return element.isF32() &&
+         llvm::all_of(shapeOf(v), [](int64_t n) { return n < (1 << 24); });
+}
+
 std::optional<AffineForm> formOf(Value v, int depth) {
   Operation *def = v.getDefiningOp();
-  if (!def || depth > kMaxDepth) {
+  if (!def || depth > kMaxDepth || !holdsIndicesExactly(v)) {
     return std::nullopt;
   }
   Dims shape = shapeOf(v);
@@ -119,9 +131,6 @@ std::optional<AffineForm> formOf(Value v, int depth) {
     return operand(broadcast.getInput());
   }
   if (auto cast = llvm::dyn_cast<CastOp>(def)) {
-    if (cast.getInput().getType().getElementType().isInteger(1)) {
-      return std::nullopt;
-    }
     return operand(cast.getInput());
   }
   if (auto neg = llvm::dyn_cast<NegOp>(def)) {

@@ -138,7 +138,7 @@ private:
   bool deferScaledFactor(Operation *op);
   bool squareScaled(Operation *op);
   bool forwardReshape(Operation *op);
-  LogicalResult affineSelect(SelectOp select);
+  FailureOr<bool> affineSelect(SelectOp select);
   bool reuseRowSums(Operation *op);
   bool valuesWithRowSums(Operation *op);
   bool foldReduction(Operation *op);
@@ -169,7 +169,10 @@ LogicalResult GroupEmitter::emit(Operation *op) {
   if (auto select = llvm::dyn_cast<SelectOp>(op)) {
     TileArg cond = tiles.lookup(select.getCondition());
     if (!cond.immediate && !cond.tile.buffer) {
-      return affineSelect(select);
+      FailureOr<bool> done = affineSelect(select);
+      if (failed(done) || *done) {
+        return failure(failed(done));
+      }
     }
   }
   if (deferScaledFactor(op) || squareScaled(op) || forwardReshape(op) ||
@@ -239,24 +242,39 @@ bool GroupEmitter::forwardReshape(Operation *op) {
 /// A select whose condition the loop nest did not load
 /// (computesCondition): affine_select computes the condition from each
 /// element's position, keeping the branch that is a tile and filling in
-/// the constant one.
-LogicalResult GroupEmitter::affineSelect(SelectOp select) {
+/// the constant one. When neither branch or both are immediates (a
+/// constant the canonicalizer left as a view), the condition's tile is
+/// computed instead (an iota and a comparison a box) and the select runs
+/// as any other: false then.
+FailureOr<bool> GroupEmitter::affineSelect(SelectOp select) {
   auto type = llvm::cast<RankedTensorType>(select.getOutput().getType());
   std::optional<AffinePredicate> predicate =
       affinePredicateOf(select.getCondition(), type.getShape());
+  std::optional<llvm::SmallVector<AffineBox, 1>> boxes;
+  if (predicate) {
+    boxes = affineBoxes(*predicate, type.getShape(), index, rows, cols);
+  }
+  if (!boxes) {
+    return select.emitOpError(
+        "has a condition its group did not load that is not affine on this "
+        "tile (a compiler bug: computesCondition admitted it)");
+  }
   TileArg onTrue = tiles.lookup(select.getOnTrue());
   TileArg onFalse = tiles.lookup(select.getOnFalse());
   bool fillTrue = onTrue.immediate.has_value();
   const TileArg &kept = fillTrue ? onFalse : onTrue;
   const TileArg &fill = fillTrue ? onTrue : onFalse;
-  std::optional<llvm::SmallVector<AffineBox, 1>> boxes;
-  if (predicate && fill.immediate && !kept.immediate) {
-    boxes = affineBoxes(*predicate, type.getShape(), index, rows, cols);
-  }
-  if (!boxes) {
-    return select.emitOpError(
-        "has a condition its group did not load that affine_select cannot "
-        "compute here (a compiler bug: computesCondition admitted it)");
+  if (!fill.immediate || kept.immediate) {
+    Tile positions = tb.tile(isa::Memory::Sbuf, isa::DType::I32, rows, cols);
+    Tile cond = tb.tile(isa::Memory::Sbuf, isa::DType::F32, rows, cols);
+    for (const AffineBox &box : *boxes) {
+      Tile at = positions.withRows(box.p0, box.rows).columns(box.f0, box.cols);
+      tb.iota(at, box.base, box.partitionStep, box.freeStep);
+      tb.tensorScalar(cond.withRows(box.p0, box.rows).columns(box.f0, box.cols),
+                      at, predicate->compare, 0.0);
+    }
+    tiles[select.getCondition()] = TileArg{std::nullopt, cond};
+    return false;
   }
   llvm::StringRef compare =
       fillTrue ? negatedComparison(predicate->compare) : predicate->compare;
@@ -269,7 +287,7 @@ LogicalResult GroupEmitter::affineSelect(SelectOp select) {
                     box.freeStep);
   }
   tiles[select.getOutput()] = TileArg{std::nullopt, dst};
-  return success();
+  return true;
 }
 
 /// A sum of rows valuesWithRowSums has summed already.
@@ -293,7 +311,7 @@ bool GroupEmitter::reuseRowSums(Operation *op) {
 /// The engines compute in f32 and sum in order either way, so an f32
 /// value's sums have the same bits; a bf16 activation's sum is of its
 /// values before they are rounded to the tile (within bf16's rounding of
-/// the sum). A bf16 square keeps the two instructions.
+/// the sum; exp only). A bf16 square keeps the two instructions.
 bool GroupEmitter::valuesWithRowSums(Operation *op) {
   Value result = op->getResult(0);
   if (perRow != 1 || isRowValue(result) || op->getNumResults() != 1 ||
@@ -311,9 +329,13 @@ bool GroupEmitter::valuesWithRowSums(Operation *op) {
   auto type = llvm::cast<RankedTensorType>(result.getType());
   isa::DType dtype = deviceType(type.getElementType());
   // An activation's rows short of 512 columns: ScalarE's fixed cost a
-  // row outweighs the fold it takes over (random graphs got slower).
+  // row outweighs the fold it takes over (random graphs got slower). A
+  // narrower activation than f32 only when it is exp: its values are
+  // positive, so the sum of the unrounded ones is within the sum's own
+  // rounding of the rounded ones' (a function of either sign could cancel).
+  bool narrow = dtype != isa::DType::F32;
   if (func.empty() || dtype == isa::DType::I32 ||
-      (mul ? dtype != isa::DType::F32 : cols < 512)) {
+      (mul ? narrow : cols < 512 || (narrow && func != "exp"))) {
     return false;
   }
   TileArg x = tiles.lookup(op->getOperand(0));

@@ -67,8 +67,9 @@ const char *reductionAlu(Operation *op) {
 namespace {
 
 /// How many partitions one row of `columns` elements spreads over: the
-/// most, up to 128, that divide it into runs of at least 512 columns; 1
-/// when no such split exists.
+/// most, from 8 up to 128, that divide it into runs of at least 512
+/// columns; 1 when no such split exists (fewer would not pay for the
+/// transpose).
 int64_t spreadPartitions(int64_t columns) {
   for (int64_t parts = 128; parts >= 8; --parts) {
     if (columns % parts == 0 && columns / parts >= 512) {

@@ -1039,6 +1039,12 @@ TEST(CompilerTest, CausalMasksAreComputedFromPositions) {
     Tensor lower = b.compare("ge", b.iota({10, 10}, 0, proto::I32),
                              b.iota({10, 10}, 1, proto::I32));
     out(b, b.mul(b.select(lower, small, b.scalar(-2.0)), small), "lower_kept");
+    // bf16 iotas round past 256 (300 and 301 are both 300): not affine in
+    // the indices, so this mask is loaded, and equal keys stay kept.
+    Tensor wide = in(b, "wide", {2, 512, 512});
+    Tensor rounded = b.compare("ge", b.iota({512, 512}, 0, proto::BF16),
+                               b.iota({512, 512}, 1, proto::BF16));
+    out(b, b.select(rounded, wide, b.scalar(0.0)), "rounded_iotas");
   });
   DiffOptions options;
   options.atol = 2e-5; // f32 products accumulated in another order

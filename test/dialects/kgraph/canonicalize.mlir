@@ -256,13 +256,17 @@ func.func @power_of_two_scale_moves_to_smaller_input(%q: tensor<2x1024x16xf32>, 
 
 // Kept: a scale that is not a power of two (rounding would differ), an
 // input not 4 times smaller (a short sequence's scores, [1024, 1024]
-// against a head of 512), a product read twice, and a scaled tensor under
-// 2^20 elements.
+// against a head of 512), a product read twice, a scaled tensor under
+// 2^20 elements, a negative factor (the sign of a zero product), an f16
+// product (its 5-bit exponent underflows), and a scaled gradient that a
+// non-product also reads (moving it would add a pass, not take one away).
 // CHECK-LABEL: func.func @other_product_scales_kept
-// CHECK-COUNT-4: kgraph.div
-func.func @other_product_scales_kept(%q: tensor<2x1024x512xf32>, %kt: tensor<2x512x1024xf32>, %b: tensor<1024x8xf32>, %c: tensor<64x8xf32>) -> (tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>) {
+// CHECK-COUNT-7: kgraph.div
+func.func @other_product_scales_kept(%q: tensor<2x1024x512xf32>, %kt: tensor<2x512x1024xf32>, %b: tensor<1024x8xf32>, %c: tensor<64x8xf32>, %h: tensor<1024x8xf16>, %g: tensor<1024x1024xf32>) -> (tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf16>, tensor<1024x8xf32>, tensor<1024x1024xf32>) {
   %three = kgraph.constant dense<3.0> : tensor<f32>
   %eight = kgraph.constant dense<8.0> : tensor<f32>
+  %minus = kgraph.constant dense<-8.0> : tensor<f32>
+  %eighth = kgraph.constant dense<8.0> : tensor<f16>
   %p = kgraph.matmul %q, %kt : tensor<2x1024x512xf32>, tensor<2x512x1024xf32> -> tensor<2x1024x1024xf32>
   %s = kgraph.div %p, %eight : tensor<2x1024x1024xf32>, tensor<f32>
   %bt = kgraph.transpose %b, [1, 0] : tensor<1024x8xf32> -> tensor<8x1024xf32>
@@ -272,5 +276,12 @@ func.func @other_product_scales_kept(%q: tensor<2x1024x512xf32>, %kt: tensor<2x5
   %ct = kgraph.transpose %c, [1, 0] : tensor<64x8xf32> -> tensor<8x64xf32>
   %w = kgraph.matmul %c, %ct : tensor<64x8xf32>, tensor<8x64xf32> -> tensor<64x64xf32>
   %v = kgraph.div %w, %eight : tensor<64x64xf32>, tensor<f32>
-  return %s, %t, %u, %v : tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>
+  %r2 = kgraph.matmul %b, %bt : tensor<1024x8xf32>, tensor<8x1024xf32> -> tensor<1024x1024xf32>
+  %n = kgraph.div %r2, %minus : tensor<1024x1024xf32>, tensor<f32>
+  %ht = kgraph.transpose %h, [1, 0] : tensor<1024x8xf16> -> tensor<8x1024xf16>
+  %hh = kgraph.matmul %h, %ht : tensor<1024x8xf16>, tensor<8x1024xf16> -> tensor<1024x1024xf16>
+  %f = kgraph.div %hh, %eighth : tensor<1024x1024xf16>, tensor<f16>
+  %gs = kgraph.div %g, %eight : tensor<1024x1024xf32>, tensor<f32>
+  %dg = kgraph.matmul %gs, %b : tensor<1024x1024xf32>, tensor<1024x8xf32> -> tensor<1024x8xf32>
+  return %s, %t, %u, %v, %n, %f, %dg, %gs : tensor<2x1024x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32>, tensor<64x64xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf16>, tensor<1024x8xf32>, tensor<1024x1024xf32>
 }
