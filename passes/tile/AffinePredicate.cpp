@@ -64,10 +64,19 @@ std::optional<AffineForm> reshapeForm(const AffineForm &form, Dims from,
   return out;
 }
 
+/// The value of `v` when it is a splat constant (the tile phase holds it
+/// as an immediate).
+DenseElementsAttr splatOf(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : DenseElementsAttr();
+  return dense && dense.isSplat() ? dense : DenseElementsAttr();
+}
+
 /// The integral value of a splat constant that an f32 holds exactly.
-std::optional<int64_t> splatInteger(ConstantOp constant) {
-  auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat()) {
+std::optional<int64_t> splatInteger(Value v) {
+  DenseElementsAttr dense = splatOf(v);
+  if (!dense) {
     return std::nullopt;
   }
   Type element = dense.getElementType();
@@ -110,8 +119,8 @@ std::optional<AffineForm> formOf(Value v, int depth) {
     }
     return broadcastForm(*f, shapeOf(x), shape);
   };
-  if (auto constant = llvm::dyn_cast<ConstantOp>(def)) {
-    std::optional<int64_t> value = splatInteger(constant);
+  if (llvm::isa<ConstantOp>(def)) {
+    std::optional<int64_t> value = splatInteger(v);
     if (!value) {
       return std::nullopt;
     }
@@ -190,10 +199,8 @@ namespace {
 
 /// A splat i1 constant's value.
 std::optional<bool> splatBool(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat() || !dense.getElementType().isInteger(1)) {
+  DenseElementsAttr dense = splatOf(v);
+  if (!dense || !dense.getElementType().isInteger(1)) {
     return std::nullopt;
   }
   return dense.getSplatValue<bool>();
@@ -264,27 +271,14 @@ std::optional<AffinePredicate> predicateOf(Value v, int depth) {
   return std::nullopt;
 }
 
-/// A splat constant: the tile phase holds it as an immediate.
-bool isSplatConstant(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  return dense && dense.isSplat();
-}
 
 /// Row-major multi-index of `element` in `shape`, each step from the
 /// outermost dimension taking as many of its strides as fit.
 llvm::SmallVector<int64_t, 4> unravel(int64_t element, Dims shape) {
-  llvm::SmallVector<int64_t, 4> index(shape.size(), 0);
-  int64_t stride = 1;
-  llvm::SmallVector<int64_t, 4> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  for (size_t d = 0; d < shape.size(); ++d) {
-    index[d] = element / strides[d];
-    element -= index[d] * strides[d];
+  llvm::SmallVector<int64_t, 4> index;
+  for (int64_t stride : rowMajorStrides(shape)) {
+    index.push_back(element / stride);
+    element -= index.back() * stride;
   }
   return index;
 }
@@ -352,8 +346,8 @@ std::optional<AffinePredicate> affinePredicateOf(Value v, Dims shape) {
   return AffinePredicate{f.constant, f.coefficients, p->compare};
 }
 
-bool isAffineSelectCondition(Value cond, llvm::ArrayRef<Operation *> ops,
-                             Dims shape) {
+std::optional<AffinePredicate>
+selectCondition(Value cond, llvm::ArrayRef<Operation *> ops, Dims shape) {
   bool read = false;
   for (Operation *op : ops) {
     if (!llvm::is_contained(op->getOperands(), cond)) {
@@ -362,13 +356,13 @@ bool isAffineSelectCondition(Value cond, llvm::ArrayRef<Operation *> ops,
     auto select = llvm::dyn_cast<SelectOp>(op);
     if (!select || select.getOnTrue() == cond || select.getOnFalse() == cond ||
         shapeOf(select.getOutput()) != shape ||
-        isSplatConstant(select.getOnTrue()) ==
-            isSplatConstant(select.getOnFalse())) {
-      return false;
+        static_cast<bool>(splatOf(select.getOnTrue())) ==
+            static_cast<bool>(splatOf(select.getOnFalse()))) {
+      return std::nullopt;
     }
     read = true;
   }
-  return read && affinePredicateOf(cond, shape).has_value();
+  return read ? affinePredicateOf(cond, shape) : std::nullopt;
 }
 
 std::optional<llvm::SmallVector<AffineBox, 1>>
@@ -401,11 +395,9 @@ affineBoxes(const AffinePredicate &predicate, Dims shape, const TileIndex &index
 
 bool computesCondition(Value cond, llvm::ArrayRef<Operation *> ops, Dims shape,
                        const TileIndex &index, int64_t rows, int64_t cols) {
-  if (!isAffineSelectCondition(cond, ops, shape)) {
-    return false;
-  }
-  std::optional<AffinePredicate> predicate = affinePredicateOf(cond, shape);
-  return affineBoxes(*predicate, shape, index, rows, cols).has_value();
+  std::optional<AffinePredicate> predicate = selectCondition(cond, ops, shape);
+  return predicate &&
+         affineBoxes(*predicate, shape, index, rows, cols).has_value();
 }
 
 } // namespace kiln::tile_passes

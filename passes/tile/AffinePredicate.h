@@ -35,12 +35,13 @@ affinePredicateOf(mlir::Value v, llvm::ArrayRef<int64_t> shape);
 /// The comparison that holds where `compare` does not.
 llvm::StringRef negatedComparison(llvm::StringRef compare);
 
-/// Whether `ops` (a group) read `cond` only as the condition of selects of
-/// `shape` with one splat constant branch: the selects compute it with
-/// affine_select (GroupEmitter), so the group need not load it.
-bool isAffineSelectCondition(mlir::Value cond,
-                             llvm::ArrayRef<mlir::Operation *> ops,
-                             llvm::ArrayRef<int64_t> shape);
+/// The predicate `cond` computes over `shape`, when `ops` (a group) read
+/// it only as the condition of selects of `shape` with one splat constant
+/// branch: the selects compute it with affine_select (GroupEmitter), so
+/// the group need not load it.
+std::optional<AffinePredicate>
+selectCondition(mlir::Value cond, llvm::ArrayRef<mlir::Operation *> ops,
+                llvm::ArrayRef<int64_t> shape);
 
 /// A box of a tile iteration, rows [p0, p0 + rows) and columns [f0, f0 +
 /// cols), over which `predicate`'s expression is `base + partitionStep * p
@@ -61,7 +62,7 @@ affineBoxes(const AffinePredicate &predicate, llvm::ArrayRef<int64_t> shape,
 
 /// Whether a group loop nest or epilogue computes `cond` on the tile
 /// iteration at `index` rather than loading it: its selects read it alone
-/// (isAffineSelectCondition) and its rows do not wrap (affineBoxes).
+/// (selectCondition) and its rows do not wrap (affineBoxes).
 bool computesCondition(mlir::Value cond, llvm::ArrayRef<mlir::Operation *> ops,
                        llvm::ArrayRef<int64_t> shape, const TileIndex &index,
                        int64_t rows, int64_t cols);

@@ -10,7 +10,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 using namespace mlir;
@@ -297,9 +296,9 @@ LoopViews loopViews(Lowering &lowering, llvm::ArrayRef<Operation *> ops,
   // Selects compute a condition affine in the element's position from the
   // row-major index (as dropout's numbers), without loading it.
   for (Value v : lv.inputs) {
-    lv.computedCondition.push_back(isAffineSelectCondition(v, ops, shape));
+    lv.computedConditions.push_back(selectCondition(v, ops, shape));
   }
-  lv.needsIndex = llvm::is_contained(lv.computedCondition, true);
+  lv.needsIndex = lv.computesConditions();
   lv.shape.assign(shape.begin(), shape.end());
   for (const LoopOutput &out : outputs) {
     lv.views.push_back(out.dst);

@@ -12,7 +12,7 @@
 #ifndef KILN_PASSES_TILE_ELEMENTWISELOOP_H
 #define KILN_PASSES_TILE_ELEMENTWISELOOP_H
 
-#include "passes/tile/Lowering.h"
+#include "passes/tile/AffinePredicate.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -42,9 +42,14 @@ struct LoopViews {
   std::vector<HbmView> views; // inputs, then outputs
   std::vector<bool> isImmediate;
   std::vector<double> immediates; // 0 where not isImmediate
-  /// Per input: a select condition the group computes rather than loads
-  /// where a tile iteration allows (isAffineSelectCondition), over `shape`.
-  std::vector<bool> computedCondition;
+  /// Per input: the predicate of a select condition the group computes
+  /// rather than loads where a tile iteration allows (selectCondition),
+  /// over `shape`.
+  std::vector<std::optional<AffinePredicate>> computedConditions;
+  bool computesConditions() const {
+    return llvm::any_of(computedConditions,
+                        [](const auto &p) { return p.has_value(); });
+  }
   llvm::SmallVector<int64_t, 4> shape;
   std::vector<Shape> strides;     // every view
   std::vector<int64_t> offsets;   // every view

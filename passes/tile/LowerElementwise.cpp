@@ -9,7 +9,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
 #include <map>
@@ -289,9 +288,10 @@ LogicalResult LoopNest::emitTile(bool first, int64_t p0, int64_t f0) {
   llvm::DenseMap<Value, TileArg> tiles;
   TileIndex index = tileIndex(p0, f0);
   for (size_t i = 0; i < views.inputs.size(); ++i) {
-    if (views.computedCondition[i] &&
-        computesCondition(views.inputs[i], ops, views.shape, index, rows,
-                          cols)) {
+    const std::optional<AffinePredicate> &condition =
+        views.computedConditions[i];
+    if (condition &&
+        affineBoxes(*condition, views.shape, index, rows, cols)) {
       tiles[views.inputs[i]] = TileArg{};
       continue;
     }
@@ -529,7 +529,7 @@ LogicalResult Lowering::lowerElementwise(
   // partitions: one affine_select a tile.
   LoopSpace space =
       collapse(shape, views.strides,
-               llvm::is_contained(views.computedCondition, true) &&
+               views.computesConditions() &&
                    reductions.empty() && columnSums.empty() && !chain);
   bool chainFolds = fuseRowFolds(space, views, reductions, chain);
   skipOutputsOnlyReducedOnes(outputs, ops, reductions);
