@@ -105,6 +105,16 @@ struct Band {
   int64_t image() const { return rows * cols; } // elements of one image
 };
 
+/// Kernel rows [row0, row0 + rows) whose taps one matmul contracts
+/// together. With few input channels a tap's matmul would use few of
+/// TensorE's rows, so each channel's band is repeated once per tap of the
+/// stack on the partitions, in the weight's order (channel, kernel row,
+/// kernel column): a 7x7 stem on 3 channels runs as two matmuls a block
+/// (126 and 21 partitions), not 49 of three partitions each.
+struct TapStack {
+  int64_t row0 = 0, rows = 0;
+};
+
 /// A convolution's sums per output channel, folded as its blocks leave
 /// PSUM: the activation evacuating a block writes its sums into a column of
 /// their own, and the columns fold once the blocks are done (independent
@@ -207,11 +217,45 @@ private:
                    const ChannelTile &out);
   TileWindow window(const Band &band, int64_t tap,
                     const PixelBlock &block) const;
-  void applyBlock(const HbmView &input, const HbmView &out, int64_t group,
-                  const PixelBlock &block, const ChannelTile &ot,
-                  llvm::ArrayRef<Band> bands, llvm::ArrayRef<Tile> weights,
-                  bool flipped, ChannelSumColumns *sums,
+  /// The block's matmuls, stationary[i] times moving[i] accumulated.
+  void applyBlock(const HbmView &out, int64_t group, const PixelBlock &block,
+                  const ChannelTile &ot, llvm::ArrayRef<Tile> stationary,
+                  llvm::ArrayRef<TileWindow> moving, ChannelSumColumns *sums,
                   const EpilogueTiles &channelInputs);
+  /// The weights of output-channel tile `ot`: a tile per tap stack, or per
+  /// input-channel tile with every tap side by side.
+  llvm::SmallVector<Tile> loadBlockWeights(const WeightLayout &w,
+                                           int64_t group,
+                                           const ChannelTile &ot,
+                                           llvm::ArrayRef<TapStack> stacks);
+  /// A block's moving operands: a stacked band per tap stack, or a window
+  /// per input-channel tile and tap.
+  llvm::SmallVector<TileWindow> movingOperands(llvm::ArrayRef<Band> bands,
+                                               llvm::ArrayRef<TapStack> stacks,
+                                               const PixelBlock &block);
+  /// The stationary operands matching movingOperands' from the weight
+  /// tiles of loadBlockWeights.
+  llvm::SmallVector<Tile> stationaryOperands(llvm::ArrayRef<Tile> weights,
+                                             const ChannelTile &ot,
+                                             bool stacked, bool flipped) const;
+  /// The stacks of kernel rows whose taps share a matmul: when a group's
+  /// input channels times the kernel's width fit the partitions, and the
+  /// kernel has more than one tap; none otherwise.
+  llvm::SmallVector<TapStack> tapStacks() const;
+  /// [channels x stack's taps, out.size]: a stack's weights on the
+  /// partitions in the stacked band's order.
+  Tile loadStackedWeights(const WeightLayout &w, int64_t group,
+                          const TapStack &stack, const ChannelTile &out);
+  /// [channels x stack's taps, block's positions]: each tap's window of
+  /// `band` on partitions of its own (one DMA an image).
+  Tile stackBand(const Band &band, const TapStack &stack,
+                 const PixelBlock &block);
+  void weightGradStacked(const HbmView &input, const HbmView &gradOut,
+                         const HbmView &gradWeight,
+                         llvm::ArrayRef<TapStack> stacks);
+  void storeStackedWeightGrad(const HbmView &gradWeight, int64_t group,
+                              const ChannelTile &ot, const TapStack &stack,
+                              const Tile &acc);
   void storeBlock(const HbmView &out, int64_t group, const PixelBlock &block,
                   const ChannelTile &ot, const Tile &tile);
   EpilogueTiles channelInputs(int64_t group, const ChannelTile &ot);

@@ -35,25 +35,71 @@ using namespace kiln::kgraph;
 
 namespace kiln::tile_passes::convolution {
 
-void ConvLowering::applyBlock(const HbmView &input, const HbmView &out,
-                              int64_t group, const PixelBlock &block,
-                              const ChannelTile &ot,
-                              llvm::ArrayRef<Band> bands,
-                              llvm::ArrayRef<Tile> weights, bool flipped,
+void ConvLowering::applyBlock(const HbmView &out, int64_t group,
+                              const PixelBlock &block, const ChannelTile &ot,
+                              llvm::ArrayRef<Tile> stationary,
+                              llvm::ArrayRef<TileWindow> moving,
                               ChannelSumColumns *sums,
                               const EpilogueTiles &channelInputs) {
   Tile acc = tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
                      block.pixels());
-  bool first = true;
-  for (auto [band, w] : llvm::zip(bands, weights)) {
-    for (int64_t tap = 0; tap < g.taps(); ++tap) {
-      int64_t stored = flipped ? g.taps() - 1 - tap : tap;
-      tb.matmul(acc, w.columns(stored * ot.size, ot.size),
-                window(band, tap, block), /*accumulate=*/!first);
-      first = false;
-    }
+  for (auto [i, operands] : llvm::enumerate(llvm::zip(stationary, moving))) {
+    auto [weights, window] = operands;
+    tb.matmul(acc, weights, window, /*accumulate=*/i > 0);
   }
   finishBlock(out, group, block, ot, acc, sums, channelInputs);
+}
+
+llvm::SmallVector<Tile>
+ConvLowering::loadBlockWeights(const WeightLayout &w, int64_t group,
+                               const ChannelTile &ot,
+                               llvm::ArrayRef<TapStack> stacks) {
+  llvm::SmallVector<Tile> tiles;
+  for (const TapStack &stack : stacks) {
+    tiles.push_back(loadStackedWeights(w, group, stack, ot));
+  }
+  if (stacks.empty()) {
+    for (const ChannelTile &it : channelTiles(g.inPerGroup())) {
+      tiles.push_back(loadWeights(w, group, it, ot));
+    }
+  }
+  return tiles;
+}
+
+llvm::SmallVector<TileWindow>
+ConvLowering::movingOperands(llvm::ArrayRef<Band> bands,
+                             llvm::ArrayRef<TapStack> stacks,
+                             const PixelBlock &block) {
+  llvm::SmallVector<TileWindow> moving;
+  for (const TapStack &stack : stacks) {
+    Tile stacked = stackBand(bands.front(), stack, block);
+    moving.push_back(TileWindow{stacked, 0, {FreeDim{1, stacked.cols}}});
+  }
+  if (stacks.empty()) {
+    for (const Band &band : bands) {
+      for (int64_t tap = 0; tap < g.taps(); ++tap) {
+        moving.push_back(window(band, tap, block));
+      }
+    }
+  }
+  return moving;
+}
+
+llvm::SmallVector<Tile>
+ConvLowering::stationaryOperands(llvm::ArrayRef<Tile> weights,
+                                 const ChannelTile &ot, bool stacked,
+                                 bool flipped) const {
+  if (stacked) {
+    return llvm::SmallVector<Tile>(weights);
+  }
+  llvm::SmallVector<Tile> stationary;
+  for (const Tile &w : weights) {
+    for (int64_t tap = 0; tap < g.taps(); ++tap) {
+      int64_t stored = flipped ? g.taps() - 1 - tap : tap;
+      stationary.push_back(w.columns(stored * ot.size, ot.size));
+    }
+  }
+  return stationary;
 }
 
 void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
@@ -62,6 +108,12 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
   if (depthwise()) {
     applyDepthwise(input, weights, out, channelSums);
     return;
+  }
+  // Stacks read the weights' taps in their stored order; the transposed
+  // convolution's flipped taps would need them read backwards.
+  llvm::SmallVector<TapStack> stacks;
+  if (!weights.flipped) {
+    stacks = tapStacks();
   }
   llvm::SmallVector<ChannelTile> inTiles = channelTiles(g.inPerGroup());
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
@@ -83,12 +135,11 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
   }
   for (int64_t group = 0; group < g.groups; ++group) {
     for (llvm::ArrayRef<ChannelTile> set : weightSets) {
-      std::vector<llvm::SmallVector<Tile>> tiles;
+      std::vector<llvm::SmallVector<Tile>> stationary;
       for (const ChannelTile &ot : set) {
-        tiles.emplace_back();
-        for (const ChannelTile &it : inTiles) {
-          tiles.back().push_back(loadWeights(weights, group, it, ot));
-        }
+        stationary.push_back(stationaryOperands(
+            loadBlockWeights(weights, group, ot, stacks), ot, !stacks.empty(),
+            weights.flipped));
       }
       std::vector<ChannelSumColumns> sums;
       for (const ChannelTile &ot : set) {
@@ -106,10 +157,11 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
           bands.push_back(loadBand(input, group * g.inPerGroup() + it.first,
                                    it.size, block));
         }
+        llvm::SmallVector<TileWindow> moving =
+            movingOperands(bands, stacks, block);
         for (auto [i, ot] : llvm::enumerate(set)) {
-          applyBlock(input, out, group, block, ot, bands, tiles[i],
-                     weights.flipped, sums.empty() ? nullptr : &sums[i],
-                     inputs[i]);
+          applyBlock(out, group, block, ot, stationary[i], moving,
+                     sums.empty() ? nullptr : &sums[i], inputs[i]);
         }
       }
       for (auto [ot, columns] : llvm::zip(set, sums)) {
@@ -155,6 +207,10 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
                               const HbmView &gradWeight) {
   if (depthwise()) {
     weightGradDepthwise(input, gradOut, gradWeight);
+    return;
+  }
+  if (llvm::SmallVector<TapStack> stacks = tapStacks(); !stacks.empty()) {
+    weightGradStacked(input, gradOut, gradWeight, stacks);
     return;
   }
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());

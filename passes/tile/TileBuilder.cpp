@@ -515,4 +515,9 @@ void TileBuilder::load(const TileWindow &dst, const HbmView &view,
         {view.buffer, pattern(view, offset, dst.tile.rows, rowStride, free)}});
 }
 
+void TileBuilder::dmaCopy(const Tile &dst, const TileWindow &src) {
+  emit("dma_copy",
+       {{dst.buffer, pattern(dst)}, {src.tile.buffer, pattern(src)}});
+}
+
 } // namespace kiln::tile_passes

@@ -203,6 +203,10 @@ public:
   void transpose(const Tile &dst, const TileWindow &src);
   void load(const TileWindow &dst, const HbmView &view, int64_t offset,
             int64_t rowStride, llvm::ArrayRef<FreeDim> free);
+  /// An on-chip copy by DMA, the way other than TensorE for data to change
+  /// partitions: `src`'s elements in order (partition by partition, its
+  /// free dims within each) fill `dst`'s, which may have other partitions.
+  void dmaCopy(const Tile &dst, const TileWindow &src);
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }

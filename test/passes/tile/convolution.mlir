@@ -1,27 +1,28 @@
 // RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile | FileCheck %s
 
 // A 3x3 convolution, padding 1, on 5x5 maps: channels on the partitions.
-// The weights load once, tap-major ([3 x 9 taps x 4 out]). Each block's
+// The weights load once, tap-major ([48 x 9 taps x 4 out]). Each block's
 // input band is a zero field of 7x7 per image with the image inside it;
 // the nine taps are matmuls whose moving operand is a window over the band
 // (shifted by the tap, no copy), accumulating in PSUM, then one evacuation
 // and one store. A map of 25 positions fills little of a PSUM bank, so a
 // block holds two images: the batch of 8 runs as four blocks, enough for
-// one block's band load to overlap another's matmuls.
+// one block's band load to overlap another's matmuls. (48 channels times
+// the kernel's width of 3 exceed the partitions: the taps do not stack.)
 // CHECK-LABEL: func.func @small_maps
-// CHECK: ktile.dma_copy %[[W:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 36]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 0, dims = [1 x 9, 27 x 4], pstride = 9>}
-// CHECK: ktile.memset %[[BAND:.*]] {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 98]>
-// CHECK: ktile.dma_copy %[[BAND]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 32, dims = [49 x 2, 7 x 5, 1 x 5]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 0, dims = [75 x 2, 1 x 25], pstride = 25>}
-// CHECK: ktile.matmul %[[ACC:.*]], %[[W]], %[[BAND]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 50]>, moving = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 4]>}
-// CHECK: ktile.matmul %[[ACC]], %[[W]], %[[BAND]] {accumulate = true, {{.*}}moving = #kisa.ap<sbuf, f32, p = 0:3, offset = 4, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:3, offset = 16, dims = [1 x 4]>}
+// CHECK: ktile.dma_copy %[[W:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [1 x 36]>, src = #kisa.ap<hbm, f32, p = 0:48, offset = 0, dims = [1 x 9, 432 x 4], pstride = 9>}
+// CHECK: ktile.memset %[[BAND:.*]] {dst = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [1 x 98]>
+// CHECK: ktile.dma_copy %[[BAND]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:48, offset = 32, dims = [49 x 2, 7 x 5, 1 x 5]>, src = #kisa.ap<hbm, f32, p = 0:48, offset = 0, dims = [1200 x 2, 1 x 25], pstride = 25>}
+// CHECK: ktile.matmul %[[ACC:.*]], %[[W]], %[[BAND]] {accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 50]>, moving = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [1 x 4]>}
+// CHECK: ktile.matmul %[[ACC]], %[[W]], %[[BAND]] {accumulate = true, {{.*}}moving = #kisa.ap<sbuf, f32, p = 0:48, offset = 4, dims = [49 x 2, 7 x 5, 1 x 5]>, stationary = #kisa.ap<sbuf, f32, p = 0:48, offset = 16, dims = [1 x 4]>}
 // CHECK-COUNT-7: ktile.matmul %[[ACC]], %[[W]], %[[BAND]] {accumulate = true
 // CHECK: ktile.tensor_copy %[[OUT:.*]], %[[ACC]]
 // CHECK: ktile.dma_copy %{{.*}}, %[[OUT]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>
-// CHECK-COUNT-3: offset = {{600|1200|1800}}, dims = [75 x 2, 1 x 25], pstride = 25>
+// CHECK-COUNT-3: offset = {{9600|19200|28800}}, dims = [1200 x 2, 1 x 25], pstride = 25>
 // CHECK-NOT: ktile.dma_copy %{{.*}}, %arg0
 // CHECK: return
-func.func @small_maps(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x3x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<8x4x5x5xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
-  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<8x4x5x5xf32>
+func.func @small_maps(%x: tensor<8x48x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x48x3x3xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<8x4x5x5xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x48x5x5xf32>, tensor<4x48x3x3xf32> -> tensor<8x4x5x5xf32>
   return %0 : tensor<8x4x5x5xf32>
 }
 
@@ -33,12 +34,62 @@ func.func @small_maps(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = 
 // CHECK-LABEL: func.func @weight_gradient
 // CHECK: ktile.dma_copy %[[DY:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 50]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>}
 // CHECK: ktile.transpose %{{.*}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 4]>
-// CHECK: ktile.transpose %{{.*}}, %[[BAND:.*]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 3]>, src = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>}
-// CHECK: ktile.matmul {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 3]>
+// CHECK: ktile.transpose %{{.*}}, %[[BAND:.*]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 48]>, src = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>}
+// CHECK: ktile.matmul {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 48]>
 // CHECK: return
-func.func @weight_gradient(%x: tensor<8x3x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<8x4x5x5xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x3x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
-  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x4x5x5xf32>, tensor<8x3x5x5xf32> -> tensor<4x3x3x3xf32>
-  return %0 : tensor<4x3x3x3xf32>
+func.func @weight_gradient(%x: tensor<8x48x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<8x4x5x5xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x48x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
+  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x4x5x5xf32>, tensor<8x48x5x5xf32> -> tensor<4x48x3x3xf32>
+  return %0 : tensor<4x48x3x3xf32>
+}
+
+// A 7x7, stride-2 stem on 3 channels: each tap as a matmul of its own
+// would contract three partitions. The taps of whole kernel rows stack on
+// the partitions instead, (channel, kernel row, kernel column) as the
+// weight stores them: rows 0-5 (3 x 6 x 7 = 126 partitions) and row 6
+// (21). Each stack's weights load in one DMA, the channels as its source's
+// partitions; per block, an on-chip DMA repeats the band once per tap,
+// shifted by the tap (rows 17 apart in the 17-wide band, columns 1 apart,
+// then the stride-2 window), and two matmuls accumulate the block.
+// CHECK-LABEL: func.func @stacked_taps
+// CHECK: ktile.dma_copy %[[W0:[0-9]+]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:126, offset = 0, dims = [1 x 4]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 0, dims = [1 x 42, 147 x 4], pstride = 49>}
+// CHECK: ktile.dma_copy %[[W1:[0-9]+]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:21, offset = 0, dims = [1 x 4]>, src = #kisa.ap<hbm, f32, p = 0:3, offset = 168, dims = [1 x 1, 1 x 7, 147 x 4], pstride = 49>}
+// CHECK: ktile.memset %[[BAND:[0-9]+]] {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [1 x 289]>
+// CHECK: ktile.dma_copy %[[BAND]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:3, offset = 216, dims = [17 x 11, 1 x 11]>
+// CHECK: ktile.dma_copy %[[S0:[0-9]+]], %[[BAND]] {dst = #kisa.ap<sbuf, f32, p = 0:126, offset = 0, dims = [1 x 36]>, src = #kisa.ap<sbuf, f32, p = 0:3, offset = 0, dims = [17 x 6, 1 x 7, 34 x 6, 2 x 6]>}
+// CHECK: ktile.dma_copy %[[S1:[0-9]+]], %[[BAND]] {dst = #kisa.ap<sbuf, f32, p = 0:21, offset = 0, dims = [1 x 36]>, src = #kisa.ap<sbuf, f32, p = 0:3, offset = 408, dims = [17 x 1, 1 x 7, 34 x 6, 2 x 6]>}
+// CHECK: ktile.matmul %[[ACC:[0-9]+]], %[[W0]], %[[S0]] {accumulate = false
+// CHECK-NOT: ktile.dma_copy
+// CHECK: ktile.matmul %[[ACC]], %[[W1]], %[[S1]] {accumulate = true
+// CHECK-NOT: ktile.matmul
+// CHECK: ktile.tensor_copy %{{.*}}, %[[ACC]]
+// CHECK-COUNT-2: ktile.matmul
+// CHECK-NOT: ktile.matmul
+// CHECK: return
+func.func @stacked_taps(%x: tensor<2x3x11x11xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %w: tensor<4x3x7x7xf32> {kgraph.name = "w", kgraph.role = "parameter"}) -> (tensor<2x4x6x6xf32> {kgraph.name = "y", kgraph.role = "metric"}) {
+  %0 = kgraph.conv %x, %w {stride = array<i64: 2, 2>, padding = array<i64: 3, 3>, dilation = array<i64: 1, 1>, groups = 1} : tensor<2x3x11x11xf32>, tensor<4x3x7x7xf32> -> tensor<2x4x6x6xf32>
+  return %0 : tensor<2x4x6x6xf32>
+}
+
+// Its weight gradient: per block of positions, each stacked band is
+// transposed once (positions onto the partitions) and multiplied by the
+// transposed output gradient into the stack's accumulator, [4 x 126] and
+// [4 x 21]; each is stored once, in the weight's (channel, row, column)
+// order.
+// CHECK-LABEL: func.func @stacked_weight_gradient
+// CHECK: ktile.dma_copy %[[S0:[0-9]+]], %{{.*}} {dst = #kisa.ap<sbuf, f32, p = 0:126, offset = 0, dims = [1 x 36]>
+// CHECK: ktile.transpose %{{.*}}, %[[S0]] {dst = #kisa.ap<psum, f32, p = 0:36, offset = 0, dims = [1 x 126]>
+// CHECK: ktile.matmul %[[ACC0:[0-9]+]], {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 126]>
+// CHECK: ktile.matmul %[[ACC1:[0-9]+]], {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 21]>
+// CHECK: ktile.matmul %[[ACC0]], {{.*}}accumulate = true
+// CHECK: ktile.matmul %[[ACC1]], {{.*}}accumulate = true
+// CHECK: ktile.tensor_copy %[[G0:[0-9]+]], %[[ACC0]]
+// CHECK: ktile.dma_copy %{{.*}}, %[[G0]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [49 x 3, 1 x 42], pstride = 147>
+// CHECK: ktile.tensor_copy %[[G1:[0-9]+]], %[[ACC1]]
+// CHECK: ktile.dma_copy %{{.*}}, %[[G1]] {dst = #kisa.ap<hbm, f32, p = 0:4, offset = 168, dims = [49 x 3, 1 x 1, 1 x 7], pstride = 147>
+// CHECK: return
+func.func @stacked_weight_gradient(%x: tensor<2x3x11x11xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<2x4x6x6xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x3x7x7xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
+  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 2, 2>, padding = array<i64: 3, 3>, dilation = array<i64: 1, 1>, groups = 1} : tensor<2x4x6x6xf32>, tensor<2x3x11x11xf32> -> tensor<4x3x7x7xf32>
+  return %0 : tensor<4x3x7x7xf32>
 }
 
 // Batch norm's sum of the output per channel: each block's evacuation is an
