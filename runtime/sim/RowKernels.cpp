@@ -235,6 +235,41 @@ bool copyRuns(MachineState &m, const isa::Instruction &inst) {
   return true;
 }
 
+/// An f32 copy from an on-chip window of short or strided runs into a tile
+/// of contiguous partitions (a convolution's band repeated once per tap on
+/// the partitions, runs of 1 to 28 floats): the window read by a loop nest,
+/// the destination filled a partition row at a time, with no call per run.
+/// Only where the written bits need no tracking (a replayed run).
+bool copyWindowIntoRows(MachineState &m, const isa::Instruction &inst,
+                        const Rows &dst) {
+  const isa::AccessPattern &from = inst.operands[1];
+  if (m.tracksWritten || from.dtype != DType::F32 || from.offset % 4 ||
+      from.memory == isa::Memory::Hbm ||
+      isa::regionOfOperand(inst, 0).overlaps(isa::regionOfOperand(inst, 1))) {
+    return false;
+  }
+  int64_t p = 0, col = 0;
+  float *out = dst.row(0);
+  forEachOnChipF32Run(
+      m.memory(from.memory), from,
+      [&](int64_t, const float *run, int64_t count, int64_t stride) {
+        for (int64_t i = 0; i < count;) {
+          int64_t n = std::min(count - i, dst.width - col);
+          const float *in = run + i * stride;
+          for (int64_t k = 0; k < n; ++k) {
+            out[col + k] = in[k * stride];
+          }
+          i += n;
+          col += n;
+          if (col == dst.width && ++p < dst.partitions) {
+            col = 0;
+            out = dst.row(p);
+          }
+        }
+      });
+  return true;
+}
+
 } // namespace
 
 namespace in_place {
@@ -243,7 +278,8 @@ bool copy(MachineState &m, const isa::Instruction &inst) {
   auto dst = rowsOf(m, inst.operands[0]), src = rowsOf(m, inst.operands[1]);
   if (!dst || !src || dst->partitions != src->partitions ||
       dst->width != src->width || !dst->safeToReadWhileWriting(*src)) {
-    return copyRuns(m, inst);
+    return (dst && !src && copyWindowIntoRows(m, inst, *dst)) ||
+           copyRuns(m, inst);
   }
   if (!src->written()) {
     return false;
