@@ -29,6 +29,14 @@ struct ElementOperands {
   KMajor stationary, moving, stationaryAgain, movingAgain;
   /// Per N tile, the moving operand's K slices, when it stays in SBUF.
   std::vector<llvm::SmallVector<Tile>> keptMoving;
+  /// A moving operand that only TensorE transposes bring K-major (a
+  /// weight stored [N, K]) and that several row blocks read: the first
+  /// block's transposed slices are stored here, [K, N] row-major, and the
+  /// later blocks load them as they are instead of transposing again.
+  /// (The stationary operand, when its slices do not stay, is reloaded per
+  /// N tile; a copy of it models slower: its slices are [K, 128] pieces,
+  /// each store and load a transfer of its own.)
+  std::optional<KMajor> movingTransposed;
   /// The stationary K slices loaded for rows [loaded0, loaded0 +
   /// loadedRows).
   llvm::SmallVector<Tile> loaded;
@@ -76,6 +84,10 @@ private:
   void chooseBlocking();
   void chooseEpilogueSpan();
   int64_t groupSize(int64_t kt) const;
+  static bool needsTransposes(const KMajor &operand);
+  KMajor kMajorCopy(int64_t columns, isa::DType dtype);
+  void storeSlices(const KMajor &copy, int64_t kt, int64_t x0,
+                   llvm::ArrayRef<Tile> slices);
   llvm::SmallVector<Tile, 4> sliceGroup(const KMajor &operand, int64_t kt,
                                         int64_t x0, int64_t xx,
                                         isa::DType dtype);
@@ -403,6 +415,32 @@ int64_t MatmulLowering::groupSize(int64_t kt) const {
   return kt < full ? std::min<int64_t>(4, full - kt) : 1;
 }
 
+/// Whether `operand`'s K dimension is innermost in HBM, so that its loads
+/// transpose it on TensorE.
+bool MatmulLowering::needsTransposes(const KMajor &operand) {
+  return !operand.oneHot && operand.kStride == 1 && operand.xStride != 1;
+}
+
+/// An HBM buffer [K, columns] of `dtype` that loads read K-major as they are.
+KMajor MatmulLowering::kMajorCopy(int64_t columns, isa::DType dtype) {
+  HbmView view;
+  view.buffer = tb.hbm({k, columns}, dtype);
+  view.dtype = dtype;
+  view.shape = {k, columns};
+  view.strides = {columns, 1};
+  return KMajor{view, 0, columns, 1, nullptr, std::nullopt};
+}
+
+/// Stores the K slices [kt, kt + slices.size()) of columns [x0, ...) into
+/// `copy` (kMajorCopy's).
+void MatmulLowering::storeSlices(const KMajor &copy, int64_t kt, int64_t x0,
+                                 llvm::ArrayRef<Tile> slices) {
+  for (auto [j, slice] : llvm::enumerate(slices)) {
+    int64_t k0 = (kt + static_cast<int64_t>(j)) * kTile;
+    tb.store(copy.view, k0 * copy.kStride + x0, copy.kStride, 1, slice);
+  }
+}
+
 /// K slices [kt, kt + groupSize(kt)) of an operand's columns [x0, x0 + xx).
 llvm::SmallVector<Tile, 4> MatmulLowering::sliceGroup(const KMajor &operand,
                                                       int64_t kt, int64_t x0,
@@ -432,6 +470,9 @@ MatmulLowering::elementOperands(int64_t bIndex,
   e.movingAgain = e.moving;
   e.stationaryAgain.copy.reset();
   e.movingAgain.copy.reset();
+  if (!keepMoving && m > mTile * mBlock && needsTransposes(e.moving)) {
+    e.movingTransposed = kMajorCopy(n, rhsType);
+  }
   e.keptMoving.resize(keepMoving ? nTiles : 0);
   for (auto [t, slices] : llvm::enumerate(e.keptMoving)) {
     int64_t n0 = static_cast<int64_t>(t) * nTile;
@@ -521,9 +562,14 @@ llvm::SmallVector<Tile, 4> MatmulLowering::accumulate(const ElementOperands &e,
     if (keepMoving) {
       auto &all = e.keptMoving[n0 / nTile];
       movingSlices.assign(all.begin() + kt, all.begin() + kt + groupSize(kt));
+    } else if (e.movingTransposed && block.b0 > 0) {
+      movingSlices = sliceGroup(*e.movingTransposed, kt, n0, nn, rhsType);
     } else {
       movingSlices = sliceGroup(block.b0 == 0 ? e.moving : e.movingAgain, kt,
                                 n0, nn, rhsType);
+      if (e.movingTransposed) {
+        storeSlices(*e.movingTransposed, kt, n0, movingSlices);
+      }
     }
     for (auto [i, rt] : llvm::enumerate(block.rowTiles)) {
       llvm::SmallVector<Tile, 4> stationarySlices =
