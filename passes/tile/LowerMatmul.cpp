@@ -418,7 +418,7 @@ int64_t MatmulLowering::groupSize(int64_t kt) const {
 /// Whether `operand`'s K dimension is innermost in HBM, so that its loads
 /// transpose it on TensorE.
 bool MatmulLowering::needsTransposes(const KMajor &operand) {
-  return !operand.oneHot && operand.kStride == 1 && operand.xStride != 1;
+  return !operand.oneHot && operand.kInnermost();
 }
 
 /// An HBM buffer [K, columns] of `dtype` that loads read K-major as they are.
@@ -517,8 +517,7 @@ void MatmulLowering::keepStationarySlices(ElementOperands &e, RowBlock &block) {
   if (!keepStationary) {
     return;
   }
-  bool kInnermost = e.stationary.kStride == 1 && e.stationary.xStride != 1;
-  if (kInnermost || block.rowTiles.size() <= 1) {
+  if (e.stationary.kInnermost() || block.rowTiles.size() <= 1) {
     for (auto [i, rt] : llvm::enumerate(block.rowTiles)) {
       while (static_cast<int64_t>(block.kept[i].size()) < kTiles) {
         block.kept[i].append(sliceGroup(e.stationary, block.kept[i].size(),

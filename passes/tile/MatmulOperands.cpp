@@ -69,7 +69,7 @@ Tile loadKMajor(TileBuilder &tb, const KMajor &m, int64_t k0, int64_t kk,
   }
   Tile out = tb.tile(isa::Memory::Sbuf, dtype, kk, xx);
   int64_t origin = m.offset + k0 * m.kStride + x0 * m.xStride;
-  bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
+  bool kInnermost = m.kInnermost() && kk > 1;
   if (!kInnermost) {
     loadCopying(tb, m, out, origin, m.kStride, m.xStride);
     return out;
@@ -99,7 +99,7 @@ llvm::SmallVector<Tile, 4> loadKMajorSlices(TileBuilder &tb, const KMajor &m,
                                             int64_t x0, int64_t xx,
                                             isa::DType dtype) {
   llvm::SmallVector<Tile, 4> slices;
-  bool kInnermost = m.kStride == 1 && m.xStride != 1;
+  bool kInnermost = m.kInnermost();
   int64_t bankColumns =
       tb.targetDescription().psumBankBytes / isa::dtypeBytes(isa::DType::F32);
   int64_t block = std::min<int64_t>(128, xx);
@@ -169,7 +169,7 @@ llvm::SmallVector<Tile, 4> loadBatchGroup(TileBuilder &tb, const KMajor &m,
                                       loadKMajor(tb, m, 0, kk, 0, xx, dtype));
   }
   llvm::SmallVector<Tile, 4> elements;
-  bool kInnermost = m.kStride == 1 && m.xStride != 1 && kk > 1;
+  bool kInnermost = m.kInnermost() && kk > 1;
   if (kInnermost && xx > 128) {
     // Rows that span more than the partitions: one element at a time.
     for (int64_t g = 0; g < count; ++g) {

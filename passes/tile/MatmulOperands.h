@@ -36,6 +36,10 @@ struct KMajor {
   /// Where the loads also store what they load (Lowering::startBf16Copy):
   /// the same elements of a bf16 mirror of the view's buffer.
   std::optional<HbmView> copy;
+
+  /// Whether K is innermost in HBM (and X is not), so that loads bring the
+  /// rows in and transpose them on TensorE.
+  bool kInnermost() const { return kStride == 1 && xStride != 1; }
 };
 
 /// Loads rows [k0, k0 + kk) and columns [x0, x0 + xx) of `m` into an SBUF
