@@ -16,6 +16,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace kiln::kgraph;
 
@@ -200,40 +202,91 @@ Value tapSlice(GraphEmitter &e, Value xp, const Window &w, const Shape &tap,
   return e.slice(xp, start, limit, stride);
 }
 
-/// The transpose of tapSlice: `v` (one value per output position) placed
-/// where tap `tap` read in the padded input of size `p.size`, zeros
-/// elsewhere.
-Value place(GraphEmitter &e, Value v, const Window &w, const Shape &tap,
-            const Padded &p) {
-  Type t = GraphEmitter::elementOf(v);
-  for (size_t d = 0; d < tap.size(); ++d) {
-    int64_t dim = 2 + d, s = w.stride[d];
-    Shape shape(GraphEmitter::shapeOf(v));
-    int64_t out = shape[dim];
-    if (s > 1) {
-      // Each value followed by s - 1 zeros: [.., out, 1, ..] beside
-      // [.., out, s - 1, ..], merged.
-      Shape one(shape), zeros(shape), merged(shape);
-      one.insert(one.begin() + dim + 1, 1);
-      zeros.insert(zeros.begin() + dim + 1, s - 1);
-      merged[dim] = out * s;
-      v = e.reshape(e.concat({e.reshape(v, one), e.splat(0.0, zeros, t)},
-                             dim + 1),
-                    merged);
+/// Padded positions congruent to `phase` modulo the window's stride along
+/// spatial dim `d`: how many there are.
+int64_t phaseSize(const Window &w, const Padded &p, size_t d, int64_t phase) {
+  return (p.size[d] - phase + w.stride[d] - 1) / w.stride[d];
+}
+
+/// Grids of one value per padded position of a phase (its offset modulo
+/// the stride, per spatial dim), merged dim by dim from the last: the
+/// phases of dim d interleave (stacked along a new dim, then merged), so
+/// that each grid keyed by a shorter phase covers every padded position
+/// of its dims from d on. A phase no tap reads is zeros.
+Value interleavePhases(GraphEmitter &e, std::map<Shape, Value> grids,
+                       const Window &w, const Padded &p, Type t) {
+  Shape shape(GraphEmitter::shapeOf(grids.begin()->second));
+  for (size_t d = p.size.size(); d-- > 0;) {
+    int64_t dim = 2 + static_cast<int64_t>(d), s = w.stride[d];
+    std::map<Shape, Value> merged;
+    for (const auto &[phase, grid] : grids) {
+      Shape prefix(phase.begin(), phase.begin() + d);
+      if (merged.count(prefix)) {
+        continue;
+      }
+      Shape full(GraphEmitter::shapeOf(grid));
+      int64_t rows = phaseSize(w, p, d, 0);
+      llvm::SmallVector<Value> stacked;
+      for (int64_t f = 0; f < s; ++f) {
+        Shape key(prefix);
+        key.push_back(f);
+        key.append(phase.begin() + d + 1, phase.end());
+        full[dim] = phaseSize(w, p, d, f);
+        auto found = grids.find(key);
+        Value v = found != grids.end() ? found->second
+                                       : e.splat(0.0, full, t);
+        // Every phase's grid as long as phase 0's (at most one more).
+        v = surround(e, v, dim, 0, rows - full[dim], 0.0);
+        Shape unit(GraphEmitter::shapeOf(v));
+        unit.insert(unit.begin() + dim + 1, 1);
+        stacked.push_back(s > 1 ? e.reshape(v, unit) : v);
+      }
+      Value v = stacked.front();
+      if (s > 1) {
+        full[dim] = rows * s;
+        v = e.reshape(e.concat(stacked, dim + 1), full);
+        if (rows * s > p.size[d]) {
+          Shape start(full.size(), 0), limit(full), step(full.size(), 1);
+          limit[dim] = p.size[d];
+          v = e.slice(v, start, limit, step);
+        }
+      }
+      merged[prefix] = v;
     }
-    int64_t offset = tap[d] * w.dilation[d];
-    int64_t length = out * s, trailing = p.size[d] - offset - length;
-    if (trailing < 0) {
-      // The zeros after the last strided value run past the end.
-      Shape start(shape.size(), 0), limit(GraphEmitter::shapeOf(v)),
-          step(shape.size(), 1);
-      limit[dim] = length + trailing;
-      v = e.slice(v, start, limit, step);
-      trailing = 0;
-    }
-    v = surround(e, v, dim, offset, trailing, 0.0);
+    grids = std::move(merged);
   }
-  return v;
+  return grids.begin()->second;
+}
+
+/// The transpose of the taps' slices: each tap's `share` (one value per
+/// output position) placed where the tap read in the padded input of size
+/// `p.size`, zeros elsewhere, summed over the taps. A tap of offset
+/// `stride * a + phase` along a dim writes every stride-th position from
+/// `phase` on, shifted by `a` output positions: the taps of one phase are
+/// summed on that phase's grid, each padded by its shift only, and the
+/// phases interleave once at the end. (Placing each tap on the whole padded
+/// grid would write `stride^2` times as much per tap, then add it.)
+Value placeTaps(GraphEmitter &e,
+                llvm::ArrayRef<std::pair<Shape, Value>> shares,
+                const Window &w, const Padded &p) {
+  Type t = GraphEmitter::elementOf(shares.front().second);
+  std::map<Shape, Value> grids;
+  for (const auto &[tap, share] : shares) {
+    Shape phase;
+    Value v = share;
+    for (size_t d = 0; d < tap.size(); ++d) {
+      int64_t offset = tap[d] * w.dilation[d], s = w.stride[d];
+      int64_t dim = 2 + static_cast<int64_t>(d);
+      int64_t out = GraphEmitter::shapeOf(v)[dim];
+      phase.push_back(offset % s);
+      int64_t shift = offset / s;
+      v = surround(e, v, dim, shift,
+                   phaseSize(w, p, d, offset % s) - shift - out, 0.0);
+    }
+    Value &sum = grids[phase];
+    sum = sum ? e.add(sum, v) : v;
+  }
+  return interleavePhases(e, std::move(grids), w, p, t);
 }
 
 /// The padded input's part inside the input.
@@ -287,7 +340,8 @@ Values maxPoolBackward(GraphEmitter &e, MaxPoolBackwardOp op) {
     slices.push_back(tapSlice(e, xp, w, tap, GraphEmitter::shapeOf(g)));
   }
   Value y = foldMax(e, slices);
-  Value taken, sum;
+  Value taken;
+  llvm::SmallVector<std::pair<Shape, Value>> shares;
   for (auto [tap, slice] : llvm::zip(taps, slices)) {
     Value hit = e.compare("eq", slice, y);
     Value first = hit;
@@ -297,10 +351,9 @@ Values maxPoolBackward(GraphEmitter &e, MaxPoolBackwardOp op) {
     } else {
       taken = hit;
     }
-    Value share = place(e, e.mul(g, e.cast(first, t)), w, tap, p);
-    sum = sum ? e.add(sum, share) : share;
+    shares.push_back({tap, e.mul(g, e.cast(first, t))});
   }
-  return {crop(e, sum, p, GraphEmitter::shapeOf(x))};
+  return {crop(e, placeTaps(e, shares, w, p), p, GraphEmitter::shapeOf(x))};
 }
 
 /// What avg_pool divides each output position's sum by, shaped to
@@ -364,12 +417,11 @@ Values avgPoolBackward(GraphEmitter &e, AvgPoolBackwardOp op) {
   Padded p = paddingOf(w, input);
   Value share = e.div(g, divisors(e, op, input, GraphEmitter::shapeOf(g),
                                   GraphEmitter::elementOf(g)));
-  Value sum;
+  llvm::SmallVector<std::pair<Shape, Value>> shares;
   for (const Shape &tap : tapsOf(w)) {
-    Value placed = place(e, share, w, tap, p);
-    sum = sum ? e.add(sum, placed) : placed;
+    shares.push_back({tap, share});
   }
-  return {crop(e, sum, p, input)};
+  return {crop(e, placeTaps(e, shares, w, p), p, input)};
 }
 
 std::optional<Values> convBias(GraphEmitter &e, ConvOp op) {

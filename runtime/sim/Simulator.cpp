@@ -241,7 +241,7 @@ private:
   bool finished() const;
   llvm::Error deadlock() const;
   llvm::Error step(const Candidate &candidate);
-  Issued issue(size_t s, const isa::Instruction &inst,
+  Issued issue(size_t s, size_t index, const isa::Instruction &inst,
                const Candidate &candidate);
   uint32_t joinClocks(size_t s, const isa::Instruction &inst);
   void checkHazards(size_t s, size_t index, const isa::Instruction &inst,
@@ -398,7 +398,7 @@ llvm::Error Execution::step(const Candidate &candidate) {
   size_t s = candidate.stream;
   size_t index = next[s]++;
   const isa::Instruction &inst = streams[s].instructions[index];
-  Issued issued = issue(s, inst, candidate);
+  Issued issued = issue(s, index, inst, candidate);
   uint32_t epoch = joinClocks(s, inst);
   if (options.checkHazards) {
     checkHazards(s, index, inst, epoch);
@@ -413,7 +413,8 @@ llvm::Error Execution::step(const Candidate &candidate) {
 /// Places the instruction on the timeline: it starts when its stream, its
 /// waits and the shared ports it uses allow, and the stream, the ports, the
 /// stream's statistics and the trace are updated.
-Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
+Execution::Issued Execution::issue(size_t s, size_t index,
+                                   const isa::Instruction &inst,
                                    const Candidate &candidate) {
   double start = candidate.start;
   // What the start waited for: the stream, a wait's signal or a port.
@@ -446,8 +447,8 @@ Execution::Issued Execution::issue(size_t s, const isa::Instruction &inst,
   result.streams[s].busySeconds += held;
   result.makespanSeconds = std::max(result.makespanSeconds, end);
   trace.push_back({static_cast<int>(s),
-                          isa::schemaOf(inst.opcode).mnemonic.str(), start,
-                          duration, after});
+                   isa::schemaOf(inst.opcode).mnemonic.str(), start, duration,
+                   after, static_cast<int64_t>(index)});
   if (inst.opcode == isa::Opcode::Matmul) {
     result.matmulFlops += 2.0 * inst.operands[1].partitions *
                           inst.operands[1].freeElements() *
@@ -643,9 +644,10 @@ llvm::Error writeTrace(llvm::StringRef path, const SimResult &result) {
     const TraceEvent &e = trace[i];
     out << llvm::formatv(
         "{{\"name\": \"{0}\", \"ph\": \"X\", \"pid\": 0, \"tid\": {1}, "
-        "\"ts\": {2:F4}, \"dur\": {3:F4}, \"args\": {{\"after\": {4}}}{5}\n",
+        "\"ts\": {2:F4}, \"dur\": {3:F4}, \"args\": {{\"after\": {4}, "
+        "\"index\": {5}}}{6}\n",
         e.name, e.stream, e.startSeconds * 1e6, e.durationSeconds * 1e6,
-        e.after, i + 1 < trace.size() ? "," : "");
+        e.after, e.index, i + 1 < trace.size() ? "," : "");
   }
   out << "]}\n";
   return llvm::Error::success();

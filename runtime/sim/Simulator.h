@@ -98,6 +98,8 @@ struct TraceEvent {
   /// of a shared port); -1 when it started at 0. Following it back from the
   /// last instruction gives the critical path.
   int64_t after = -1;
+  /// The instruction's position in its stream, as `kiln dump` numbers it.
+  int64_t index = 0;
 };
 
 struct SimResult {
