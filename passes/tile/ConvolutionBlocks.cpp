@@ -50,6 +50,39 @@ llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
   return blocks;
 }
 
+llvm::SmallVector<BlockGroup> groupBlocks(llvm::ArrayRef<PixelBlock> blocks,
+                                          int64_t rows, int64_t cols,
+                                          int64_t limit) {
+  auto whole = [&](const PixelBlock &b) {
+    return b.row == 0 && b.rows == rows && b.col == 0 && b.cols == cols;
+  };
+  auto follows = [&](const PixelBlock &span, const PixelBlock &b) {
+    if (span.pixels() + b.pixels() > limit) {
+      return false;
+    }
+    if (whole(span) && whole(b)) {
+      return b.n == span.n + span.images;
+    }
+    return span.images == 1 && b.images == 1 && b.n == span.n &&
+           b.col == span.col && b.cols == span.cols &&
+           b.row == span.row + span.rows;
+  };
+  llvm::SmallVector<BlockGroup> groups;
+  for (const PixelBlock &b : blocks) {
+    if (!groups.empty() && follows(groups.back().span, b)) {
+      PixelBlock &span = groups.back().span;
+      if (whole(span) && whole(b)) {
+        span.images += b.images;
+      } else {
+        span.rows += b.rows;
+      }
+      groups.back().blocks.push_back(b);
+      continue;
+    }
+    groups.push_back({b, {b}});
+  }
+  return groups;
+}
 
 llvm::SmallVector<FreeDim, 3> blockDims(const PixelBlock &block, int64_t image,
                                         FreeDim row, FreeDim col) {
@@ -124,13 +157,23 @@ Tile ConvLowering::loadWeights(const WeightLayout &w, int64_t group,
 }
 
 TileWindow ConvLowering::window(const Band &band, int64_t tap,
-                                const PixelBlock &block) const {
+                                const PixelBlock &block,
+                                const PixelBlock *span) const {
   int64_t ry = tap / g.kernel[1], rx = tap % g.kernel[1];
+  int64_t origin = span ? blockOrigin(band, *span, block) : 0;
   return TileWindow{band.tile,
-                    ry * g.dilation[0] * band.cols + rx * g.dilation[1],
+                    origin + ry * g.dilation[0] * band.cols +
+                        rx * g.dilation[1],
                     blockDims(block, band.image(),
                               FreeDim{g.stride[0] * band.cols, block.rows},
                               FreeDim{g.stride[1], block.cols})};
+}
+
+int64_t ConvLowering::blockOrigin(const Band &band, const PixelBlock &span,
+                                  const PixelBlock &block) const {
+  return (block.n - span.n) * band.image() +
+         (block.row - span.row) * g.stride[0] * band.cols +
+         (block.col - span.col) * g.stride[1];
 }
 
 /// A block's accumulated sums `acc` leave for SBUF in the output's type

@@ -84,6 +84,22 @@ struct PixelBlock {
 llvm::SmallVector<PixelBlock> pixelBlocks(const ConvGeometry &g,
                                           int64_t limit);
 
+/// Consecutive blocks whose input band and output gradient load together,
+/// `span` covering them all: the weight gradient's blocks hold at most 128
+/// positions (its contraction), too few for a transfer each to be worth
+/// its fixed cost.
+struct BlockGroup {
+  PixelBlock span;
+  llvm::SmallVector<PixelBlock, 4> blocks;
+};
+
+/// `blocks` (pixelBlocks') in groups of at most `limit` positions: rows
+/// that follow each other in one image, or whole images that follow each
+/// other (`rows` x `cols` is the whole map).
+llvm::SmallVector<BlockGroup> groupBlocks(llvm::ArrayRef<PixelBlock> blocks,
+                                          int64_t rows, int64_t cols,
+                                          int64_t limit);
+
 /// The free dims of a block's positions in a channels-first buffer (image
 /// stride `image`, row stride `row`, column stride `col`); the image dim
 /// only when the block spans several.
@@ -215,8 +231,13 @@ private:
                 const PixelBlock &block);
   Tile loadWeights(const WeightLayout &w, int64_t group, const ChannelTile &in,
                    const ChannelTile &out);
-  TileWindow window(const Band &band, int64_t tap,
-                    const PixelBlock &block) const;
+  /// Tap `tap`'s window of `block` in `band`, loaded for `span` (a group
+  /// of blocks holding this one) or, without one, for the block itself.
+  TileWindow window(const Band &band, int64_t tap, const PixelBlock &block,
+                    const PixelBlock *span = nullptr) const;
+  /// Where `block` starts in a band loaded for `span`, in elements.
+  int64_t blockOrigin(const Band &band, const PixelBlock &span,
+                      const PixelBlock &block) const;
   /// The block's matmuls, stationary[i] times moving[i] accumulated.
   void applyBlock(const HbmView &out, int64_t group, const PixelBlock &block,
                   const ChannelTile &ot, llvm::ArrayRef<Tile> stationary,
@@ -249,7 +270,7 @@ private:
   /// [channels x stack's taps, block's positions]: each tap's window of
   /// `band` on partitions of its own (one DMA an image).
   Tile stackBand(const Band &band, const TapStack &stack,
-                 const PixelBlock &block);
+                 const PixelBlock &block, const PixelBlock &span);
   void weightGradStacked(const HbmView &input, const HbmView &gradOut,
                          const HbmView &gradWeight,
                          llvm::ArrayRef<TapStack> stacks);
@@ -266,8 +287,13 @@ private:
   llvm::ArrayRef<int64_t> epilogueShape() const;
   void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
                         const Tile &sums);
-  Tile transposedGradient(const HbmView &gradOut, int64_t channel,
-                          const ChannelTile &ot, const PixelBlock &block);
+  /// [channels, span's positions]: a group's output gradient, one DMA.
+  Tile loadGradient(const HbmView &gradOut, int64_t channel,
+                    const ChannelTile &ot, const PixelBlock &span);
+  /// [block's positions, channels]: `block`'s columns of a group's output
+  /// gradient transposed, its positions on the partitions.
+  Tile transposedGradient(const Tile &gradient, const PixelBlock &span,
+                          const PixelBlock &block);
   void storeWeightGrad(const HbmView &gradWeight, int64_t group,
                        const ChannelTile &ot, int64_t firstIn, int64_t tap,
                        const Tile &acc);

@@ -52,7 +52,8 @@ Tile ConvLowering::loadStackedWeights(const WeightLayout &w, int64_t group,
 }
 
 Tile ConvLowering::stackBand(const Band &band, const TapStack &stack,
-                             const PixelBlock &block) {
+                             const PixelBlock &block,
+                             const PixelBlock &span) {
   int64_t pixels = block.rows * block.cols;
   Tile stacked = tb.tile(isa::Memory::Sbuf, operand,
                          band.tile.rows * stack.rows * g.kernel[1],
@@ -61,7 +62,7 @@ Tile ConvLowering::stackBand(const Band &band, const TapStack &stack,
   // two, so a block of several images takes one DMA each.
   for (int64_t n = 0; n < block.images; ++n) {
     TileWindow taps{band.tile,
-                    n * band.image() +
+                    blockOrigin(band, span, block) + n * band.image() +
                         stack.row0 * g.dilation[0] * band.cols,
                     {FreeDim{g.dilation[0] * band.cols, stack.rows},
                      FreeDim{g.dilation[1], g.kernel[1]},
@@ -77,34 +78,41 @@ void ConvLowering::weightGradStacked(const HbmView &input,
                                      const HbmView &gradWeight,
                                      llvm::ArrayRef<TapStack> stacks) {
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
-  llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kPartitions);
+  llvm::SmallVector<BlockGroup> groups = groupBlocks(
+      pixelBlocks(g, kPartitions), g.out[0], g.out[1], kBankColumns);
   // Four stacks accumulate at a time: four PSUM banks, the rest for the
   // transposes.
   constexpr size_t kStacksAtOnce = 4;
   for (int64_t group = 0; group < g.groups; ++group) {
     for (const ChannelTile &ot : outTiles) {
-      for (size_t first = 0; first < stacks.size(); first += kStacksAtOnce) {
-        llvm::ArrayRef<TapStack> some = stacks.slice(
-            first, std::min(kStacksAtOnce, stacks.size() - first));
+      for (size_t s0 = 0; s0 < stacks.size(); s0 += kStacksAtOnce) {
+        llvm::ArrayRef<TapStack> some =
+            stacks.slice(s0, std::min(kStacksAtOnce, stacks.size() - s0));
         llvm::SmallVector<Tile> acc;
         for (const TapStack &stack : some) {
           acc.push_back(tb.tile(isa::Memory::Psum, isa::DType::F32, ot.size,
                                 g.inPerGroup() * stack.rows * g.kernel[1]));
         }
-        for (auto [b, block] : llvm::enumerate(blocks)) {
-          Tile dy = transposedGradient(
-              gradOut, group * g.outPerGroup() + ot.first, ot, block);
+        bool first = true;
+        for (const BlockGroup &blockGroup : groups) {
+          const PixelBlock &span = blockGroup.span;
+          Tile gradient = loadGradient(
+              gradOut, group * g.outPerGroup() + ot.first, ot, span);
           Band band = loadBand(input, group * g.inPerGroup(), g.inPerGroup(),
-                               block);
-          for (auto [stack, sum] : llvm::zip(some, acc)) {
-            Tile stacked = stackBand(band, stack, block);
-            Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
-                                   block.pixels(), stacked.rows);
-            tb.transpose(flipped, stacked);
-            Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
-                             stacked.rows);
-            tb.copy(x, flipped);
-            tb.matmul(sum, dy, x, /*accumulate=*/b > 0);
+                               span);
+          for (const PixelBlock &block : blockGroup.blocks) {
+            Tile dy = transposedGradient(gradient, span, block);
+            for (auto [stack, sum] : llvm::zip(some, acc)) {
+              Tile stacked = stackBand(band, stack, block, span);
+              Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                                     block.pixels(), stacked.rows);
+              tb.transpose(flipped, stacked);
+              Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
+                               stacked.rows);
+              tb.copy(x, flipped);
+              tb.matmul(sum, dy, x, /*accumulate=*/!first);
+            }
+            first = false;
           }
         }
         for (auto [stack, sum] : llvm::zip(some, acc)) {

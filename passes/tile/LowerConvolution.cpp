@@ -72,7 +72,7 @@ ConvLowering::movingOperands(llvm::ArrayRef<Band> bands,
                              const PixelBlock &block) {
   llvm::SmallVector<TileWindow> moving;
   for (const TapStack &stack : stacks) {
-    Tile stacked = stackBand(bands.front(), stack, block);
+    Tile stacked = stackBand(bands.front(), stack, block, block);
     moving.push_back(TileWindow{stacked, 0, {FreeDim{1, stacked.cols}}});
   }
   if (stacks.empty()) {
@@ -172,18 +172,26 @@ void ConvLowering::apply(const HbmView &input, const WeightLayout &weights,
   }
 }
 
-/// [pixels, channels]: the output gradient's block, transposed so that its
-/// pixels lie on the partitions.
-Tile ConvLowering::transposedGradient(const HbmView &gradOut, int64_t channel,
-                                      const ChannelTile &ot,
+Tile ConvLowering::loadGradient(const HbmView &gradOut, int64_t channel,
+                                const ChannelTile &ot,
+                                const PixelBlock &span) {
+  Tile rows = tb.tile(isa::Memory::Sbuf, operand, ot.size, span.pixels());
+  tb.load(rows, gradOut, blockOffset(gradOut, channel, span),
+          Strides4(gradOut).c, blockFree(gradOut, span));
+  return rows;
+}
+
+Tile ConvLowering::transposedGradient(const Tile &gradient,
+                                      const PixelBlock &span,
                                       const PixelBlock &block) {
-  Tile rows = tb.tile(isa::Memory::Sbuf, operand, ot.size, block.pixels());
-  tb.load(rows, gradOut, blockOffset(gradOut, channel, block),
-          Strides4(gradOut).c, blockFree(gradOut, block));
-  Tile flipped =
-      tb.tile(isa::Memory::Psum, isa::DType::F32, block.pixels(), ot.size);
-  tb.transpose(flipped, rows);
-  Tile result = tb.tile(isa::Memory::Sbuf, operand, block.pixels(), ot.size);
+  // The span's positions run image by image, row by row.
+  int64_t first = (block.n - span.n) * span.rows * span.cols +
+                  (block.row - span.row) * span.cols + (block.col - span.col);
+  Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32, block.pixels(),
+                         gradient.rows);
+  tb.transpose(flipped, gradient.columns(first, block.pixels()));
+  Tile result =
+      tb.tile(isa::Memory::Sbuf, operand, block.pixels(), gradient.rows);
   tb.copy(result, flipped);
   return result;
 }
@@ -217,7 +225,8 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
   // The moving operand holds up to four input-channel tiles side by side.
   llvm::SmallVector<ChannelTile> chunks =
       channelTiles(g.inPerGroup(), kBankColumns);
-  llvm::SmallVector<PixelBlock> blocks = pixelBlocks(g, kPartitions);
+  llvm::SmallVector<BlockGroup> groups = groupBlocks(
+      pixelBlocks(g, kPartitions), g.out[0], g.out[1], kBankColumns);
   // Four taps accumulate at a time: four PSUM banks, the rest for the
   // transposes.
   constexpr int64_t kTapsAtOnce = 4;
@@ -233,27 +242,31 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
                                   ot.size, chunk.size));
           }
           bool first = true;
-          for (const PixelBlock &block : blocks) {
-            Tile dy = transposedGradient(
-                gradOut, group * g.outPerGroup() + ot.first, ot, block);
+          for (const BlockGroup &blockGroup : groups) {
+            const PixelBlock &span = blockGroup.span;
+            Tile gradient = loadGradient(
+                gradOut, group * g.outPerGroup() + ot.first, ot, span);
             llvm::SmallVector<Band> bands;
             for (const ChannelTile &it : inTiles) {
               bands.push_back(loadBand(
                   input, group * g.inPerGroup() + chunk.first + it.first,
-                  it.size, block));
+                  it.size, span));
             }
-            for (int64_t t = 0; t < taps; ++t) {
-              Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
-                               chunk.size);
-              for (auto [it, band] : llvm::zip(inTiles, bands)) {
-                Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
-                                       block.pixels(), it.size);
-                tb.transpose(flipped, window(band, tap0 + t, block));
-                tb.copy(x.columns(it.first, it.size), flipped);
+            for (const PixelBlock &block : blockGroup.blocks) {
+              Tile dy = transposedGradient(gradient, span, block);
+              for (int64_t t = 0; t < taps; ++t) {
+                Tile x = tb.tile(isa::Memory::Sbuf, operand, block.pixels(),
+                                 chunk.size);
+                for (auto [it, band] : llvm::zip(inTiles, bands)) {
+                  Tile flipped = tb.tile(isa::Memory::Psum, isa::DType::F32,
+                                         block.pixels(), it.size);
+                  tb.transpose(flipped, window(band, tap0 + t, block, &span));
+                  tb.copy(x.columns(it.first, it.size), flipped);
+                }
+                tb.matmul(acc[t], dy, x, /*accumulate=*/!first);
               }
-              tb.matmul(acc[t], dy, x, /*accumulate=*/!first);
+              first = false;
             }
-            first = false;
           }
           for (int64_t t = 0; t < taps; ++t) {
             storeWeightGrad(gradWeight, group, ot, chunk.first, tap0 + t,

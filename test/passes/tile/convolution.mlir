@@ -30,12 +30,21 @@ func.func @small_maps(%x: tensor<8x48x5x5xf32> {kgraph.name = "x", kgraph.role =
 // partitions: per block of positions (here 2 images of 25) the output
 // gradient is transposed once and each tap's window of the input band once,
 // and their product accumulates in PSUM over the batch (four taps at a
-// time), stored per tap.
+// time), stored per tap. The four blocks' output gradient and input band
+// load together, one DMA each (200 positions), for each group of taps;
+// each block transposes its columns and its windows of them.
 // CHECK-LABEL: func.func @weight_gradient
-// CHECK: ktile.dma_copy %[[DY:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 50]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 2, 1 x 25], pstride = 25>}
-// CHECK: ktile.transpose %{{.*}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 4]>
-// CHECK: ktile.transpose %{{.*}}, %[[BAND:.*]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 48]>, src = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>}
+// CHECK: ktile.dma_copy %[[DY:.*]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 200]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [100 x 8, 1 x 25], pstride = 25>}
+// CHECK: ktile.dma_copy %[[BAND:.*]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:48, offset = 32, dims = [49 x 8, 7 x 5, 1 x 5]>, src = #kisa.ap<hbm, f32, p = 0:48, offset = 0, dims = [1200 x 8, 1 x 25], pstride = 25>}
+// CHECK: ktile.transpose %{{.*}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 4]>, src = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 50]>}
+// CHECK: ktile.transpose %{{.*}}, %[[BAND]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 48]>, src = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [49 x 2, 7 x 5, 1 x 5]>}
 // CHECK: ktile.matmul {{.*}}accumulate = false, dst = #kisa.ap<psum, f32, p = 0:4, offset = 0, dims = [1 x 48]>
+// CHECK-NOT: %arg1
+// CHECK: ktile.transpose %{{.*}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 4]>, src = #kisa.ap<sbuf, f32, p = 0:4, offset = 200, dims = [1 x 50]>}
+// CHECK: ktile.transpose %{{.*}}, %[[BAND]] {dst = #kisa.ap<psum, f32, p = 0:50, offset = 0, dims = [1 x 48]>, src = #kisa.ap<sbuf, f32, p = 0:48, offset = 392, dims = [49 x 2, 7 x 5, 1 x 5]>}
+// CHECK: ktile.dma_copy %{{.*}}, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 200]>
+// CHECK: ktile.dma_copy %{{.*}}, %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 200]>
+// CHECK-NOT: %arg1
 // CHECK: return
 func.func @weight_gradient(%x: tensor<8x48x5x5xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<8x4x5x5xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x48x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
   %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<8x4x5x5xf32>, tensor<8x48x5x5xf32> -> tensor<4x48x3x3xf32>
