@@ -102,6 +102,7 @@ llvm::Error buildPipeline(PassManager &pm, const CompileOptions &options,
   tile_passes::addTilePlanningPasses(pm, options.target, hbmTrades);
   tile_passes::ConvertKGraphToKTileOptions tiling;
   tiling.target = options.target;
+  tiling.hbmTrades = hbmTrades;
   pm.addPass(tile_passes::createConvertKGraphToKTile(tiling));
   OpPassManager &tiles = pm.nest<func::FuncOp>();
   tiles.addPass(tile_passes::createKTileFuseTensorScalars());
@@ -212,8 +213,9 @@ llvm::Error lowerModule(ModuleOp module, const CompileOptions &options,
     }
   }
   // The plan trades HBM for speed where it pays (bf16 copies of
-  // convolutions' inputs); where the HBM plan then overflows, the pipeline
-  // runs again on the graph as imported without those trades.
+  // convolutions' inputs, K-major copies of weights read transposed); where
+  // the HBM plan then overflows, the pipeline runs again on the graph as
+  // imported without those trades.
   OwningOpRef<ModuleOp> imported;
   if (last >= Phase::Tile) {
     imported = module.clone();

@@ -210,12 +210,11 @@ int64_t phaseSize(const Window &w, const Padded &p, size_t d, int64_t phase) {
 
 /// Grids of one value per padded position of a phase (its offset modulo
 /// the stride, per spatial dim), merged dim by dim from the last: the
-/// phases of dim d interleave (stacked along a new dim, then merged), so
-/// that each grid keyed by a shorter phase covers every padded position
-/// of its dims from d on. A phase no tap reads is zeros.
+/// phases of dim d interleave (stacked along a new dim, then merged), and
+/// the keys lose their last entry, so that each grid then covers every
+/// padded position of dims d and on. A phase no tap reads is zeros.
 Value interleavePhases(GraphEmitter &e, std::map<Shape, Value> grids,
                        const Window &w, const Padded &p, Type t) {
-  Shape shape(GraphEmitter::shapeOf(grids.begin()->second));
   for (size_t d = p.size.size(); d-- > 0;) {
     int64_t dim = 2 + static_cast<int64_t>(d), s = w.stride[d];
     std::map<Shape, Value> merged;
@@ -230,7 +229,6 @@ Value interleavePhases(GraphEmitter &e, std::map<Shape, Value> grids,
       for (int64_t f = 0; f < s; ++f) {
         Shape key(prefix);
         key.push_back(f);
-        key.append(phase.begin() + d + 1, phase.end());
         full[dim] = phaseSize(w, p, d, f);
         auto found = grids.find(key);
         Value v = found != grids.end() ? found->second

@@ -3,7 +3,8 @@
 // What the convolution lowerings share (see LowerConvolution.cpp for how a
 // convolution is tiled): the geometry, the blocks of output positions and
 // the input bands they read, and ConvLowering, whose TensorE paths are in
-// LowerConvolution.cpp, its VectorE path for depthwise convolutions in
+// LowerConvolution.cpp (taps stacked on the partitions in
+// ConvolutionTapStacks.cpp), its VectorE path for depthwise convolutions in
 // LowerDepthwiseConvolution.cpp and the parts both use (bands, stores,
 // per-channel sums, epilogues) in ConvolutionBlocks.cpp. Private to the
 // tile passes.

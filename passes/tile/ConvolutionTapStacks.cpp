@@ -28,6 +28,12 @@ llvm::SmallVector<TapStack> ConvLowering::tapStacks() const {
   for (int64_t r = 0; r < g.kernel[0]; r += rows) {
     stacks.push_back({r, std::min(rows, g.kernel[0] - r)});
   }
+  // Each stack costs an on-chip DMA a block (one an image): worth it where
+  // the stacks at least halve the matmuls (a 7x1 kernel on 100 channels,
+  // a stack a tap, is not).
+  if (static_cast<int64_t>(stacks.size()) * 2 > g.taps()) {
+    return {};
+  }
   return stacks;
 }
 
@@ -39,15 +45,12 @@ Tile ConvLowering::loadStackedWeights(const WeightLayout &w, int64_t group,
                       channels * stack.rows * g.kernel[1], out.size);
   int64_t offset = w.view.offset + group * w.groupStride +
                    out.first * w.outStride + stack.row0 * w.tapStride[0];
-  // One DMA: the channels as its source's partitions, each reading its
-  // stack's taps in order, which the destination lays on partitions.
-  tb.emit("dma_copy",
-          {{tile.buffer, tb.pattern(tile)},
-           {w.view.buffer,
-            tb.pattern(w.view, offset, channels, w.inStride,
-                       {FreeDim{w.tapStride[0], stack.rows},
-                        FreeDim{w.tapStride[1], g.kernel[1]},
-                        FreeDim{w.outStride, out.size}})}});
+  // One DMA: the channels as its source's rows, each reading its stack's
+  // taps in order, which the destination lays on partitions.
+  tb.loadSpread(tile, w.view, offset, channels, w.inStride,
+                {FreeDim{w.tapStride[0], stack.rows},
+                 FreeDim{w.tapStride[1], g.kernel[1]},
+                 FreeDim{w.outStride, out.size}});
   return tile;
 }
 
@@ -130,14 +133,15 @@ void ConvLowering::storeStackedWeightGrad(const HbmView &gradWeight,
   Tile result =
       tb.tile(isa::Memory::Sbuf, gradWeight.dtype, acc.rows, acc.cols);
   tb.copy(result, acc);
-  const llvm::SmallVector<int64_t, 4> &st = gradWeight.strides;
-  int64_t rowStride = st.size() == 4 ? st[2] : 0;
+  // [K, C, R...] as Strides4: n the output channel, c the input one, row
+  // and col the kernel's.
+  Strides4 st(gradWeight);
   int64_t offset = gradWeight.offset +
-                   (group * g.outPerGroup() + ot.first) * st[0] +
-                   stack.row0 * rowStride;
-  tb.store(gradWeight, offset, st[0],
-           {FreeDim{st[1], g.inPerGroup()}, FreeDim{rowStride, stack.rows},
-            FreeDim{st.back(), g.kernel[1]}},
+                   (group * g.outPerGroup() + ot.first) * st.n +
+                   stack.row0 * st.row;
+  tb.store(gradWeight, offset, st.n,
+           {FreeDim{st.c, g.inPerGroup()}, FreeDim{st.row, stack.rows},
+            FreeDim{st.col, g.kernel[1]}},
            result);
 }
 

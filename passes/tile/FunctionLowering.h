@@ -20,10 +20,13 @@ namespace kiln::tile_passes {
 class FunctionLowering : public TilePlan {
 public:
   FunctionLowering(mlir::func::FuncOp source,
-                   const target::TargetDescription &t, int64_t sbufBudget)
+                   const target::TargetDescription &t, int64_t sbufBudget,
+                   bool hbmTrades)
       : TilePlan(source), builder(source.getContext()),
         tb(builder, source.getLoc(), t),
-        lowering(tb, sbufBudget, oneHotIndices) {}
+        lowering(tb, sbufBudget, oneHotIndices) {
+    lowering.hbmTrades = hbmTrades;
+  }
 
   mlir::FailureOr<mlir::func::FuncOp> run();
 

@@ -10,8 +10,9 @@
 // inside a zero field so that padding reads zeros. Each tap's moving
 // operand is an access pattern over that band (rows `stride` apart,
 // columns `stride` apart, shifted by the tap), never a copy: no im2col
-// tensor exists anywhere. The weights of a tile of input and output
-// channels load once, all taps side by side.
+// tensor exists in HBM (tap stacks, ConvolutionTapStacks.cpp, repeat a
+// band on-chip per tap for convolutions on few channels). The weights of a
+// tile of input and output channels load once, all taps side by side.
 //
 // The input gradient is the transposed convolution: the same kernel on
 // the output gradient spread `stride` apart in its band (zeros between),
@@ -202,13 +203,14 @@ void ConvLowering::storeWeightGrad(const HbmView &gradWeight, int64_t group,
   Tile result = tb.tile(isa::Memory::Sbuf, gradWeight.dtype, acc.rows,
                         acc.cols);
   tb.copy(result, acc);
-  const llvm::SmallVector<int64_t, 4> &st = gradWeight.strides;
-  int64_t rowStride = st.size() == 4 ? st[2] : 0;
+  // [K, C, R...] as Strides4: n the output channel, c the input one, row
+  // and col the kernel's.
+  Strides4 st(gradWeight);
   int64_t offset = gradWeight.offset +
-                   (group * g.outPerGroup() + ot.first) * st[0] +
-                   firstIn * st[1] + (tap / g.kernel[1]) * rowStride +
-                   (tap % g.kernel[1]) * st.back();
-  tb.store(gradWeight, offset, st[0], {FreeDim{st[1], acc.cols}}, result);
+                   (group * g.outPerGroup() + ot.first) * st.n +
+                   firstIn * st.c + (tap / g.kernel[1]) * st.row +
+                   (tap % g.kernel[1]) * st.col;
+  tb.store(gradWeight, offset, st.n, {FreeDim{st.c, acc.cols}}, result);
 }
 
 void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,

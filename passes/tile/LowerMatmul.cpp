@@ -37,6 +37,10 @@ struct ElementOperands {
   /// N tile; a copy of it models slower: its slices are [K, 128] pieces,
   /// each store and load a transfer of its own.)
   std::optional<KMajor> movingTransposed;
+  /// Whether movingTransposed holds the operand already (an earlier batch
+  /// element's, where the batch dims broadcast it), so that no block loads
+  /// the operand itself.
+  bool movingCopied = false;
   /// The stationary K slices loaded for rows [loaded0, loaded0 +
   /// loadedRows).
   llvm::SmallVector<Tile> loaded;
@@ -128,6 +132,9 @@ private:
 
   // The tiling (see chooseBlocking, chooseEpilogueSpan).
   bool keepStationary = false, keepMoving = false;
+  /// The K-major copy of the moving operand last stored, by the element
+  /// offset of the operand it copies (one per weight a batch broadcasts).
+  std::optional<std::pair<int64_t, KMajor>> lastMovingCopy;
   int64_t mBlock = 4, loadBlock = 4, spanTiles = 1;
   // Column sums: a column of ones moving against each stationary slice.
   Tile ones;
@@ -470,8 +477,13 @@ MatmulLowering::elementOperands(int64_t bIndex,
   e.movingAgain = e.moving;
   e.stationaryAgain.copy.reset();
   e.movingAgain.copy.reset();
-  if (!keepMoving && m > mTile * mBlock && needsTransposes(e.moving)) {
-    e.movingTransposed = kMajorCopy(n, rhsType);
+  if (l.hbmTrades && !keepMoving && m > mTile * mBlock &&
+      needsTransposes(e.moving)) {
+    e.movingCopied = lastMovingCopy && lastMovingCopy->first == e.moving.offset;
+    if (!e.movingCopied) {
+      lastMovingCopy = {e.moving.offset, kMajorCopy(n, rhsType)};
+    }
+    e.movingTransposed = lastMovingCopy->second;
   }
   e.keptMoving.resize(keepMoving ? nTiles : 0);
   for (auto [t, slices] : llvm::enumerate(e.keptMoving)) {
@@ -561,7 +573,7 @@ llvm::SmallVector<Tile, 4> MatmulLowering::accumulate(const ElementOperands &e,
     if (keepMoving) {
       auto &all = e.keptMoving[n0 / nTile];
       movingSlices.assign(all.begin() + kt, all.begin() + kt + groupSize(kt));
-    } else if (e.movingTransposed && block.b0 > 0) {
+    } else if (e.movingTransposed && (block.b0 > 0 || e.movingCopied)) {
       movingSlices = sliceGroup(*e.movingTransposed, kt, n0, nn, rhsType);
     } else {
       movingSlices = sliceGroup(block.b0 == 0 ? e.moving : e.movingAgain, kt,

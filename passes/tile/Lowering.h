@@ -284,6 +284,9 @@ public:
 
   TileBuilder &tb;
   int64_t sbufBudget;
+  /// Whether HBM may be spent for speed (KTile's `hbm-trades`): the compile
+  /// runs again without when the HBM plan overflows.
+  bool hbmTrades = true;
   llvm::DenseMap<mlir::Value, TensorOperand> values;
   /// bf16 casts of one f32 argument that several matmuls load (a weight the
   /// forward pass reads transposed and the backward pass as it is), keyed

@@ -127,6 +127,9 @@ def ConvertKGraphToKTile : Pass<"convert-kgraph-to-ktile", "mlir::ModuleOp"> {
     Option<"sbufBudget", "sbuf-budget", "int64_t", "65536",
            "Bytes per partition one tile iteration may use (half of what "
            "double buffering needs)">,
+    Option<"hbmTrades", "hbm-trades", "bool", /*default=*/"true",
+           "Trade HBM for speed: a weight that several row blocks of a "
+           "product read transposed is transposed once into an HBM copy">,
   ];
 }
 

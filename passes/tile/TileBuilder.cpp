@@ -515,6 +515,14 @@ void TileBuilder::load(const TileWindow &dst, const HbmView &view,
         {view.buffer, pattern(view, offset, dst.tile.rows, rowStride, free)}});
 }
 
+void TileBuilder::loadSpread(const Tile &dst, const HbmView &view,
+                             int64_t offset, int64_t sourceRows,
+                             int64_t rowStride, llvm::ArrayRef<FreeDim> free) {
+  emit("dma_copy", {{dst.buffer, pattern(dst)},
+                    {view.buffer,
+                     pattern(view, offset, sourceRows, rowStride, free)}});
+}
+
 void TileBuilder::dmaCopy(const Tile &dst, const TileWindow &src) {
   emit("dma_copy",
        {{dst.buffer, pattern(dst)}, {src.tile.buffer, pattern(src)}});

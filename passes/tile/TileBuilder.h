@@ -203,6 +203,12 @@ public:
   void transpose(const Tile &dst, const TileWindow &src);
   void load(const TileWindow &dst, const HbmView &view, int64_t offset,
             int64_t rowStride, llvm::ArrayRef<FreeDim> free);
+  /// `sourceRows` rows of the HBM pattern, `rowStride` apart, into `dst`
+  /// element for element in order: a source row may fill several of its
+  /// partitions (a convolution's weights, a channel's taps stacked).
+  void loadSpread(const Tile &dst, const HbmView &view, int64_t offset,
+                  int64_t sourceRows, int64_t rowStride,
+                  llvm::ArrayRef<FreeDim> free);
   /// An on-chip copy by DMA, the way other than TensorE for data to change
   /// partitions: `src`'s elements in order (partition by partition, its
   /// free dims within each) fill `dst`'s, which may have other partitions.

@@ -337,7 +337,7 @@ struct ConvertKGraphToKTile
       if (source.isExternal()) {
         continue;
       }
-      FunctionLowering lowering(source, *t, sbufBudget);
+      FunctionLowering lowering(source, *t, sbufBudget, hbmTrades);
       FailureOr<func::FuncOp> lowered = lowering.run();
       if (failed(lowered)) {
         return signalPassFailure();

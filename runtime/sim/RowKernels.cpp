@@ -237,14 +237,16 @@ bool copyRuns(MachineState &m, const isa::Instruction &inst) {
 
 /// An f32 copy from an on-chip window of short or strided runs into a tile
 /// of contiguous partitions (a convolution's band repeated once per tap on
-/// the partitions, runs of 1 to 28 floats): the window read by a loop nest,
-/// the destination filled a partition row at a time, with no call per run.
-/// Only where the written bits need no tracking (a replayed run).
+/// the partitions: runs of a window's row, strided by the convolution's
+/// stride): the window read by a loop nest, the destination filled a
+/// partition row at a time, with no call per run. Only where the written
+/// bits need no tracking (a replayed run).
 bool copyWindowIntoRows(MachineState &m, const isa::Instruction &inst,
                         const Rows &dst) {
   const isa::AccessPattern &from = inst.operands[1];
   if (m.tracksWritten || from.dtype != DType::F32 || from.offset % 4 ||
       from.memory == isa::Memory::Hbm ||
+      from.partitions * from.freeElements() != dst.partitions * dst.width ||
       isa::regionOfOperand(inst, 0).overlaps(isa::regionOfOperand(inst, 1))) {
     return false;
   }

@@ -51,6 +51,27 @@ func.func @weight_gradient(%x: tensor<8x48x5x5xf32> {kgraph.name = "x", kgraph.r
   return %0 : tensor<4x48x3x3xf32>
 }
 
+// A 20x20 map's weight gradient: blocks of six rows (120 positions), four
+// of them in one group of 400 positions, so the output gradient loads once
+// ([4 x 400]) and the band once (22 x 22 with its zero field) for each
+// group of taps; the second block transposes columns 120 on of the output
+// gradient (byte 480) and its windows start six band rows down (132
+// elements, byte 528, then 532 for the next tap).
+// CHECK-LABEL: func.func @weight_gradient_rows
+// CHECK: ktile.dma_copy %[[DY:[0-9]+]], %arg1 {dst = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 400]>, src = #kisa.ap<hbm, f32, p = 0:4, offset = 0, dims = [1 x 400], pstride = 400>}
+// CHECK: ktile.dma_copy %[[BAND:[0-9]+]], %arg0 {dst = #kisa.ap<sbuf, f32, p = 0:48, offset = 92, dims = [22 x 20, 1 x 20]>
+// CHECK: ktile.transpose %{{[0-9]+}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:120, offset = 0, dims = [1 x 4]>, src = #kisa.ap<sbuf, f32, p = 0:4, offset = 0, dims = [1 x 120]>}
+// CHECK: ktile.transpose %{{[0-9]+}}, %[[BAND]] {{{.*}}src = #kisa.ap<sbuf, f32, p = 0:48, offset = 0, dims = [22 x 6, 1 x 20]>}
+// CHECK-NOT: %arg1
+// CHECK: ktile.transpose %{{[0-9]+}}, %[[DY]] {dst = #kisa.ap<psum, f32, p = 0:120, offset = 0, dims = [1 x 4]>, src = #kisa.ap<sbuf, f32, p = 0:4, offset = 480, dims = [1 x 120]>}
+// CHECK: ktile.transpose %{{[0-9]+}}, %[[BAND]] {{{.*}}src = #kisa.ap<sbuf, f32, p = 0:48, offset = 528, dims = [22 x 6, 1 x 20]>}
+// CHECK: ktile.transpose %{{[0-9]+}}, %[[BAND]] {{{.*}}src = #kisa.ap<sbuf, f32, p = 0:48, offset = 532, dims = [22 x 6, 1 x 20]>}
+// CHECK: return
+func.func @weight_gradient_rows(%x: tensor<1x48x20x20xf32> {kgraph.name = "x", kgraph.role = "batch_input"}, %g: tensor<1x4x20x20xf32> {kgraph.name = "g", kgraph.role = "batch_input"}) -> (tensor<4x48x3x3xf32> {kgraph.name = "gw", kgraph.role = "metric"}) {
+  %0 = kgraph.conv_weight_grad %g, %x {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<1x4x20x20xf32>, tensor<1x48x20x20xf32> -> tensor<4x48x3x3xf32>
+  return %0 : tensor<4x48x3x3xf32>
+}
+
 // A 7x7, stride-2 stem on 3 channels: each tap as a matmul of its own
 // would contract three partitions. The taps of whole kernel rows stack on
 // the partitions instead, (channel, kernel row, kernel column) as the

@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile=sbuf-budget=2048 | FileCheck %s
 // RUN: kiln-opt %s --kgraph-plan-tiles --convert-kgraph-to-ktile | FileCheck %s --check-prefix=KEPT
+// RUN: kiln-opt %s --kgraph-plan-tiles "--convert-kgraph-to-ktile=sbuf-budget=2048 hbm-trades=false" | FileCheck %s --check-prefix=NOTRADE
 
 // A weight stored [N, K] (a linear layer's, read transposed) is the moving
 // operand, which only TensorE transposes bring K-major. The budget keeps
@@ -30,3 +31,24 @@ func.func @transposed_weight(%x: tensor<1024x256xbf16>, %w: tensor<600x256xbf16>
 // KEPT-LABEL: func.func @transposed_weight
 // KEPT-NOT: memref<256x600xbf16, "hbm">
 // KEPT: return
+
+// Without HBM trades (the compile's second try when the HBM plan
+// overflows) every row block transposes the weight again: no copy.
+// NOTRADE-LABEL: func.func @transposed_weight
+// NOTRADE-NOT: memref<256x600xbf16, "hbm">
+// NOTRADE: return
+
+// A weight the batch dims broadcast is copied by the first batch element
+// and read from the copy by every block of the others: ten transposes of
+// it in all (five row tiles, two K slices), beside the sixteen of each
+// element's own rows.
+// CHECK-LABEL: func.func @broadcast_weight
+// CHECK-COUNT-1: ktile.alloc : memref<256x600xbf16, "hbm">
+// CHECK-NOT: ktile.alloc : memref<256x600xbf16, "hbm">
+// CHECK-COUNT-42: ktile.transpose
+// CHECK-NOT: ktile.transpose
+// CHECK: return
+func.func @broadcast_weight(%x: tensor<2x1024x256xbf16>, %w: tensor<600x256xbf16>) -> tensor<2x1024x600xbf16> {
+  %y = kgraph.matmul %x, %w {transpose_rhs = true} : tensor<2x1024x256xbf16>, tensor<600x256xbf16> -> tensor<2x1024x600xbf16>
+  return %y : tensor<2x1024x600xbf16>
+}
