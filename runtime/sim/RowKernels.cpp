@@ -239,21 +239,30 @@ bool copyRuns(MachineState &m, const isa::Instruction &inst) {
 /// of contiguous partitions (a convolution's band repeated once per tap on
 /// the partitions: runs of a window's row, strided by the convolution's
 /// stride): the window read by a loop nest, the destination filled a
-/// partition row at a time, with no call per run. Only where the written
-/// bits need no tracking (a replayed run).
+/// partition row at a time, with no call per run.
 bool copyWindowIntoRows(MachineState &m, const isa::Instruction &inst,
                         const Rows &dst) {
   const isa::AccessPattern &from = inst.operands[1];
-  if (m.tracksWritten || from.dtype != DType::F32 || from.offset % 4 ||
+  if (from.dtype != DType::F32 || from.offset % 4 ||
       from.memory == isa::Memory::Hbm ||
       from.partitions * from.freeElements() != dst.partitions * dst.width ||
       isa::regionOfOperand(inst, 0).overlaps(isa::regionOfOperand(inst, 1))) {
     return false;
   }
+  const MemoryArray &source = m.memory(from.memory);
+  if (m.tracksWritten) {
+    bool written = true;
+    forEachRun(from, [&](int64_t row, int64_t byte, int64_t count) {
+      written = written && source.isWritten(row, byte, count * 4);
+    });
+    if (!written) {
+      return false;
+    }
+  }
   int64_t p = 0, col = 0;
   float *out = dst.row(0);
   forEachOnChipF32Run(
-      m.memory(from.memory), from,
+      source, from,
       [&](int64_t, const float *run, int64_t count, int64_t stride) {
         for (int64_t i = 0; i < count;) {
           int64_t n = std::min(count - i, dst.width - col);
@@ -269,6 +278,7 @@ bool copyWindowIntoRows(MachineState &m, const isa::Instruction &inst,
           }
         }
       });
+  dst.markWritten();
   return true;
 }
 
