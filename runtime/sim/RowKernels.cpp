@@ -202,6 +202,20 @@ bool activationRow(isa::ActFunc func, const float *in, float scale,
   }
 }
 
+/// Whether every element of the f32 pattern `ap` was written (always,
+/// where nothing tracks it).
+bool written(const MachineState &m, const isa::AccessPattern &ap) {
+  if (!m.tracksWritten) {
+    return true;
+  }
+  const MemoryArray &memory = m.memory(ap.memory);
+  bool all = true;
+  forEachRun(ap, [&](int64_t row, int64_t byte, int64_t count) {
+    all = all && memory.isWritten(row, byte, count * 4);
+  });
+  return all;
+}
+
 /// An f32 copy between tiles of any patterns that share no byte: the two
 /// patterns' runs walked side by side, each chunk copied once.
 bool copyRuns(MachineState &m, const isa::Instruction &inst) {
@@ -212,14 +226,8 @@ bool copyRuns(MachineState &m, const isa::Instruction &inst) {
   }
   const MemoryArray &source = m.memory(from.memory);
   MemoryArray &destination = m.memory(to.memory);
-  if (m.tracksWritten) {
-    bool written = true;
-    forEachRun(from, [&](int64_t row, int64_t byte, int64_t count) {
-      written = written && source.isWritten(row, byte, count * 4);
-    });
-    if (!written) {
-      return false;
-    }
+  if (!written(m, from)) {
+    return false;
   }
   RunCursor out(to), in(from);
   while (!out.done() && !in.done()) {
@@ -250,14 +258,8 @@ bool copyWindowIntoRows(MachineState &m, const isa::Instruction &inst,
     return false;
   }
   const MemoryArray &source = m.memory(from.memory);
-  if (m.tracksWritten) {
-    bool written = true;
-    forEachRun(from, [&](int64_t row, int64_t byte, int64_t count) {
-      written = written && source.isWritten(row, byte, count * 4);
-    });
-    if (!written) {
-      return false;
-    }
+  if (!written(m, from)) {
+    return false;
   }
   int64_t p = 0, col = 0;
   float *out = dst.row(0);
