@@ -23,6 +23,9 @@ namespace kiln::tile_passes::convolution {
 constexpr int64_t kPartitions = 128;
 constexpr int64_t kBankColumns = 512; // f32 columns of one PSUM bank
 constexpr int64_t kMinBlocks = 4;      // of whole images, where the batch allows
+/// Positions a group of weight-gradient blocks loads in one transfer each:
+/// its output gradient is then a [128 x 512] bf16 tile, 128 KiB.
+constexpr int64_t kGroupPositions = 512;
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t floorDiv(int64_t a, int64_t b) {
@@ -288,6 +291,12 @@ private:
   llvm::ArrayRef<int64_t> epilogueShape() const;
   void storeChannelSums(llvm::ArrayRef<HbmView> channelSums, int64_t channel,
                         const Tile &sums);
+  /// The weight gradient's blocks of at most 128 positions (its
+  /// contraction), in groups that load together.
+  llvm::SmallVector<BlockGroup> weightGradGroups() const {
+    return groupBlocks(pixelBlocks(g, kPartitions), g.out[0], g.out[1],
+                       kGroupPositions);
+  }
   /// [channels, span's positions]: a group's output gradient, one DMA.
   Tile loadGradient(const HbmView &gradOut, int64_t channel,
                     const ChannelTile &ot, const PixelBlock &span);

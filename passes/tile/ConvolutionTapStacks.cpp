@@ -81,8 +81,7 @@ void ConvLowering::weightGradStacked(const HbmView &input,
                                      const HbmView &gradWeight,
                                      llvm::ArrayRef<TapStack> stacks) {
   llvm::SmallVector<ChannelTile> outTiles = channelTiles(g.outPerGroup());
-  llvm::SmallVector<BlockGroup> groups = groupBlocks(
-      pixelBlocks(g, kPartitions), g.out[0], g.out[1], kBankColumns);
+  llvm::SmallVector<BlockGroup> groups = weightGradGroups();
   // Four stacks accumulate at a time: four PSUM banks, the rest for the
   // transposes.
   constexpr size_t kStacksAtOnce = 4;

@@ -227,8 +227,7 @@ void ConvLowering::weightGrad(const HbmView &input, const HbmView &gradOut,
   // The moving operand holds up to four input-channel tiles side by side.
   llvm::SmallVector<ChannelTile> chunks =
       channelTiles(g.inPerGroup(), kBankColumns);
-  llvm::SmallVector<BlockGroup> groups = groupBlocks(
-      pixelBlocks(g, kPartitions), g.out[0], g.out[1], kBankColumns);
+  llvm::SmallVector<BlockGroup> groups = weightGradGroups();
   // Four taps accumulate at a time: four PSUM banks, the rest for the
   // transposes.
   constexpr int64_t kTapsAtOnce = 4;
