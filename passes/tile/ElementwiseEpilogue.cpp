@@ -37,14 +37,16 @@ LogicalResult Lowering::epilogueTiles(
     if (v == e.product) {
       continue;
     }
-    TensorOperand &operand = operandOf(v);
-    if (operand.immediate) {
-      tiles[v] = TileArg{operand.immediate, Tile{}};
-      continue;
-    }
+    // Before the operand is looked up: a mask the selects compute may be
+    // lowered after the product (see planChainEpilogues).
     if (computesCondition(v, e.ops, productShape, index, product.rows,
                           product.cols)) {
       tiles[v] = TileArg{}; // computed by its selects
+      continue;
+    }
+    TensorOperand &operand = operandOf(v);
+    if (operand.immediate) {
+      tiles[v] = TileArg{operand.immediate, Tile{}};
       continue;
     }
     const auto *same = llvm::find_if(loaded, [&](const auto &l) {
@@ -96,33 +98,77 @@ void sumEpilogueColumns(TileBuilder &tb, Epilogue &e,
 
 } // namespace
 
-LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
-                                     int64_t m0, int64_t n0, int64_t n) {
-  int64_t rows = product.rows, cols = product.cols;
-  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
-  llvm::DenseMap<Value, TileArg> tiles;
-  auto load = [&](Value v, const HbmView &input) -> FailureOr<Tile> {
+namespace {
+
+/// Where rows [m0, ...) and columns [n0, ...) of batch element `element` of
+/// a product of `shape` lie in `input`: a view of the product's shape (or
+/// one that broadcasts to it), or, for a 2-D product, of any shape whose
+/// rows are the product's (a chain's `[B, S, H]` over a `[B·S, H]` linear
+/// layer).
+struct RowsAt {
+  HbmView view;
+  int64_t origin, rowStride, colStride;
+  bool rowsAlike; // every row of every element reads the same elements
+};
+
+std::optional<RowsAt> rowsAt(const HbmView &input,
+                             llvm::ArrayRef<int64_t> shape, int64_t element,
+                             int64_t m0, int64_t n0) {
+  size_t rank = shape.size();
+  HbmView view;
+  int64_t base;
+  if (rank <= 2) {
     std::optional<HbmView> flat = asRows(input);
     if (!flat) {
+      return std::nullopt;
+    }
+    view = flat->broadcastTo(shape);
+    base = view.offset;
+  } else {
+    view = input.broadcastTo(shape);
+    base = batchElementOffset(view.offset, view.strides, shape.drop_back(2),
+                              element);
+  }
+  int64_t rowStride = view.strides[rank - 2], colStride = view.strides.back();
+  bool rowsAlike = llvm::all_of(llvm::ArrayRef<int64_t>(view.strides).drop_back(),
+                                [](int64_t s) { return s == 0; });
+  return RowsAt{view, base + m0 * rowStride + n0 * colStride, rowStride,
+                colStride, rowsAlike};
+}
+
+} // namespace
+
+LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
+                                     int64_t element, int64_t m0, int64_t n0,
+                                     int64_t n) {
+  int64_t rows = product.rows, cols = product.cols;
+  auto shape = llvm::cast<RankedTensorType>(e.product.getType()).getShape();
+  // The row of the product seen as [elements x M, N]: where the row values
+  // gather and what the random counters and affine predicates count.
+  int64_t row = element * shape[shape.size() - 2] + m0;
+  llvm::DenseMap<Value, TileArg> tiles;
+  auto load = [&](Value v, const HbmView &input) -> FailureOr<Tile> {
+    std::optional<RowsAt> at = rowsAt(input, shape, element, m0, n0);
+    if (!at) {
       return mlir::emitError(v.getLoc())
              << "epilogue input is not a view of the product's rows";
     }
-    HbmView view = flat->broadcastTo(shape);
-    int64_t rowStride = view.strides[0], colStride = view.strides[1];
     // A bias reads every row alike: one [128, cols] tile per column
     // offset serves every row tile; a scalar one column for all.
-    bool rowsAlike = rowStride == 0, scalar = rowsAlike && colStride == 0;
+    bool scalar = at->rowsAlike && at->colStride == 0;
     std::pair<const void *, int64_t> key{v.getAsOpaquePointer(),
                                          scalar ? -1 : n0};
-    auto keptTile = rowsAlike ? e.kept.find(key) : e.kept.end();
+    auto keptTile = at->rowsAlike ? e.kept.find(key) : e.kept.end();
     Tile t;
     if (keptTile != e.kept.end()) {
       t = keptTile->second;
     } else {
-      t = loadInput(tb, view, view.offset + m0 * rowStride + n0 * colStride,
-                    rowStride, {FreeDim{colStride, cols}},
-                    rowsAlike ? std::min<int64_t>(128, shape[0]) : rows, cols);
-      if (rowsAlike) {
+      int64_t loadRows =
+          at->rowsAlike ? std::min<int64_t>(128, shape[shape.size() - 2])
+                        : rows;
+      t = loadInput(tb, at->view, at->origin, at->rowStride,
+                    {FreeDim{at->colStride, cols}}, loadRows, cols);
+      if (at->rowsAlike) {
         e.kept.emplace(key, t);
       }
     }
@@ -132,7 +178,7 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     }
     return t;
   };
-  TileIndex index{m0 * n + n0, n, 1};
+  TileIndex index{row * n + n0, n, 1};
   if (failed(epilogueTiles(e, product, index, load, tiles))) {
     return failure();
   }
@@ -143,14 +189,14 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
   // A chain's row values read later: a column per row tile (the span is
   // the whole row, so each row tile passes once).
   for (auto [k, out] : llvm::enumerate(e.rowOutputs)) {
-    tb.copy(e.rowGathered[k].columns(m0 / 128, 1).withRows(0, rows),
+    tb.copy(e.rowGathered[k].columns(row / 128, 1).withRows(0, rows),
             tiles.lookup(out.value).tile);
   }
   for (auto [k, r] : llvm::enumerate(e.reductions)) {
-    auto key = std::make_pair(k, m0);
+    auto key = std::make_pair(k, row);
     auto before = e.soFar.find(key);
     Tile into = n0 + cols >= n
-                    ? e.gathered[k].columns(m0 / 128, 1).withRows(0, rows)
+                    ? e.gathered[k].columns(row / 128, 1).withRows(0, rows)
                     : Tile{};
     e.soFar[key] =
         foldRows(tb, r, tiles, rows, cols, 1,
@@ -162,13 +208,13 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
     }
     Tile src =
         storedTile(tb, tiles.lookup(out.value), out.dst.dtype, rows, cols);
-    std::optional<HbmView> dst = asRows(out.dst);
-    if (!dst) {
+    std::optional<RowsAt> at = rowsAt(out.dst, shape, element, m0, n0);
+    if (!at) {
       return mlir::emitError(out.value.getLoc())
              << "epilogue output is not a view of the product's rows";
     }
-    tb.store(*dst, dst->offset + m0 * dst->strides[0] + n0 * dst->strides[1],
-             dst->strides[0], {FreeDim{dst->strides[1], cols}}, src);
+    tb.store(at->view, at->origin, at->rowStride,
+             {FreeDim{at->colStride, cols}}, src);
   }
   return success();
 }

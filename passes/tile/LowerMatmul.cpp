@@ -23,6 +23,7 @@ constexpr int64_t kTile = 128, mTile = 128, nTile = 512;
 
 /// One batch element's operands as its row blocks load them.
 struct ElementOperands {
+  int64_t index = 0; // row-major over the batch dims
   int64_t outBase = 0;
   /// lhs^T as [K, M], rhs as [K, N]. A bf16 copy is stored by the first
   /// load of each element only: the `again` forms load without storing.
@@ -210,6 +211,13 @@ LogicalResult MatmulLowering::prepareOperands() {
       !batch.empty()) {
     return op.emitOpError("has an epilogue or column sums but is batched");
   }
+  // A row chain on the whole rows of batch elements gathers its row values
+  // by row tile of [elements x M, N].
+  if (epilogue && !batch.empty() && !isBatchOfOneTiles() &&
+      (m % mTile != 0 || !epilogue->columnSums.empty())) {
+    return op.emitOpError("has a row chain epilogue on batch elements of ")
+           << m << " rows, not whole row tiles, or with column sums";
+  }
   lhsType = lhsLoad;
   rhsType = rhsLoad;
   lhs = batchedView(lhsOperand, lhsType, op.getLhs());
@@ -330,9 +338,11 @@ void MatmulLowering::startEpilogue() {
   }
   skipOutputsOnlyReducedOnes(epilogue->outputs, epilogue->ops,
                              epilogue->reductions, epilogue->columnSums);
+  // A batched product's rows gather as those of [elements x M, N].
   auto columnPerRowTile = [&] {
     return tb.tile(isa::Memory::Sbuf, isa::DType::F32,
-                   std::min<int64_t>(mTile, m), (m + mTile - 1) / mTile);
+                   std::min<int64_t>(mTile, m),
+                   (batchCount * m + mTile - 1) / mTile);
   };
   for (size_t r = 0; r < epilogue->reductions.size(); ++r) {
     epilogue->gathered.push_back(columnPerRowTile());
@@ -468,6 +478,7 @@ MatmulLowering::elementOperands(int64_t bIndex,
                                 const std::optional<HbmView> &lhsCopy,
                                 const std::optional<HbmView> &rhsCopy) {
   ElementOperands e;
+  e.index = bIndex;
   e.outBase = batchBase(dst, dstStrides, bIndex);
   e.stationary = stationaryAt(batchBase(lhs, lhs.strides, bIndex));
   e.moving = movingAt(batchBase(rhs, rhs.strides, bIndex));
@@ -633,7 +644,8 @@ LogicalResult MatmulLowering::evacuate(const ElementOperands &e,
       }
       tb.copy(out.columns(n0 - spanStart, nn), accs[i]);
       if (n0 + nn == spanStart + spanCols &&
-          failed(l.emitEpilogue(*epilogue, out, rt.first, spanStart, n))) {
+          failed(l.emitEpilogue(*epilogue, out, e.index, rt.first, spanStart,
+                                n))) {
         return failure();
       }
       continue;
@@ -664,7 +676,7 @@ LogicalResult MatmulLowering::storeGatheredResults() {
     storeGathered(tb, c.dst, c.dst.offset, 1, n, out);
   }
   for (auto [r, reduction] : llvm::enumerate(epilogue->reductions)) {
-    storeGathered(tb, reduction.dst, reduction.dst.offset, 1, m,
+    storeGathered(tb, reduction.dst, reduction.dst.offset, 1, batchCount * m,
                   epilogue->gathered[r]);
   }
   for (auto [r, out] : llvm::enumerate(epilogue->rowOutputs)) {
@@ -673,7 +685,7 @@ LogicalResult MatmulLowering::storeGatheredResults() {
       return op.emitOpError("has an epilogue row value whose buffer is not "
                             "one element per row");
     }
-    storeGathered(tb, *rows, rows->offset, rows->strides[0], m,
+    storeGathered(tb, *rows, rows->offset, rows->strides[0], batchCount * m,
                   epilogue->rowGathered[r]);
   }
   return success();

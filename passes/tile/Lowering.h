@@ -126,10 +126,11 @@ struct Epilogue {
   std::map<std::pair<size_t, int64_t>, Tile> soFar;
   /// The shape of a row chain (PlannedRowChain) the epilogue runs instead
   /// of a group, empty for a group: on a batched product of one-tile
-  /// elements (see emitBatchedEpilogue), or on a 2-D product's whole rows,
-  /// the group computing the product's values followed by the chain over
-  /// them (a linear layer's bias, dropout and residual, then a layer
-  /// norm). Its ops reduce the last dimension; the row values they compute
+  /// elements (see emitBatchedEpilogue), on the whole rows of a batched
+  /// product of larger elements (attention's scores over 2048 keys), or on
+  /// a 2-D product's whole rows, the group computing the product's values
+  /// followed by the chain over them (a linear layer's bias, dropout and
+  /// residual, then a layer norm). Its ops reduce the last dimension; the row values they compute
   /// stay in SBUF but for `rowOutputs`.
   llvm::SmallVector<int64_t> chainShape;
   bool rowChain() const { return !chainShape.empty(); }
@@ -249,9 +250,14 @@ public:
                                   Epilogue *epilogue = nullptr,
                                   llvm::ArrayRef<HbmView> columnSums = {});
   /// The epilogue on output rows [m0, m0 + product.rows) and columns
-  /// [n0, n0 + product.cols) of an [M, N] product, `product` in SBUF.
+  /// [n0, n0 + product.cols) of batch element `element` (row-major over
+  /// the batch dimensions; 0 for a 2-D product) of a product whose
+  /// elements are [M, N], `product` in SBUF. Row values gather by the row
+  /// of the product seen as [elements x M, N], so a batched product's M is
+  /// a multiple of 128.
   mlir::LogicalResult emitEpilogue(Epilogue &epilogue, const Tile &product,
-                                   int64_t m0, int64_t n0, int64_t n);
+                                   int64_t element, int64_t m0, int64_t n0,
+                                   int64_t n);
   /// The tiles an epilogue starts from: the product's, and each input's
   /// from outside the epilogue, an immediate or what `load` brings in
   /// from its view; none for a condition its selects compute at `index`

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/tile/AffinePredicate.h"
 #include "passes/tile/TilePlanner.h"
 
 using namespace mlir;
@@ -19,6 +20,12 @@ using namespace kiln::tile_passes;
 using graph_passes::fusionId;
 
 namespace kiln::tile_passes {
+
+/// The longest row, in f32 bytes per partition, that a batched product
+/// gathers in SBUF for a row chain epilogue: 2048 keys. The chain's few
+/// live row values (the scores, their exponentials, the probabilities)
+/// then take a quarter of a partition's SBUF at most.
+constexpr int64_t kChainRowBytes = 8192;
 
 /// Row chains among the groups no matmul or row sum claimed.
 void TilePlanner::planChains() {
@@ -45,14 +52,16 @@ void TilePlanner::planChains() {
   }
 }
 
-/// The row chains that a batched product of one-tile elements (attention's
-/// scores, [B, H, S, S]) computes on its output tiles, as an epilogue: the
-/// chain reduces the product's last dimension, which each output tile
-/// holds whole (several batch elements side by side), reads the product
-/// only itself, and reads nothing computed after the product. The scores
-/// then never go to HBM and come back: the softmax and its backward each
-/// save a store and a load of the product on every layer, and a hop on the
-/// forward pass's chain of dependent transfers.
+/// The row chains that a batched product (attention's scores, [B, H, S, S])
+/// computes on its output tiles, as an epilogue: the chain reduces the
+/// product's last dimension, which each output tile holds whole (several
+/// one-tile batch elements side by side), or which the product's tiles of
+/// a row block gather in SBUF (elements of whole row tiles, rows of up to
+/// kChainRowBytes in f32), reads the product only itself, and reads
+/// nothing computed after the product. The scores then never go to HBM
+/// and come back: the softmax and its backward each save a store and a
+/// load of the product on every layer, and a hop on the forward pass's
+/// chain of dependent transfers.
 void TilePlanner::planChainEpilogues() {
   int64_t bankColumns = target.psumBankBytes / 4;
   for (auto [k, plan] : llvm::enumerate(chains)) {
@@ -79,14 +88,17 @@ void TilePlanner::planChainEpilogues() {
             llvm::ArrayRef<int64_t>(plan.shape)) {
       continue;
     }
-    // The lowering's grouped path: one tile per element, several elements
-    // of the innermost batch dimension to a PSUM bank.
+    // The lowering's grouped path (one tile per element, several elements
+    // of the innermost batch dimension to a PSUM bank), or its tiled path
+    // on each element's whole rows, in whole row tiles.
     int64_t m = plan.shape[rank - 2], n = plan.shape[rank - 1];
     int64_t depth =
         tensorType(product.getLhs())
             .getShape()[product.getTransposeLhs() ? rank - 2 : rank - 1];
-    if (depth > 128 || m > 128 || n > bankColumns || plan.shape[rank - 3] < 2 ||
-        oneHotIndices.count(product.getLhs()) ||
+    bool grouped = depth <= 128 && m <= 128 && n <= bankColumns &&
+                   plan.shape[rank - 3] >= 2;
+    bool wholeRows = !grouped && m % 128 == 0 && 4 * n <= kChainRowBytes;
+    if (!(grouped || wholeRows) || oneHotIndices.count(product.getLhs()) ||
         oneHotIndices.count(product.getRhs())) {
       continue;
     }
@@ -104,11 +116,16 @@ void TilePlanner::planChainEpilogues() {
     });
     unsigned at = position[product];
     llvm::SetVector<Operation *> views;
+    // A mask the chain's selects compute from positions (a causal mask)
+    // need not exist yet, where no tile's rows wrap round an element.
+    auto computed = [&](Value v) {
+      return m % 128 == 0 && selectCondition(v, plan.ops, plan.shape);
+    };
     bool available = llvm::all_of(plan.ops, [&](Operation *op) {
       return llvm::all_of(op->getOperands(), [&](Value v) {
         Operation *def = v.getDefiningOp();
         return !def || def == product || inChain.contains(def) ||
-               availableBy(def, at, views);
+               computed(v) || availableBy(def, at, views);
       });
     });
     if (readOnlyByChain && rowValuesInside && available &&

@@ -983,6 +983,47 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(backward, options);
 }
 
+TEST(CompilerTest, AttentionSoftmaxRunsOnWholeRowsOfLongerScores) {
+  // Heads of 256 queries (two row tiles) over 640 keys (two PSUM tiles of
+  // 512 and 128 columns): the causal softmax and its dropout, and the
+  // backward's softmax gradient, are each the epilogue of their product,
+  // on a row block's whole rows gathered in SBUF
+  // (test/passes/tile/batched-row-chain.mlir, @long_rows). The mask is
+  // built after the product, as a traced step builds it, and computed
+  // from positions by the selects; the dropout's counters, the mask's
+  // predicate and the stored rows follow each head's rows through the
+  // batch. Tolerances as in AttentionSoftmaxRunsOnItsScoresTiles.
+  mlir::MLIRContext context;
+  proto::Graph forward = buildGraph(context, [](GraphBuilder &b) {
+    Tensor seed = b.input("seed", proto::I64, {}, proto::RNG_SEED);
+    Tensor scores =
+        b.matmul(in(b, "q", {2, 3, 256, 24}), in(b, "k", {2, 3, 24, 640}));
+    Tensor rows = b.iota({256, 640}, 0, proto::I32);
+    Tensor cols = b.iota({256, 640}, 1, proto::I32);
+    Tensor future = b.compare("gt", b.sub(cols, rows),
+                              b.full({256, 640}, 384, proto::I32));
+    Tensor masked = b.select(future, b.scalar(-1e30),
+                             b.div(scores, b.scalar(4.0)));
+    Tensor p = b.softmax(masked, 3);
+    out(b, p, "p");
+    out(b, b.dropout(p, seed, 0.25).output, "dropped");
+  });
+  proto::Graph backward = buildGraph(context, [](GraphBuilder &b) {
+    Tensor dp =
+        b.matmul(in(b, "g", {2, 3, 256, 24}), in(b, "v", {2, 3, 24, 640}));
+    out(b, b.softmaxBackward(dp, in(b, "p", {2, 3, 256, 640}), 3), "dscores");
+  });
+  DiffOptions options;
+  options.ranges["seed"] = {0.0, 2147483647.0};
+  options.ranges["p"] = {0.0, 0.003};
+  options.atol = 2e-5; // f32 products accumulated in another order
+  expectMatches(forward, options);
+  expectMatches(backward, options);
+  options.autoCastBf16(0.02);
+  expectMatches(forward, options);
+  expectMatches(backward, options);
+}
+
 TEST(CompilerTest, LongRowSoftmaxSumsItsExponentialsOnScalarE) {
   // A softmax over 1024 keys (a row chain, a row a partition): the
   // exponentials' activation writes each row's sum as it computes them.

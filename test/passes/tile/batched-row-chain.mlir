@@ -149,3 +149,47 @@ func.func @max_on_f32_product(%q: tensor<2x4x128x64xf32> {kgraph.name = "q", kgr
   %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<2x4x128x128xf32>, tensor<2x4x128x1xf32>
   return %p : tensor<2x4x128x128xf32>
 }
+
+// Heads of 256 queries over 640 keys: more than one tile per element, so
+// the chain runs on each row tile's whole rows, gathered in SBUF from the
+// product's two PSUM tiles (512 and 128 columns). The causal mask, built
+// after the product, is computed by the selects from each element's
+// position (its rows restart with each head); the scores never go to HBM.
+// CHECK-LABEL: func.func @long_rows
+// CHECK: ktile.tensor_copy %[[SPAN:[0-9]+]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
+// CHECK-NOT: ktile.dma_copy %{{.*}}, %[[SPAN]]
+// CHECK: ktile.tensor_copy %[[SPAN]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 1024, dims = [1 x 128]>, src = #kisa.ap<psum
+// CHECK: ktile.tensor_scalar %[[S:[0-9]+]], %[[SPAN]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 640]>, op0 = "div"
+// CHECK: ktile.affine_select %{{.*}}, %[[S]] {base = -384 : i64, compare = "le"
+// CHECK: ktile.tensor_reduce {{.*}}op = "max", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 640]>
+// CHECK: ktile.dma_copy %[[P:[0-9]+]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 640], pstride = 640>
+// The second row tile: rows 128 to 255 of the first head.
+// CHECK: ktile.affine_select {{.*}}base = -512 : i64
+// CHECK: ktile.dma_copy %[[P]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 163840, dims = [1 x 640]
+// The second head's first rows.
+// CHECK: ktile.affine_select {{.*}}base = -384 : i64
+// CHECK: ktile.dma_copy %[[P]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 327680, dims = [1 x 640]
+func.func @long_rows(%q: tensor<1x2x256x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<1x2x64x640xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}) -> (tensor<1x2x256x640xbf16> {kgraph.name = "p", kgraph.role = "metric"}) {
+  %c = kgraph.constant dense<8.0> : tensor<f32>
+  %lowest = kgraph.constant dense<-1.0e30> : tensor<f32>
+  %x = kgraph.matmul %q, %k : tensor<1x2x256x64xbf16>, tensor<1x2x64x640xbf16> -> tensor<1x2x256x640xbf16>
+  %ri = kgraph.iota {dim = 0 : i64} : tensor<256xi32>
+  %rr = kgraph.reshape %ri : tensor<256xi32> -> tensor<256x1xi32>
+  %rows = kgraph.broadcast %rr : tensor<256x1xi32> -> tensor<256x640xi32>
+  %ci = kgraph.iota {dim = 0 : i64} : tensor<640xi32>
+  %cr = kgraph.reshape %ci : tensor<640xi32> -> tensor<1x640xi32>
+  %cols = kgraph.broadcast %cr : tensor<1x640xi32> -> tensor<256x640xi32>
+  %ahead = kgraph.sub %cols, %rows {kgraph.fusion = 3 : i64} : tensor<256x640xi32>, tensor<256x640xi32>
+  %bound = kgraph.constant dense<384> : tensor<256x640xi32>
+  %future = kgraph.compare "gt", %ahead, %bound {kgraph.fusion = 3 : i64} : tensor<256x640xi32>, tensor<256x640xi32>
+  %xf = kgraph.cast %x {kgraph.fusion = 0 : i64} : tensor<1x2x256x640xbf16> -> tensor<1x2x256x640xf32>
+  %s = kgraph.div %xf, %c {kgraph.fusion = 0 : i64} : tensor<1x2x256x640xf32>, tensor<f32>
+  %sm = kgraph.select %future, %lowest, %s {kgraph.fusion = 0 : i64} : tensor<256x640xi1>, tensor<f32>, tensor<1x2x256x640xf32>
+  %m = kgraph.reduce_max %sm, [3] {keepdim = true} : tensor<1x2x256x640xf32> -> tensor<1x2x256x1xf32>
+  %d = kgraph.sub %sm, %m {kgraph.fusion = 1 : i64} : tensor<1x2x256x640xf32>, tensor<1x2x256x1xf32>
+  %e = kgraph.exp %d {kgraph.fusion = 1 : i64} : tensor<1x2x256x640xf32>
+  %z = kgraph.reduce_sum %e, [3] {keepdim = true} : tensor<1x2x256x640xf32> -> tensor<1x2x256x1xf32>
+  %p = kgraph.div %e, %z {kgraph.fusion = 2 : i64} : tensor<1x2x256x640xf32>, tensor<1x2x256x1xf32>
+  %pb = kgraph.cast %p {kgraph.fusion = 2 : i64} : tensor<1x2x256x640xf32> -> tensor<1x2x256x640xbf16>
+  return %pb : tensor<1x2x256x640xbf16>
+}
