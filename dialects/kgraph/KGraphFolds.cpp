@@ -304,6 +304,67 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// matmul -> reshape that only adds leading unit dimensions (a [32, S, S]
+/// product read as [1, 32, S, S]) -> the matmul at that rank, its operands
+/// given the same unit dimensions (free) and its other readers a reshape
+/// back. A traced step's product of merged heads (attention backward's
+/// dP = dO . V^T, its heads merged by grouped-query attention's broadcast)
+/// then has the shape of the values it meets, so the elementwise ops and
+/// row reductions on it (the softmax gradient) stay one shape and form one
+/// row chain.
+struct AddUnitBatchDims : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// How many leading unit dimensions `reshape` adds to `type`, or 0.
+  static int64_t addedUnitDims(ReshapeOp reshape, RankedTensorType type) {
+    auto wider = llvm::cast<RankedTensorType>(reshape.getType());
+    int64_t extra = wider.getRank() - type.getRank();
+    if (extra <= 0 || wider.getShape().drop_front(extra) != type.getShape() ||
+        !llvm::all_of(wider.getShape().take_front(extra),
+                      [](int64_t d) { return d == 1; })) {
+      return 0;
+    }
+    return extra;
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = llvm::cast<RankedTensorType>(op.getType());
+    if (type.getRank() < 3) {
+      return failure();
+    }
+    int64_t extra = 0;
+    for (Operation *user : op->getUsers()) {
+      if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
+        extra = std::max(extra, addedUnitDims(reshape, type));
+      }
+    }
+    if (extra == 0) {
+      return failure();
+    }
+    auto widen = [&](Value v) -> Value {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      if (t.getRank() == 2) {
+        return v; // shared by every batch element
+      }
+      llvm::SmallVector<int64_t> shape(extra, 1);
+      shape.append(t.getShape().begin(), t.getShape().end());
+      return ReshapeOp::create(
+          rewriter, op.getLoc(),
+          RankedTensorType::get(shape, t.getElementType()), v);
+    };
+    llvm::SmallVector<int64_t> shape(extra, 1);
+    shape.append(type.getShape().begin(), type.getShape().end());
+    Value product = MatmulOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get(shape, type.getElementType()),
+        widen(op.getLhs()), widen(op.getRhs()), op.getTransposeLhsAttr(),
+        op.getTransposeRhsAttr());
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, type, product);
+    return success();
+  }
+};
+
 /// A float splat constant that is finite and positive.
 bool isPositiveConstant(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
@@ -541,7 +602,8 @@ void ReduceMinOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                            MLIRContext *context) {
-  patterns.add<UnmergeBatchReshapes, ScaleOtherProductInput>(context);
+  patterns.add<UnmergeBatchReshapes, AddUnitBatchDims, ScaleOtherProductInput>(
+      context);
 }
 
 void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,

@@ -180,6 +180,27 @@ func.func @unmerged_transposed(%x: tensor<2x3x5x4xf32>, %g: tensor<6x5x7xf32>, %
 
 // -----
 
+// A product of merged heads that one reader sees with a leading unit
+// dimension added (attention backward's dP = dO . V^T under grouped-query
+// attention, [32, S, S] read as [1, 32, S, S]) is computed at that rank:
+// its rank-3 operand gains the unit dimension, its rank-2 one stays
+// shared, and the reader that wanted the merged shape reads a reshape.
+// CHECK-LABEL: func.func @unit_batch_dims_added
+// CHECK-SAME: (%[[G:.*]]: tensor<6x5x7xf32>, %[[W:.*]]: tensor<7x9xf32>, %[[P:.*]]: tensor<1x6x5x9xf32>)
+// CHECK: %[[GU:.*]] = kgraph.reshape %[[G]] : tensor<6x5x7xf32> -> tensor<1x6x5x7xf32>
+// CHECK: %[[D:.*]] = kgraph.matmul %[[GU]], %[[W]] : tensor<1x6x5x7xf32>, tensor<7x9xf32> -> tensor<1x6x5x9xf32>
+// CHECK: %[[M:.*]] = kgraph.reshape %[[D]] : tensor<1x6x5x9xf32> -> tensor<6x5x9xf32>
+// CHECK: %[[S:.*]] = kgraph.sub %[[D]], %[[P]]
+// CHECK: return %[[M]], %[[S]]
+func.func @unit_batch_dims_added(%g: tensor<6x5x7xf32>, %w: tensor<7x9xf32>, %p: tensor<1x6x5x9xf32>) -> (tensor<6x5x9xf32>, tensor<1x6x5x9xf32>) {
+  %0 = kgraph.matmul %g, %w : tensor<6x5x7xf32>, tensor<7x9xf32> -> tensor<6x5x9xf32>
+  %1 = kgraph.reshape %0 : tensor<6x5x9xf32> -> tensor<1x6x5x9xf32>
+  %2 = kgraph.sub %1, %p : tensor<1x6x5x9xf32>, tensor<1x6x5x9xf32>
+  return %0, %2 : tensor<6x5x9xf32>, tensor<1x6x5x9xf32>
+}
+
+// -----
+
 // A row's max (or min) of x scaled by a positive constant is taken on x
 // and scaled after: rounding is monotone, so the bits are the same, and a
 // softmax over scaled scores folds the max on the scores themselves.
