@@ -22,10 +22,12 @@ using graph_passes::fusionId;
 namespace kiln::tile_passes {
 
 /// The longest row, in f32 bytes per partition, that a batched product
-/// gathers in SBUF for a row chain epilogue: 2048 keys. The chain's few
-/// live row values (the scores, their exponentials, the probabilities)
-/// then take a quarter of a partition's SBUF at most.
-constexpr int64_t kChainRowBytes = 8192;
+/// gathers in SBUF for a row chain epilogue: 4096 keys (Llama 2's
+/// sequence). The chain's few live row values (the scores, their
+/// exponentials, the probabilities) then take about a third of a
+/// partition's SBUF; what does not fit beside the product's other tiles
+/// spills (ktile-plan-memory).
+constexpr int64_t kChainRowBytes = 16384;
 
 /// Row chains among the groups no matmul or row sum claimed.
 void TilePlanner::planChains() {
