@@ -65,9 +65,10 @@ def KGraphPlanEpilogues
     A matmul computes on its output tiles, as they leave PSUM, the fusion
     group that alone reads a 2-D product (`kgraph.epilogue = G`: a bias and
     activation, AdamW on a weight gradient), or a chain over the last
-    dimension of a batched product of one-tile elements or of a 2-D
-    product's epilogue values (`kgraph.chain_epilogue = K`: attention's
-    softmax, a layer norm after a linear layer), with the row sums of its
+    dimension of a batched product (of one-tile elements, or of elements
+    in whole row tiles with rows of up to 4096 keys) or of a 2-D product's
+    epilogue values (`kgraph.chain_epilogue = K`: attention's softmax, a
+    layer norm after a linear layer), with the row sums of its
     values (`kgraph.sum_in_epilogue = N` on the sum, N the product's
     `kgraph.product` label) and the groups only those sums read
     (`kgraph.joins_epilogue = N`). A convolution (or input gradient)
