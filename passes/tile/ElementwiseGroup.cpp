@@ -139,6 +139,9 @@ private:
   bool squareScaled(Operation *op);
   bool forwardReshape(Operation *op);
   FailureOr<bool> affineSelect(SelectOp select);
+  bool selectsInPlace(Value value, const Tile &tile, isa::DType dtype) const;
+  void selectColumnsInPlace(const Tile &tile, const AffineBox &box,
+                            llvm::StringRef compare, double fill);
   bool reuseRowSums(Operation *op);
   bool valuesWithRowSums(Operation *op);
   bool foldReduction(Operation *op);
@@ -278,8 +281,16 @@ FailureOr<bool> GroupEmitter::affineSelect(SelectOp select) {
   }
   llvm::StringRef compare =
       fillTrue ? negatedComparison(predicate->compare) : predicate->compare;
-  Tile dst = tb.tile(isa::Memory::Sbuf, deviceType(type.getElementType()),
-                     rows, cols);
+  isa::DType dtype = deviceType(type.getElementType());
+  Value keptValue = fillTrue ? select.getOnFalse() : select.getOnTrue();
+  if (selectsInPlace(keptValue, kept.tile, dtype)) {
+    for (const AffineBox &box : *boxes) {
+      selectColumnsInPlace(kept.tile, box, compare, *fill.immediate);
+    }
+    tiles[select.getOutput()] = kept;
+    return true;
+  }
+  Tile dst = tb.tile(isa::Memory::Sbuf, dtype, rows, cols);
   for (const AffineBox &box : *boxes) {
     tb.affineSelect(dst.withRows(box.p0, box.rows).columns(box.f0, box.cols),
                     kept.tile.withRows(box.p0, box.rows).columns(box.f0, box.cols),
@@ -288,6 +299,65 @@ FailureOr<bool> GroupEmitter::affineSelect(SelectOp select) {
   }
   tiles[select.getOutput()] = TileArg{std::nullopt, dst};
   return true;
+}
+
+/// Whether a select may overwrite the tile of its kept branch `value`:
+/// the tile is this iteration's own (the value is computed by the group,
+/// or is the product whose tile an epilogue runs on, not an input a loop
+/// nest may load once for every iteration), the select is the value's one
+/// reader, no other value shares the tile (a forwarded reshape or cast),
+/// and the tile holds every element once in the select's type.
+bool GroupEmitter::selectsInPlace(Value value, const Tile &tile,
+                                  isa::DType dtype) const {
+  Operation *def = value.getDefiningOp();
+  bool ownTile = def && (members.contains(def) || llvm::isa<MatmulOp>(def));
+  return ownTile && value.hasOneUse() && tile.dtype == dtype &&
+         tile.freeStride == 1 &&
+         tile.run == 0 && tile.rows == rows && tile.cols == cols &&
+         llvm::none_of(tiles, [&](const auto &entry) {
+           return entry.first != value &&
+                  entry.second.tile.buffer == tile.buffer;
+         });
+}
+
+/// The select of `box` on `tile` in place: columns that every row of the
+/// box keeps need nothing, columns that none keeps are filled by a
+/// memset, and only the columns between (a causal mask's diagonal block)
+/// go through affine_select. On a row tile of a causal softmax over 2048
+/// keys that is 128 columns instead of 2048.
+void GroupEmitter::selectColumnsInPlace(const Tile &tile, const AffineBox &box,
+                                        llvm::StringRef compare, double fill) {
+  enum class Kind { Kept, Mixed, Filled };
+  // The expression's extremes over the box's rows at column i, which
+  // decide an ordering comparison (not eq or ne) for every row.
+  bool ordering = compare != "eq" && compare != "ne";
+  int64_t rowSpan = box.partitionStep * (box.rows - 1);
+  auto kindOf = [&](int64_t i) {
+    if (!ordering) {
+      return Kind::Mixed;
+    }
+    int64_t at = box.base + box.freeStep * i;
+    bool low = compares(compare, at + std::min<int64_t>(0, rowSpan));
+    bool high = compares(compare, at + std::max<int64_t>(0, rowSpan));
+    return low && high ? Kind::Kept : !low && !high ? Kind::Filled : Kind::Mixed;
+  };
+  Tile rowsOfBox = tile.withRows(box.p0, box.rows);
+  for (int64_t i0 = 0; i0 < box.cols;) {
+    Kind kind = kindOf(i0);
+    int64_t i1 = i0 + 1;
+    while (i1 < box.cols && kindOf(i1) == kind) {
+      ++i1;
+    }
+    Tile part = rowsOfBox.columns(box.f0 + i0, i1 - i0);
+    if (kind == Kind::Filled) {
+      tb.memset(part, fill);
+    } else if (kind == Kind::Mixed) {
+      tb.affineSelect(part, part, compare, fill,
+                      box.base + box.freeStep * i0, box.partitionStep,
+                      box.freeStep);
+    }
+    i0 = i1;
+  }
 }
 
 /// A sum of rows valuesWithRowSums has summed already.

@@ -153,21 +153,27 @@ func.func @max_on_f32_product(%q: tensor<2x4x128x64xf32> {kgraph.name = "q", kgr
 // Heads of 256 queries over 640 keys: more than one tile per element, so
 // the chain runs on each row tile's whole rows, gathered in SBUF from the
 // product's two PSUM tiles (512 and 128 columns). The causal mask, built
-// after the product, is computed by the selects from each element's
-// position (its rows restart with each head); the scores never go to HBM.
+// after the product, is computed from each element's position (its rows
+// restart with each head), in place on the scaled scores: columns every
+// row of the tile keeps need nothing, those none keeps a memset, and only
+// the 127 between go through affine_select. The scores never go to HBM.
 // CHECK-LABEL: func.func @long_rows
 // CHECK: ktile.tensor_copy %[[SPAN:[0-9]+]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 0, dims = [1 x 512]>, src = #kisa.ap<psum
 // CHECK-NOT: ktile.dma_copy %{{.*}}, %[[SPAN]]
 // CHECK: ktile.tensor_copy %[[SPAN]], %{{.*}} {dst = #kisa.ap<sbuf, bf16, p = 0:128, offset = 1024, dims = [1 x 128]>, src = #kisa.ap<psum
 // CHECK: ktile.tensor_scalar %[[S:[0-9]+]], %[[SPAN]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 640]>, op0 = "div"
-// CHECK: ktile.affine_select %{{.*}}, %[[S]] {base = -384 : i64, compare = "le"
+// CHECK-NEXT: ktile.affine_select %[[S]], %[[S]] {base = 1 : i64, compare = "le", dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 1540, dims = [1 x 127]>
+// CHECK-NEXT: ktile.memset %[[S]] {dst = #kisa.ap<sbuf, f32, p = 0:128, offset = 2048, dims = [1 x 128]>
 // CHECK: ktile.tensor_reduce {{.*}}op = "max", src = #kisa.ap<sbuf, f32, p = 0:128, offset = 0, dims = [1 x 640]>
 // CHECK: ktile.dma_copy %[[P:[0-9]+]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 0, dims = [1 x 640], pstride = 640>
-// The second row tile: rows 128 to 255 of the first head.
-// CHECK: ktile.affine_select {{.*}}base = -512 : i64
+// The second row tile (rows 128 to 255 of the first head) keeps its first
+// 513 columns and fills none.
+// CHECK: ktile.affine_select {{.*}}offset = 2052, dims = [1 x 127]>
+// CHECK-NOT: ktile.memset
 // CHECK: ktile.dma_copy %[[P]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 163840, dims = [1 x 640]
 // The second head's first rows.
-// CHECK: ktile.affine_select {{.*}}base = -384 : i64
+// CHECK: ktile.affine_select {{.*}}offset = 1540, dims = [1 x 127]>
+// CHECK: ktile.memset
 // CHECK: ktile.dma_copy %[[P]], %{{.*}} {dst = #kisa.ap<hbm, bf16, p = 0:128, offset = 327680, dims = [1 x 640]
 func.func @long_rows(%q: tensor<1x2x256x64xbf16> {kgraph.name = "q", kgraph.role = "batch_input"}, %k: tensor<1x2x64x640xbf16> {kgraph.name = "k", kgraph.role = "batch_input"}) -> (tensor<1x2x256x640xbf16> {kgraph.name = "p", kgraph.role = "metric"}) {
   %c = kgraph.constant dense<8.0> : tensor<f32>
