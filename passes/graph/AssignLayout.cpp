@@ -18,6 +18,41 @@ namespace {
 
 using Shape = llvm::SmallVector<int64_t>;
 
+/// The most slices a reduction over one middle dimension adds elementwise.
+constexpr int64_t kMaxSlicesAdded = 16;
+
+/// A sum over one middle dimension of few elements, each slice a
+/// long block of contiguous elements (grouped-query attention's key and
+/// value gradients, summed over the 8 query heads that share a key-value
+/// head): the slices combined elementwise, one loop nest that loads each
+/// slice as it lies, instead of a transpose that moves the dimension
+/// innermost with element-sized runs. Low-precision sums accumulate in
+/// f32, as the reduction would, and round once. nullptr when it does not
+/// apply.
+Value combineSlices(GraphEmitter &e, Operation *op, Value input, int64_t dim,
+                    const Shape &resultShape) {
+  llvm::ArrayRef<int64_t> xs = GraphEmitter::shapeOf(input);
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < xs.size(); ++d) {
+    inner *= xs[d];
+  }
+  Type t = GraphEmitter::elementOf(input);
+  if (!llvm::isa<ReduceSumOp>(op) || xs[dim] > kMaxSlicesAdded ||
+      inner < 128 || !llvm::isa<FloatType>(t)) {
+    return nullptr;
+  }
+  Type work = t.getIntOrFloatBitWidth() < 32 ? e.builder().getF32Type() : t;
+  Shape start(xs.size(), 0), limit(xs.begin(), xs.end()), stride(xs.size(), 1);
+  Value combined;
+  for (int64_t k = 0; k < xs[dim]; ++k) {
+    start[dim] = k;
+    limit[dim] = k + 1;
+    Value part = e.cast(e.slice(input, start, limit, stride), work);
+    combined = combined ? e.add(combined, part) : part;
+  }
+  return e.reshape(e.cast(combined, t), resultShape);
+}
+
 /// Rewrites one reduction whose dims are not the trailing ones; nullptr when
 /// it already is.
 Value relayout(GraphEmitter &e, Operation *op, Value input,
@@ -48,6 +83,11 @@ Value relayout(GraphEmitter &e, Operation *op, Value input,
     Value ones = e.splat(1.0, {1, rows}, work);
     Value sum = e.matmul(ones, e.reshape(e.cast(input, work), {rows, rest}));
     return e.cast(e.reshape(sum, resultShape), t);
+  }
+  if (count == 1) {
+    if (Value combined = combineSlices(e, op, input, sorted[0], resultShape)) {
+      return combined;
+    }
   }
   Shape perm;
   for (int64_t d = 0; d < rank; ++d) {

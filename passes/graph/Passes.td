@@ -173,6 +173,12 @@ def KGraphAssignLayout : Pass<"kgraph-assign-layout", "mlir::func::FuncOp"> {
     - a sum over *leading* dimensions (bias gradients, `sum(dim=0)`) becomes
       a `matmul` of a ones row with the tensor, which contracts the rows on
       TensorE instead of reading the tensor with element-sized strides;
+    - a sum over one middle dimension of at most 16 elements whose slices
+      are blocks of at least 128 contiguous elements (grouped-query
+      attention's key and value gradients, summed over the query heads of
+      each key-value head) adds the slices elementwise, in f32 for 16-bit
+      floats, rounded once: one fusion group that loads each slice as it
+      lies;
     - any other reduction gets an explicit `transpose` that moves the reduced
       dimensions innermost.
   }];

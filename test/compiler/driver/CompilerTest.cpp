@@ -983,6 +983,28 @@ TEST(CompilerTest, AttentionSoftmaxRunsOnItsScoresTiles) {
   expectMatches(backward, options);
 }
 
+TEST(CompilerTest, SumsOverFewMiddleElementsAddTheirSlices) {
+  // Grouped-query attention's key gradient: [B, kv heads, group, S, d]
+  // summed over the group, whose slices are long contiguous blocks, adds
+  // the slices elementwise (kgraph-assign-layout; in f32 for bf16, rounded
+  // once, as the interpreter's sum). A middle dimension of more elements
+  // than it adds (17) still moves innermost by a transpose.
+  mlir::MLIRContext context;
+  auto sums = [](proto::DType dtype) {
+    return [dtype](GraphBuilder &b) {
+      Tensor g = b.cast(in(b, "g", {1, 3, 8, 130, 40}), dtype);
+      out(b, b.cast(b.reduceSum(g, {2}), proto::F32), "grouped");
+      Tensor wide = b.cast(in(b, "x", {2, 17, 9, 20}), dtype);
+      out(b, b.cast(b.reduceSum(wide, {1}, /*keepdim=*/true), proto::F32),
+          "wide");
+    };
+  };
+  DiffOptions options;
+  expectMatches(buildGraph(context, sums(proto::F32)), options);
+  options.rtol = 1.0 / 128; // one bf16 rounding of the sum
+  expectMatches(buildGraph(context, sums(proto::BF16)), options);
+}
+
 TEST(CompilerTest, AttentionSoftmaxRunsOnWholeRowsOfLongerScores) {
   // Heads of 256 queries (two row tiles) over 640 keys (two PSUM tiles of
   // 512 and 128 columns): the causal softmax and its dropout, and the
