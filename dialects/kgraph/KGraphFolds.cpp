@@ -252,19 +252,18 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
     return llvm::to_vector(in.getShape().drop_back(2));
   }
 
-  LogicalResult matchAndRewrite(MatmulOp op,
-                                PatternRewriter &rewriter) const override {
+  /// The batch shape `op` unmerges to, when the pattern applies.
+  static std::optional<llvm::SmallVector<int64_t>> unmergedBatch(MatmulOp op) {
     auto outType = llvm::cast<RankedTensorType>(op.getType());
     if (outType.getRank() != 3) {
-      return failure();
+      return std::nullopt;
     }
     auto lhsBatch = mergedBatch(op.getLhs());
     auto rhsBatch = mergedBatch(op.getRhs());
     if ((!lhsBatch && !rhsBatch) ||
         (lhsBatch && rhsBatch && *lhsBatch != *rhsBatch)) {
-      return failure();
+      return std::nullopt;
     }
-    llvm::SmallVector<int64_t> batch = lhsBatch ? *lhsBatch : *rhsBatch;
     // An operand no reshape merged must be rank 2 (shared) or have the
     // merged batch dimension; checked before anything is built.
     auto splittable = [&](Value v) {
@@ -275,8 +274,21 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
     };
     if ((!lhsBatch && !splittable(op.getLhs())) ||
         (!rhsBatch && !splittable(op.getRhs()))) {
+      return std::nullopt;
+    }
+    return lhsBatch ? *lhsBatch : *rhsBatch;
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto outType = llvm::cast<RankedTensorType>(op.getType());
+    std::optional<llvm::SmallVector<int64_t>> unmerged = unmergedBatch(op);
+    if (!unmerged) {
       return failure();
     }
+    llvm::SmallVector<int64_t> batch = *unmerged;
+    bool lhsMerged = mergedBatch(op.getLhs()).has_value();
+    bool rhsMerged = mergedBatch(op.getRhs()).has_value();
     auto unmerge = [&](Value v, bool merged) -> Value {
       if (merged) {
         return v.getDefiningOp<ReshapeOp>().getInput();
@@ -291,8 +303,8 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
           rewriter, op.getLoc(),
           RankedTensorType::get(shape, type.getElementType()), v);
     };
-    Value lhs = unmerge(op.getLhs(), lhsBatch.has_value());
-    Value rhs = unmerge(op.getRhs(), rhsBatch.has_value());
+    Value lhs = unmerge(op.getLhs(), lhsMerged);
+    Value rhs = unmerge(op.getRhs(), rhsMerged);
     llvm::SmallVector<int64_t> shape(batch);
     shape.append(outType.getShape().begin() + 1, outType.getShape().end());
     Value product = MatmulOp::create(
@@ -330,7 +342,9 @@ struct AddUnitBatchDims : OpRewritePattern<MatmulOp> {
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     auto type = llvm::cast<RankedTensorType>(op.getType());
-    if (type.getRank() < 3) {
+    // A product whose merged operands unmerge (UnmergeBatchReshapes) reads
+    // them where they lie at their own rank instead.
+    if (type.getRank() < 3 || UnmergeBatchReshapes::unmergedBatch(op)) {
       return failure();
     }
     int64_t extra = 0;

@@ -37,7 +37,7 @@ Value combineSlices(GraphEmitter &e, Operation *op, Value input, int64_t dim,
     inner *= xs[d];
   }
   Type t = GraphEmitter::elementOf(input);
-  if (!llvm::isa<ReduceSumOp>(op) || xs[dim] > kMaxSlicesAdded ||
+  if (!llvm::isa<ReduceSumOp>(op) || xs[dim] < 1 || xs[dim] > kMaxSlicesAdded ||
       inner < 128 || !llvm::isa<FloatType>(t)) {
     return nullptr;
   }

@@ -195,16 +195,6 @@ llvm::StringRef negatedComparison(llvm::StringRef compare) {
       .Default("eq");
 }
 
-bool compares(llvm::StringRef compare, int64_t value) {
-  return llvm::StringSwitch<bool>(compare)
-      .Case("lt", value < 0)
-      .Case("le", value <= 0)
-      .Case("gt", value > 0)
-      .Case("ge", value >= 0)
-      .Case("eq", value == 0)
-      .Default(value != 0);
-}
-
 namespace {
 
 /// A splat i1 constant's value.

@@ -35,9 +35,6 @@ affinePredicateOf(mlir::Value v, llvm::ArrayRef<int64_t> shape);
 /// The comparison that holds where `compare` does not.
 llvm::StringRef negatedComparison(llvm::StringRef compare);
 
-/// Whether `value compare 0` holds.
-bool compares(llvm::StringRef compare, int64_t value);
-
 /// The predicate `cond` computes over `shape`, when `ops` (a group) read
 /// it only as the condition of selects of `shape` with one splat constant
 /// branch: the selects compute it with affine_select (GroupEmitter), so

@@ -96,10 +96,6 @@ void sumEpilogueColumns(TileBuilder &tb, Epilogue &e,
   }
 }
 
-} // namespace
-
-namespace {
-
 /// Where rows [m0, ...) and columns [n0, ...) of batch element `element` of
 /// a product of `shape` lie in `input`: a view of the product's shape (or
 /// one that broadcasts to it), or, for a 2-D product, of any shape whose
@@ -125,13 +121,28 @@ std::optional<RowsAt> rowsAt(const HbmView &input,
     view = flat->broadcastTo(shape);
     base = view.offset;
   } else {
-    view = input.broadcastTo(shape);
+    // A view that broadcasts to the product's shape by NumPy's rules, or
+    // one of the same elements in another shape (a reshape of its rows).
+    size_t lead = rank - std::min(rank, input.shape.size());
+    bool broadcasts =
+        input.shape.size() <= rank &&
+        llvm::all_of(llvm::seq<size_t>(0, input.shape.size()), [&](size_t d) {
+          return input.shape[d] == 1 || input.shape[d] == shape[lead + d];
+        });
+    std::optional<HbmView> same =
+        broadcasts ? std::optional<HbmView>(input.broadcastTo(shape))
+                   : input.reshaped(shape);
+    if (!same) {
+      return std::nullopt;
+    }
+    view = *same;
     base = batchElementOffset(view.offset, view.strides, shape.drop_back(2),
                               element);
   }
   int64_t rowStride = view.strides[rank - 2], colStride = view.strides.back();
-  bool rowsAlike = llvm::all_of(llvm::ArrayRef<int64_t>(view.strides).drop_back(),
-                                [](int64_t s) { return s == 0; });
+  bool rowsAlike =
+      llvm::all_of(llvm::ArrayRef<int64_t>(view.strides).drop_back(),
+                   [](int64_t s) { return s == 0; });
   return RowsAt{view, base + m0 * rowStride + n0 * colStride, rowStride,
                 colStride, rowsAlike};
 }
@@ -182,7 +193,8 @@ LogicalResult Lowering::emitEpilogue(Epilogue &e, const Tile &product,
   if (failed(epilogueTiles(e, product, index, load, tiles))) {
     return failure();
   }
-  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape))) {
+  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, e.chainShape,
+                          /*perRow=*/1, e.product))) {
     return failure();
   }
   sumEpilogueColumns(tb, e, tiles, rows, cols, m0, n0, n);
@@ -257,7 +269,8 @@ LogicalResult Lowering::emitBatchedEpilogue(Epilogue &e, const Tile &product,
   if (failed(epilogueTiles(e, product, index, load, tiles))) {
     return failure();
   }
-  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, shape, count))) {
+  if (failed(emitGroupOps(tb, e.ops, tiles, rows, cols, index, shape, count,
+                          e.product))) {
     return failure();
   }
   for (const LoopOutput &out : e.outputs) {

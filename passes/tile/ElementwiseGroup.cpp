@@ -121,9 +121,11 @@ public:
   GroupEmitter(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
                llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
                int64_t cols, const TileIndex &index,
-               llvm::ArrayRef<int64_t> chainShape, int64_t perRow)
+               llvm::ArrayRef<int64_t> chainShape, int64_t perRow,
+               Value ownedInput)
       : tb(tb), members(ops.begin(), ops.end()), tiles(tiles), rows(rows),
-        cols(cols), index(index), chainShape(chainShape), perRow(perRow) {}
+        cols(cols), index(index), chainShape(chainShape), perRow(perRow),
+        ownedInput(ownedInput) {}
 
   LogicalResult emit(Operation *op);
 
@@ -139,7 +141,8 @@ private:
   bool squareScaled(Operation *op);
   bool forwardReshape(Operation *op);
   FailureOr<bool> affineSelect(SelectOp select);
-  bool selectsInPlace(Value value, const Tile &tile, isa::DType dtype) const;
+  bool selectsInPlace(SelectOp select, Value value, const Tile &tile,
+                      isa::DType dtype) const;
   void selectColumnsInPlace(const Tile &tile, const AffineBox &box,
                             llvm::StringRef compare, double fill);
   bool reuseRowSums(Operation *op);
@@ -159,6 +162,8 @@ private:
   const TileIndex &index;
   llvm::ArrayRef<int64_t> chainShape;
   int64_t perRow;
+  /// An input whose tile is this iteration's alone (see emitGroupOps).
+  Value ownedInput;
   /// Row sums ScalarE computed beside the values they sum
   /// (valuesWithRowSums).
   llvm::DenseMap<Value, Tile> summedAlready;
@@ -283,7 +288,7 @@ FailureOr<bool> GroupEmitter::affineSelect(SelectOp select) {
       fillTrue ? negatedComparison(predicate->compare) : predicate->compare;
   isa::DType dtype = deviceType(type.getElementType());
   Value keptValue = fillTrue ? select.getOnFalse() : select.getOnTrue();
-  if (selectsInPlace(keptValue, kept.tile, dtype)) {
+  if (selectsInPlace(select, keptValue, kept.tile, dtype)) {
     for (const AffineBox &box : *boxes) {
       selectColumnsInPlace(kept.tile, box, compare, *fill.immediate);
     }
@@ -301,18 +306,19 @@ FailureOr<bool> GroupEmitter::affineSelect(SelectOp select) {
   return true;
 }
 
-/// Whether a select may overwrite the tile of its kept branch `value`:
+/// Whether `select` may overwrite the tile of its kept branch `value`:
 /// the tile is this iteration's own (the value is computed by the group,
 /// or is the product whose tile an epilogue runs on, not an input a loop
-/// nest may load once for every iteration), the select is the value's one
-/// reader, no other value shares the tile (a forwarded reshape or cast),
-/// and the tile holds every element once in the select's type.
-bool GroupEmitter::selectsInPlace(Value value, const Tile &tile,
-                                  isa::DType dtype) const {
+/// nest or an epilogue may load once for every iteration), of the select's
+/// shape, the select is the value's one reader, no other value shares the
+/// tile (a forwarded reshape or cast), and the tile holds every element
+/// once in the select's type.
+bool GroupEmitter::selectsInPlace(SelectOp select, Value value,
+                                  const Tile &tile, isa::DType dtype) const {
   Operation *def = value.getDefiningOp();
-  bool ownTile = def && (members.contains(def) || llvm::isa<MatmulOp>(def));
-  return ownTile && value.hasOneUse() && tile.dtype == dtype &&
-         tile.freeStride == 1 &&
+  bool ownTile = (def && members.contains(def)) || value == ownedInput;
+  return ownTile && value.getType() == select.getOutput().getType() &&
+         value.hasOneUse() && tile.dtype == dtype && tile.freeStride == 1 &&
          tile.run == 0 && tile.rows == rows && tile.cols == cols &&
          llvm::none_of(tiles, [&](const auto &entry) {
            return entry.first != value &&
@@ -337,9 +343,11 @@ void GroupEmitter::selectColumnsInPlace(const Tile &tile, const AffineBox &box,
       return Kind::Mixed;
     }
     int64_t at = box.base + box.freeStep * i;
-    bool low = compares(compare, at + std::min<int64_t>(0, rowSpan));
-    bool high = compares(compare, at + std::max<int64_t>(0, rowSpan));
-    return low && high ? Kind::Kept : !low && !high ? Kind::Filled : Kind::Mixed;
+    bool low = foldAlu(compare, at + std::min<int64_t>(0, rowSpan), 0) != 0;
+    bool high = foldAlu(compare, at + std::max<int64_t>(0, rowSpan), 0) != 0;
+    return low && high     ? Kind::Kept
+           : !low && !high ? Kind::Filled
+                           : Kind::Mixed;
   };
   Tile rowsOfBox = tile.withRows(box.p0, box.rows);
   for (int64_t i0 = 0; i0 < box.cols;) {
@@ -553,8 +561,10 @@ LogicalResult GroupEmitter::emitPerSegment(Operation *op,
 LogicalResult emitGroupOps(TileBuilder &tb, llvm::ArrayRef<Operation *> ops,
                            llvm::DenseMap<Value, TileArg> &tiles, int64_t rows,
                            int64_t cols, const TileIndex &index,
-                           llvm::ArrayRef<int64_t> chainShape, int64_t perRow) {
-  GroupEmitter emitter(tb, ops, tiles, rows, cols, index, chainShape, perRow);
+                           llvm::ArrayRef<int64_t> chainShape, int64_t perRow,
+                           Value ownedInput) {
+  GroupEmitter emitter(tb, ops, tiles, rows, cols, index, chainShape, perRow,
+                       ownedInput);
   for (Operation *op : ops) {
     if (failed(emitter.emit(op))) {
       return failure();

@@ -147,11 +147,19 @@ Tile storedTile(TileBuilder &tb, const TileArg &arg, isa::DType dtype,
 /// With `chainShape` (a row chain's), the ops not of that shape compute
 /// row values, `perRow` per partition: a reduction folds each row of its
 /// input, and ops on row values work on one element per row.
+/// `ownedInput` is an input whose tile belongs to this iteration alone (an
+/// epilogue's product, evacuated afresh for each tile), which an op that
+/// is its one reader may overwrite.
 mlir::LogicalResult
 emitGroupOps(TileBuilder &tb, llvm::ArrayRef<mlir::Operation *> ops,
              llvm::DenseMap<mlir::Value, TileArg> &tiles, int64_t rows,
              int64_t cols, const TileIndex &index,
-             llvm::ArrayRef<int64_t> chainShape = {}, int64_t perRow = 1);
+             llvm::ArrayRef<int64_t> chainShape = {}, int64_t perRow = 1,
+             mlir::Value ownedInput = {});
+
+/// `a alu b` as the engines compute it on immediates: f32 arithmetic, and
+/// 1 or 0 for a comparison.
+double foldAlu(llvm::StringRef alu, double a, double b);
 
 /// Loads `rows` x `cols` of an input from `origin`. A broadcast along the
 /// free axis (every free stride 0) loads one column, read with stride 0;

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/tile/Lowering.h"
+#include "passes/tile/ElementwiseLoop.h"
 
 #include "compiler/target/Random.h"
 
@@ -18,6 +18,23 @@ using namespace mlir;
 using namespace kiln::kgraph;
 
 namespace kiln::tile_passes {
+
+double foldAlu(llvm::StringRef alu, double a, double b) {
+  return llvm::StringSwitch<double>(alu)
+      .Case("add", float(a) + float(b))
+      .Case("sub", float(a) - float(b))
+      .Case("mul", float(a) * float(b))
+      .Case("div", float(a) / float(b))
+      .Case("max", std::max(a, b))
+      .Case("min", std::min(a, b))
+      .Case("eq", a == b)
+      .Case("ne", a != b)
+      .Case("lt", a < b)
+      .Case("le", a <= b)
+      .Case("gt", a > b)
+      .Case("ge", a >= b)
+      .Default(NAN);
+}
 
 namespace {
 
@@ -43,22 +60,6 @@ llvm::StringRef swapped(llvm::StringRef name) {
       .Default(name);
 }
 
-double fold(llvm::StringRef alu, double a, double b) {
-  return llvm::StringSwitch<double>(alu)
-      .Case("add", float(a) + float(b))
-      .Case("sub", float(a) - float(b))
-      .Case("mul", float(a) * float(b))
-      .Case("div", float(a) / float(b))
-      .Case("max", std::max(a, b))
-      .Case("min", std::min(a, b))
-      .Case("eq", a == b)
-      .Case("ne", a != b)
-      .Case("lt", a < b)
-      .Case("le", a <= b)
-      .Case("gt", a > b)
-      .Case("ge", a >= b)
-      .Default(NAN);
-}
 
 bool isInteger(const Tile &t) { return t.dtype == isa::DType::I32; }
 
@@ -84,7 +85,7 @@ public:
   void binary(llvm::StringRef alu, const TileArg &a, const TileArg &b,
               const Tile &out) {
     if (a.immediate && b.immediate) {
-      tb.memset(out, fold(alu, *a.immediate, *b.immediate));
+      tb.memset(out, foldAlu(alu, *a.immediate, *b.immediate));
       return;
     }
     if (b.immediate) {

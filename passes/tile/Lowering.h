@@ -130,8 +130,8 @@ struct Epilogue {
   /// product of larger elements (attention's scores over 2048 keys), or on
   /// a 2-D product's whole rows, the group computing the product's values
   /// followed by the chain over them (a linear layer's bias, dropout and
-  /// residual, then a layer norm). Its ops reduce the last dimension; the row values they compute
-  /// stay in SBUF but for `rowOutputs`.
+  /// residual, then a layer norm). Its ops reduce the last dimension; the
+  /// row values they compute stay in SBUF but for `rowOutputs`.
   llvm::SmallVector<int64_t> chainShape;
   bool rowChain() const { return !chainShape.empty(); }
   /// Row values read after the chain (a layer norm's reciprocal

@@ -94,9 +94,9 @@ void TilePlanner::planChainEpilogues() {
     // of the innermost batch dimension to a PSUM bank), or its tiled path
     // on each element's whole rows, in whole row tiles.
     int64_t m = plan.shape[rank - 2], n = plan.shape[rank - 1];
-    int64_t depth =
-        tensorType(product.getLhs())
-            .getShape()[product.getTransposeLhs() ? rank - 2 : rank - 1];
+    auto lhsShape = tensorType(product.getLhs()).getShape();
+    int64_t depth = lhsShape[lhsShape.size() -
+                             (product.getTransposeLhs() ? 2 : 1)];
     bool grouped = depth <= 128 && m <= 128 && n <= bankColumns &&
                    plan.shape[rank - 3] >= 2;
     bool wholeRows = !grouped && m % 128 == 0 && 4 * n <= kChainRowBytes;

@@ -1074,6 +1074,38 @@ TEST(CompilerTest, LongRowSoftmaxSumsItsExponentialsOnScalarE) {
   expectMatches(buildGraph(context, softmax(proto::BF16)), options);
 }
 
+TEST(CompilerTest, MasksSelectInPlaceOnlyOnTheirOwnTiles) {
+  // A select whose kept branch its group computes and reads once overwrites
+  // that tile: the columns every row keeps stay, those none keeps are a
+  // memset, the rest go through affine_select. Over 300 rows (three row
+  // tiles a batch element, the last partial): a lower triangle (row - col
+  // >= 0, the expression rising with the partition), a diagonal (eq: every
+  // column mixed), and a product of one row broadcast over the rows, which
+  // every row tile reads and which must stay as it is.
+  mlir::MLIRContext context;
+  // Each select its own mask, as a traced step builds them.
+  auto mask = [](GraphBuilder &b, llvm::StringRef compare) {
+    return b.compare(compare, b.iota({300, 300}, 0, proto::I32),
+                     b.iota({300, 300}, 1, proto::I32));
+  };
+  proto::Graph graph = buildGraph(context, [&](GraphBuilder &b) {
+    Tensor x = in(b, "x", {2, 300, 300});
+    out(b,
+        b.exp(b.select(mask(b, "ge"), b.mul(x, b.scalar(2.0)),
+                       b.scalar(-1e30))),
+        "lower");
+    out(b,
+        b.select(mask(b, "eq"), b.scalar(0.0), b.add(x, b.scalar(1.0))),
+        "off_diagonal");
+    Tensor row = b.broadcast(
+        b.matmul(in(b, "u", {1, 8}), in(b, "w", {8, 300})), {2, 300, 300});
+    out(b, b.exp(b.select(mask(b, "ge"), row, b.scalar(-1e30))), "row_kept");
+  });
+  DiffOptions options;
+  options.atol = 2e-5; // the product's sums in another order
+  expectMatches(graph, options);
+}
+
 TEST(CompilerTest, CausalMasksAreComputedFromPositions) {
   // A causal mask as PyTorch traces it (key index - query index <= 0 from
   // iotas, selected between true and false, negated) picks -1e30 for the

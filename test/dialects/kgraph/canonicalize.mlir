@@ -201,6 +201,24 @@ func.func @unit_batch_dims_added(%g: tensor<6x5x7xf32>, %w: tensor<7x9xf32>, %p:
 
 // -----
 
+// When the operands merge batch dimensions as well, the product unmerges
+// them (it reads them where they lie) rather than adding the unit
+// dimension, and the reshapes of its result compose into one.
+// CHECK-LABEL: func.func @unit_dims_on_merged_heads
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x3x5x4xf32>, %[[K:.*]]: tensor<2x3x4x5xf32>)
+// CHECK-NEXT: %[[P:.*]] = kgraph.matmul %[[Q]], %[[K]] : tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32> -> tensor<2x3x5x5xf32>
+// CHECK-NEXT: %[[R:.*]] = kgraph.reshape %[[P]] : tensor<2x3x5x5xf32> -> tensor<1x6x5x5xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @unit_dims_on_merged_heads(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x4x5xf32>) -> tensor<1x6x5x5xf32> {
+  %0 = kgraph.reshape %q : tensor<2x3x5x4xf32> -> tensor<6x5x4xf32>
+  %1 = kgraph.reshape %k : tensor<2x3x4x5xf32> -> tensor<6x4x5xf32>
+  %2 = kgraph.matmul %0, %1 : tensor<6x5x4xf32>, tensor<6x4x5xf32> -> tensor<6x5x5xf32>
+  %3 = kgraph.reshape %2 : tensor<6x5x5xf32> -> tensor<1x6x5x5xf32>
+  return %3 : tensor<1x6x5x5xf32>
+}
+
+// -----
+
 // A row's max (or min) of x scaled by a positive constant is taken on x
 // and scaled after: rounding is monotone, so the bits are the same, and a
 // softmax over scaled scores folds the max on the scores themselves.
