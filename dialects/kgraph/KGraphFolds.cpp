@@ -287,10 +287,8 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
       return failure();
     }
     llvm::SmallVector<int64_t> batch = *unmerged;
-    bool lhsMerged = mergedBatch(op.getLhs()).has_value();
-    bool rhsMerged = mergedBatch(op.getRhs()).has_value();
-    auto unmerge = [&](Value v, bool merged) -> Value {
-      if (merged) {
+    auto unmerge = [&](Value v) -> Value {
+      if (mergedBatch(v)) {
         return v.getDefiningOp<ReshapeOp>().getInput();
       }
       auto type = llvm::cast<RankedTensorType>(v.getType());
@@ -303,8 +301,8 @@ struct UnmergeBatchReshapes : OpRewritePattern<MatmulOp> {
           rewriter, op.getLoc(),
           RankedTensorType::get(shape, type.getElementType()), v);
     };
-    Value lhs = unmerge(op.getLhs(), lhsMerged);
-    Value rhs = unmerge(op.getRhs(), rhsMerged);
+    Value lhs = unmerge(op.getLhs());
+    Value rhs = unmerge(op.getRhs());
     llvm::SmallVector<int64_t> shape(batch);
     shape.append(outType.getShape().begin() + 1, outType.getShape().end());
     Value product = MatmulOp::create(

@@ -3,6 +3,8 @@
 #include "passes/graph/GraphEmitter.h"
 #include "passes/graph/Passes.h"
 
+#include "dialects/kgraph/KGraphShapes.h"
+
 #include <numeric>
 
 namespace kiln::graph_passes {
@@ -32,10 +34,7 @@ constexpr int64_t kMaxSlicesAdded = 16;
 Value combineSlices(GraphEmitter &e, Operation *op, Value input, int64_t dim,
                     const Shape &resultShape) {
   llvm::ArrayRef<int64_t> xs = GraphEmitter::shapeOf(input);
-  int64_t inner = 1;
-  for (size_t d = dim + 1; d < xs.size(); ++d) {
-    inner *= xs[d];
-  }
+  int64_t inner = numElements(xs.drop_front(dim + 1));
   Type t = GraphEmitter::elementOf(input);
   if (!llvm::isa<ReduceSumOp>(op) || xs[dim] < 1 || xs[dim] > kMaxSlicesAdded ||
       inner < 128 || !llvm::isa<FloatType>(t)) {

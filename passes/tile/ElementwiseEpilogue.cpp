@@ -11,6 +11,8 @@
 #include "passes/tile/AffinePredicate.h"
 #include "passes/tile/ElementwiseLoop.h"
 
+#include "dialects/kgraph/KGraphShapes.h"
+
 using namespace mlir;
 using namespace kiln::kgraph;
 
@@ -123,15 +125,10 @@ std::optional<RowsAt> rowsAt(const HbmView &input,
   } else {
     // A view that broadcasts to the product's shape by NumPy's rules, or
     // one of the same elements in another shape (a reshape of its rows).
-    size_t lead = rank - std::min(rank, input.shape.size());
-    bool broadcasts =
-        input.shape.size() <= rank &&
-        llvm::all_of(llvm::seq<size_t>(0, input.shape.size()), [&](size_t d) {
-          return input.shape[d] == 1 || input.shape[d] == shape[lead + d];
-        });
     std::optional<HbmView> same =
-        broadcasts ? std::optional<HbmView>(input.broadcastTo(shape))
-                   : input.reshaped(shape);
+        kgraph::isBroadcastableTo(input.shape, shape)
+            ? std::optional<HbmView>(input.broadcastTo(shape))
+            : input.reshaped(shape);
     if (!same) {
       return std::nullopt;
     }
